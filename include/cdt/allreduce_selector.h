@@ -1,0 +1,44 @@
+// AllreduceSelector: picks the allreduce algorithm for one call when the caller asks for kAuto.
+//
+// The communication core ships FixedThresholdSelector (thresholds measured on the reference machine,
+// docs/benchmarks.md); the topology layer replaces it with a cost-model planner built from measured
+// link parameters. Select() runs on the communicator's background thread for every kAuto allreduce,
+// so it must be cheap and thread-safe for concurrent callers from different communicators.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "cdt/types.h"
+
+namespace cdt {
+
+struct AllreduceShape {
+  size_t bytes = 0;
+  DataType dtype = DataType::kFloat32;
+  int world_size = 1;
+  int num_nodes = 1;
+  int max_ranks_per_node = 1;
+};
+
+class AllreduceSelector {
+ public:
+  virtual ~AllreduceSelector() = default;
+  // Never returns kAuto.
+  virtual AllreduceAlgorithm Select(const AllreduceShape& shape) const = 0;
+  virtual std::string name() const = 0;
+};
+
+// Size thresholds in bytes: below rd_max_bytes recursive doubling, below rhd_max_bytes
+// halving-doubling, else ring; on several nodes with several ranks each, hierarchical from
+// hier_min_bytes up.
+struct FixedThresholds {
+  size_t rd_max_bytes = 16 << 10;
+  size_t rhd_max_bytes = 1 << 20;
+  size_t hier_min_bytes = 256 << 10;
+};
+
+std::shared_ptr<AllreduceSelector> MakeFixedThresholdSelector(FixedThresholds thresholds = {});
+
+}  // namespace cdt

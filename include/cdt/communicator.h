@@ -1,0 +1,95 @@
+// Communicator: a fixed group of ranks that runs collectives on raw buffers.
+//
+// Contract (shared by every backend):
+//  * Membership never changes. On a failure, Abort() (or the failure itself) breaks the communicator;
+//    build a new one with generation + 1 on the same store (c10d's rule). Connections from an older
+//    generation are refused by the new one.
+//  * Operations are asynchronous: each call queues the operation and returns a Work handle at once.
+//    Queued operations run one at a time, in submission order, on a background thread. Every rank must
+//    submit the same collectives in the same order (DDP's rule; no negotiation). With
+//    CommunicatorOptions::check_fingerprints, ranks verify that before each collective.
+//  * Buffers passed to an operation must stay valid and untouched until its Work completes.
+//  * Failure: a dead peer (connection closed or reset) or a silent one (no byte moved for `timeout`)
+//    fails the running operation with cdt::Error(kPeerLost / kTimeout) naming this rank, the peer, its
+//    address, the operation and its sequence number. The communicator then closes every connection
+//    (so its peers fail fast too) and fails all queued and future operations with kAborted carrying the
+//    original message.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cdt/types.h"
+
+namespace cdt {
+
+// Handle to one queued operation.
+//
+//   work->Wait(timeout):
+//     block until the operation finished or `timeout` passed;
+//     if it failed: rethrow its cdt::Error;
+//     if still running at the deadline: throw cdt::Error(kTimeout) (the operation keeps running).
+class Work {
+ public:
+  virtual ~Work() = default;
+  virtual void Wait(std::chrono::milliseconds timeout) = 0;
+  // Waits with the communicator's own timeout plus a margin.
+  virtual void Wait() = 0;
+  // True once the operation finished, successfully or not. Never blocks.
+  virtual bool Completed() const = 0;
+};
+
+struct AllreduceOptions {
+  AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
+};
+
+// Describes which ranks share a node; collectives that care (hierarchical) read it.
+struct NodeLayout {
+  std::vector<int> node_of_rank;  // node index (0..num_nodes-1) of each rank, in rank order
+  int num_nodes = 1;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual uint64_t generation() const = 0;
+  virtual const NodeLayout& layout() const = 0;
+  virtual std::string backend_name() const = 0;
+
+  // In-place allreduce of `count` elements.
+  virtual std::shared_ptr<Work> Allreduce(void* data, size_t count, DataType dtype, ReduceOp op,
+                                          AllreduceOptions options = {}) = 0;
+  // In-place broadcast of `count` elements from `root`.
+  virtual std::shared_ptr<Work> Broadcast(void* data, size_t count, DataType dtype, int root) = 0;
+  // Every rank contributes counts[rank] elements; `output` receives all contributions in rank order
+  // (sum(counts) elements). Allgather is the case of equal counts.
+  virtual std::shared_ptr<Work> Allgatherv(const void* input, void* output,
+                                           const std::vector<size_t>& counts, DataType dtype) = 0;
+  // `input` holds sum(counts) elements; rank r receives the reduction of its slice (counts[r]
+  // elements at offset sum(counts[0..r))) into `output`.
+  virtual std::shared_ptr<Work> ReduceScatter(const void* input, void* output,
+                                              const std::vector<size_t>& counts, DataType dtype,
+                                              ReduceOp op) = 0;
+  virtual std::shared_ptr<Work> Barrier() = 0;
+  // Point to point: bytes are matched in submission order per (sender, receiver) pair.
+  virtual std::shared_ptr<Work> Send(const void* data, size_t bytes, int dst) = 0;
+  virtual std::shared_ptr<Work> Recv(void* data, size_t bytes, int src) = 0;
+
+  // Equal-count allgather: output holds size() * count elements.
+  std::shared_ptr<Work> Allgather(const void* input, void* output, size_t count, DataType dtype) {
+    return Allgatherv(input, output, std::vector<size_t>(static_cast<size_t>(size()), count), dtype);
+  }
+
+  // Unblocks every waiting thread at once: the running and queued operations fail with kAborted,
+  // connections are closed. Safe to call from any thread, any number of times.
+  virtual void Abort() = 0;
+};
+
+}  // namespace cdt

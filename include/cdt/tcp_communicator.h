@@ -1,0 +1,40 @@
+// Building a communicator over TCP (full mesh) from a rendezvous store.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "cdt/allreduce_selector.h"
+#include "cdt/communicator.h"
+#include "cdt/store.h"
+
+namespace cdt {
+
+struct CommunicatorOptions {
+  int rank = 0;
+  int size = 1;
+  // Generation of the group; a new group after a failure uses generation + 1 on the same store.
+  uint64_t generation = 0;
+  // Store namespace: keys live under "<job_id>/gen<generation>/".
+  std::string job_id = "cdt";
+  std::string bind_host = "0.0.0.0";
+  std::string advertise_host = "127.0.0.1";  // the address peers dial (CDT_NODE_ADDR)
+  std::string host_id;  // node identity for hierarchical collectives; empty = this machine's
+  // A peer that moves no byte for this long is declared silent (kTimeout). Also bounds set-up.
+  std::chrono::milliseconds timeout{30000};
+  // CDT_DEBUG=collectives: before each collective, ranks compare (op, dtype, count, root) and fail
+  // with kMismatch showing what every rank submitted. Costs one small all-to-all per collective.
+  bool check_fingerprints = false;
+  // Default for AllreduceOptions::algorithm == kAuto (CDT_ALLREDUCE_ALGO); kAuto = ask `selector`.
+  AllreduceAlgorithm default_algorithm = AllreduceAlgorithm::kAuto;
+  std::shared_ptr<AllreduceSelector> selector;  // null = MakeFixedThresholdSelector()
+  size_t segment_bytes = 256 << 10;             // pipelining granularity
+  int socket_buffer_bytes = 0;                  // 0 = kernel autotuning
+};
+
+// Connects to every other rank (blocking, bounded by options.timeout) and returns a ready
+// communicator. Throws cdt::Error naming missing ranks on timeout.
+std::unique_ptr<Communicator> ConnectTcpCommunicator(Store& store, const CommunicatorOptions& options);
+
+}  // namespace cdt

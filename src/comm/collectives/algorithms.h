@@ -1,0 +1,34 @@
+// Entry points of the collective algorithms, one per file in this folder. Each runs on the calling
+// thread over ctx.mesh among `group`, blocking until done, and throws cdt::Error on failure.
+// Preconditions (checked by the Communicator): every rank of the group calls the same function with
+// the same count/dtype/op/root.
+#pragma once
+
+#include <vector>
+
+#include "comm/collectives/context.h"
+
+namespace cdt {
+
+// Allreduce, in place. kAvg is reduced as a sum; the caller divides (FinishAverage).
+void AllreduceRing(CollectiveContext& ctx, const Group& group, const ReduceBuffer& buf);
+void AllreduceRecursiveDoubling(CollectiveContext& ctx, const Group& group, const ReduceBuffer& buf);
+void AllreduceHalvingDoubling(CollectiveContext& ctx, const Group& group, const ReduceBuffer& buf);
+void AllreduceTree(CollectiveContext& ctx, const Group& group, const ReduceBuffer& buf);
+// node_of_rank: node index of every global rank (TcpMesh host ids grouped).
+void AllreduceHierarchical(CollectiveContext& ctx, const Group& group, const ReduceBuffer& buf,
+                           const std::vector<int>& node_of_rank);
+
+// Ring phases shared by allreduce, reduce-scatter and allgather (ring_phases.cc).
+// `offsets` has group.size() + 1 entries (element offsets of each block in buf).
+// After RingReduceScatterPhase, block `group.me` holds the reduction of that block over the group.
+void RingReduceScatterPhase(CollectiveContext& ctx, const Group& group, const ReduceBuffer& buf,
+                            const std::vector<size_t>& offsets);
+// Before: block group.me is final on each rank. After: every block is final on every rank.
+void RingAllgatherPhase(CollectiveContext& ctx, const Group& group, void* data, size_t elem,
+                        const std::vector<size_t>& offsets);
+
+void Broadcast(CollectiveContext& ctx, const Group& group, void* data, size_t bytes, int root_index);
+void Barrier(CollectiveContext& ctx, const Group& group);
+
+}  // namespace cdt

@@ -1,0 +1,186 @@
+#include "comm/mpi/mpi_communicator.h"
+
+#include <mpi.h>
+
+#include <cstring>
+#include <map>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "cdt/error.h"
+#include "comm/reduce.h"
+#include "comm/transport/tcp_mesh.h"  // LocalHostId
+#include "comm/work_impl.h"
+#include "common/half.h"
+
+namespace cdt {
+
+namespace {
+
+template <float (*ToF)(uint16_t), uint16_t (*FromF)(float), int kOp>
+void Reduce16(void* in, void* inout, int* len, MPI_Datatype*) {
+  ReduceInto(inout, in, static_cast<size_t>(*len),
+             ToF == HalfToFloat ? DataType::kFloat16 : DataType::kBFloat16, static_cast<ReduceOp>(kOp));
+}
+
+class MpiCommunicator : public Communicator {
+ public:
+  MpiCommunicator() {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided = 0;
+      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+      owns_init_ = true;
+    }
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+    // f16 / bf16 reductions.
+    MPI_Op_create(&Reduce16<HalfToFloat, FloatToHalf, 0>, 1, &ops16_[0][0]);
+    MPI_Op_create(&Reduce16<HalfToFloat, FloatToHalf, 2>, 1, &ops16_[0][1]);
+    MPI_Op_create(&Reduce16<HalfToFloat, FloatToHalf, 3>, 1, &ops16_[0][2]);
+    MPI_Op_create(&Reduce16<BFloat16ToFloat, FloatToBFloat16, 0>, 1, &ops16_[1][0]);
+    MPI_Op_create(&Reduce16<BFloat16ToFloat, FloatToBFloat16, 2>, 1, &ops16_[1][1]);
+    MPI_Op_create(&Reduce16<BFloat16ToFloat, FloatToBFloat16, 3>, 1, &ops16_[1][2]);
+    // Node layout from host ids.
+    std::string id = LocalHostId();
+    id.resize(256, '\0');
+    std::vector<char> all(static_cast<size_t>(size_) * 256);
+    MPI_Allgather(id.data(), 256, MPI_CHAR, all.data(), 256, MPI_CHAR, comm_);
+    std::map<std::string, int> ids;
+    for (int r = 0; r < size_; ++r) {
+      auto [it, added] = ids.emplace(std::string(&all[static_cast<size_t>(r) * 256], 256),
+                                     static_cast<int>(ids.size()));
+      layout_.node_of_rank.push_back(it->second);
+    }
+    layout_.num_nodes = static_cast<int>(ids.size());
+  }
+
+  ~MpiCommunicator() override {
+    for (auto& row : ops16_)
+      for (auto& op : row) MPI_Op_free(&op);
+    MPI_Comm_free(&comm_);
+    if (owns_init_) MPI_Finalize();
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  uint64_t generation() const override { return 0; }
+  const NodeLayout& layout() const override { return layout_; }
+  std::string backend_name() const override { return "mpi"; }
+
+  std::shared_ptr<Work> Allreduce(void* data, size_t count, DataType dtype, ReduceOp op,
+                                  AllreduceOptions) override {
+    return Run("allreduce", [&] {
+      if (count == 0) return MPI_SUCCESS;
+      int rc = MPI_Allreduce(MPI_IN_PLACE, data, Count(count), Type(dtype), Op(dtype, op), comm_);
+      if (rc == MPI_SUCCESS && op == ReduceOp::kAvg) FinishAverage(data, count, dtype, size_);
+      return rc;
+    });
+  }
+  std::shared_ptr<Work> Broadcast(void* data, size_t count, DataType dtype, int root) override {
+    return Run("broadcast", [&] { return MPI_Bcast(data, Count(count), Type(dtype), root, comm_); });
+  }
+  std::shared_ptr<Work> Allgatherv(const void* input, void* output,
+                                   const std::vector<size_t>& counts, DataType dtype) override {
+    return Run("allgather", [&] {
+      std::vector<int> c, d;
+      int off = 0;
+      for (size_t n : counts) {
+        c.push_back(Count(n));
+        d.push_back(off);
+        off += Count(n);
+      }
+      return MPI_Allgatherv(input, c[static_cast<size_t>(rank_)], Type(dtype), output, c.data(),
+                            d.data(), Type(dtype), comm_);
+    });
+  }
+  std::shared_ptr<Work> ReduceScatter(const void* input, void* output,
+                                      const std::vector<size_t>& counts, DataType dtype,
+                                      ReduceOp op) override {
+    return Run("reduce_scatter", [&] {
+      std::vector<int> c;
+      for (size_t n : counts) c.push_back(Count(n));
+      int rc = MPI_Reduce_scatter(input, output, c.data(), Type(dtype), Op(dtype, op), comm_);
+      if (rc == MPI_SUCCESS && op == ReduceOp::kAvg)
+        FinishAverage(output, counts[static_cast<size_t>(rank_)], dtype, size_);
+      return rc;
+    });
+  }
+  std::shared_ptr<Work> Barrier() override {
+    return Run("barrier", [&] { return MPI_Barrier(comm_); });
+  }
+  std::shared_ptr<Work> Send(const void* data, size_t bytes, int dst) override {
+    return Run("send", [&] { return MPI_Send(data, Count(bytes), MPI_BYTE, dst, 0, comm_); });
+  }
+  std::shared_ptr<Work> Recv(void* data, size_t bytes, int src) override {
+    return Run("recv", [&] {
+      return MPI_Recv(data, Count(bytes), MPI_BYTE, src, 0, comm_, MPI_STATUS_IGNORE);
+    });
+  }
+  void Abort() override { MPI_Abort(comm_, 1); }
+
+ private:
+  int Count(size_t n) const {
+    if (n > static_cast<size_t>(INT32_MAX))
+      throw Error(ErrorCode::kInvalidArgument, "MPI backend: counts above 2^31-1 elements are not "
+                                               "supported by MPI-3 int counts; split the buffer");
+    return static_cast<int>(n);
+  }
+  static MPI_Datatype Type(DataType t) {
+    switch (t) {
+      case DataType::kFloat32: return MPI_FLOAT;
+      case DataType::kFloat64: return MPI_DOUBLE;
+      case DataType::kInt32: return MPI_INT32_T;
+      case DataType::kInt64: return MPI_INT64_T;
+      case DataType::kFloat16:
+      case DataType::kBFloat16: return MPI_UINT16_T;
+    }
+    return MPI_BYTE;
+  }
+  MPI_Op Op(DataType t, ReduceOp op) const {
+    if (t == DataType::kFloat16 || t == DataType::kBFloat16) {
+      int row = t == DataType::kFloat16 ? 0 : 1;
+      int col = op == ReduceOp::kMax ? 1 : op == ReduceOp::kMin ? 2 : 0;
+      return ops16_[row][col];
+    }
+    return op == ReduceOp::kMax ? MPI_MAX : op == ReduceOp::kMin ? MPI_MIN : MPI_SUM;
+  }
+  template <typename F>
+  std::shared_ptr<Work> Run(const char* name, F&& f) {
+    uint64_t seq = ++seq_;
+    auto work = std::make_shared<WorkImpl>(std::string(name) + " #" + std::to_string(seq),
+                                           std::chrono::hours(1));
+    int rc = f();
+    if (rc != MPI_SUCCESS) {
+      char msg[MPI_MAX_ERROR_STRING];
+      int len = 0;
+      MPI_Error_string(rc, msg, &len);
+      work->Finish(std::make_exception_ptr(
+          Error(ErrorCode::kPeerLost,
+                "rank " + std::to_string(rank_) + " (MPI) failed " + name + " #" +
+                    std::to_string(seq) + ": " + std::string(msg, static_cast<size_t>(len)),
+                {rank_, -1, "", name, seq})));
+    } else {
+      work->Finish(nullptr);
+    }
+    return work;
+  }
+
+  MPI_Comm comm_;
+  int rank_ = 0;
+  int size_ = 1;
+  bool owns_init_ = false;
+  MPI_Op ops16_[2][3];
+  NodeLayout layout_;
+  uint64_t seq_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> CreateMpiCommunicator() { return std::make_unique<MpiCommunicator>(); }
+
+}  // namespace cdt

@@ -1,0 +1,177 @@
+#include "comm/store/tcp_store_client.h"
+
+#include <cstring>
+
+#include "cdt/error.h"
+#include "common/bytes.h"
+
+namespace cdt {
+
+using store::MsgType;
+
+namespace {
+constexpr auto kReplyMargin = std::chrono::seconds(5);  // server answers a Wait at its own deadline
+}
+
+TcpStoreClient::TcpStoreClient(const net::HostPort& server, const std::string& secret,
+                               std::chrono::milliseconds connect_timeout,
+                               std::chrono::milliseconds request_timeout)
+    : where_("store at " + server.ToString()), request_timeout_(request_timeout) {
+  net::Deadline deadline = net::DeadlineAfter(connect_timeout);
+  try {
+    sock_ = net::ConnectUntil(server, deadline);
+  } catch (const Error& e) {
+    throw Error(ErrorCode::kTimeout, std::string("rendezvous: ") + e.what() +
+                                         "; check --rdzv-endpoint / MASTER_ADDR:MASTER_PORT");
+  }
+  net::SetNoDelay(sock_.fd());
+  net::Deadline hs = net::DeadlineAfter(std::max(connect_timeout, std::chrono::milliseconds(5000)));
+  try {
+    char hello[8 + store::kNonceBytes];
+    net::RecvAll(sock_.fd(), hello, sizeof hello, hs, where_);
+    uint32_t magic, version;
+    std::memcpy(&magic, hello, 4);
+    std::memcpy(&version, hello + 4, 4);
+    if (magic != store::kMagic)
+      throw Error(ErrorCode::kProtocol, where_ + " is not a cann-dist-train store (bad magic)");
+    if (version != store::kVersion)
+      throw Error(ErrorCode::kProtocol, where_ + " speaks store protocol v" +
+                                            std::to_string(version) + ", this build v" +
+                                            std::to_string(store::kVersion));
+    std::string mac = store::ComputeMac(secret, std::string_view(hello + 8, store::kNonceBytes));
+    auto [type, payload] = Request(MsgType::kAuth, mac, hs);
+    if (type != MsgType::kOk)
+      throw Error(ErrorCode::kAuth, where_ + " refused the job secret: every process of a job "
+                                             "must get the same CDT_JOB_SECRET");
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::kPeerLost)
+      throw Error(ErrorCode::kAuth, where_ + " closed the connection during authentication (" +
+                                        e.what() + "); is the job secret right?");
+    throw;
+  }
+}
+
+std::pair<MsgType, std::string> TcpStoreClient::ReadFrame(net::Deadline deadline) {
+  uint32_t len;
+  net::RecvAll(sock_.fd(), &len, 4, deadline, where_);
+  if (len == 0 || len > store::kMaxFrameBytes)
+    throw Error(ErrorCode::kProtocol, where_ + " sent a frame of " + std::to_string(len) + " bytes");
+  std::string body(len, '\0');
+  net::RecvAll(sock_.fd(), body.data(), len, deadline, where_);
+  auto type = static_cast<MsgType>(static_cast<uint8_t>(body[0]));
+  return {type, body.substr(1)};
+}
+
+std::pair<MsgType, std::string> TcpStoreClient::Request(MsgType type, const std::string& payload,
+                                                        net::Deadline deadline) {
+  if (!sock_.valid())
+    throw Error(ErrorCode::kStore, where_ + ": connection already failed; create a new client");
+  std::string frame;
+  ByteWriter w(&frame);
+  w.U32(static_cast<uint32_t>(payload.size() + 1));
+  w.U8(static_cast<uint8_t>(type));
+  w.Raw(payload.data(), payload.size());
+  try {
+    net::SendAll(sock_.fd(), frame.data(), frame.size(), deadline, where_);
+    auto reply = ReadFrame(deadline);
+    if (reply.first == MsgType::kError) {
+      ByteReader r(reply.second, "store error reply");
+      throw Error(ErrorCode::kStore, where_ + " rejected the request: " + r.Bytes(1 << 20));
+    }
+    return reply;
+  } catch (const Error& e) {
+    // A half-finished exchange leaves the stream out of step: never reuse it.
+    sock_.Close();
+    if (e.code() == ErrorCode::kStore) throw;
+    throw Error(e.code() == ErrorCode::kTimeout ? ErrorCode::kTimeout : ErrorCode::kStore,
+                std::string("rendezvous store request failed: ") + e.what());
+  }
+}
+
+void TcpStoreClient::Set(const std::string& key, const std::string& value) {
+  std::string p;
+  ByteWriter w(&p);
+  w.Bytes(key);
+  w.Bytes(value);
+  std::lock_guard<std::mutex> lock(mu_);
+  Request(MsgType::kSet, p, net::DeadlineAfter(request_timeout_));
+}
+
+void TcpStoreClient::WaitLocked(const std::vector<std::string>& keys,
+                                std::chrono::milliseconds timeout) {
+  std::string p;
+  ByteWriter w(&p);
+  w.U32(static_cast<uint32_t>(keys.size()));
+  for (const auto& k : keys) w.Bytes(k);
+  w.U64(static_cast<uint64_t>(timeout.count()));
+  auto [type, payload] = Request(MsgType::kWait, p, net::DeadlineAfter(timeout + kReplyMargin));
+  if (type == MsgType::kTimeout) {
+    std::string names;
+    for (size_t i = 0; i < keys.size() && i < 4; ++i) names += (i ? ", " : "") + keys[i];
+    if (keys.size() > 4) names += ", ...";
+    throw Error(ErrorCode::kTimeout, "waited " + std::to_string(timeout.count()) +
+                                         " ms on " + where_ + " for keys [" + names +
+                                         "]: some process of the job did not arrive");
+  }
+}
+
+void TcpStoreClient::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  std::lock_guard<std::mutex> lock(mu_);
+  WaitLocked(keys, timeout);
+}
+
+std::string TcpStoreClient::Get(const std::string& key, std::chrono::milliseconds timeout) {
+  std::lock_guard<std::mutex> lock(mu_);
+  WaitLocked({key}, timeout);
+  std::string p;
+  ByteWriter(&p).Bytes(key);
+  auto [type, payload] = Request(MsgType::kGet, p, net::DeadlineAfter(request_timeout_));
+  if (type != MsgType::kValue)
+    throw Error(ErrorCode::kStore, where_ + ": key '" + key + "' vanished after wait");
+  ByteReader r(payload, "store value");
+  return r.Bytes(store::kMaxFrameBytes);
+}
+
+int64_t TcpStoreClient::Add(const std::string& key, int64_t delta) {
+  std::string p;
+  ByteWriter w(&p);
+  w.Bytes(key);
+  w.I64(delta);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto [type, payload] = Request(MsgType::kAdd, p, net::DeadlineAfter(request_timeout_));
+  ByteReader r(payload, "store add reply");
+  return r.I64();
+}
+
+std::string TcpStoreClient::CompareSet(const std::string& key, const std::string& expected,
+                                       const std::string& desired) {
+  std::string p;
+  ByteWriter w(&p);
+  w.Bytes(key);
+  w.Bytes(expected);
+  w.Bytes(desired);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto [type, payload] = Request(MsgType::kCompareSet, p, net::DeadlineAfter(request_timeout_));
+  ByteReader r(payload, "store compare-set reply");
+  return r.Bytes(store::kMaxFrameBytes);
+}
+
+bool TcpStoreClient::Delete(const std::string& key) {
+  std::string p;
+  ByteWriter(&p).Bytes(key);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto [type, payload] = Request(MsgType::kDelete, p, net::DeadlineAfter(request_timeout_));
+  ByteReader r(payload, "store delete reply");
+  return r.U8() != 0;
+}
+
+bool TcpStoreClient::Check(const std::string& key) {
+  std::string p;
+  ByteWriter(&p).Bytes(key);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto [type, payload] = Request(MsgType::kCheck, p, net::DeadlineAfter(request_timeout_));
+  ByteReader r(payload, "store check reply");
+  return r.U8() != 0;
+}
+
+}  // namespace cdt

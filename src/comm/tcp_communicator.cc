@@ -1,0 +1,315 @@
+// TcpCommunicator: cdt::Communicator over a TcpMesh, one background thread executing queued
+// operations in submission order (see include/cdt/communicator.h for the contract).
+#include "cdt/tcp_communicator.h"
+
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <thread>
+
+#include "cdt/error.h"
+#include "comm/collective_fingerprint.h"
+#include "comm/collectives/algorithms.h"
+#include "comm/reduce.h"
+#include "comm/transport/tcp_mesh.h"
+#include "comm/work_impl.h"
+
+namespace cdt {
+
+namespace {
+
+constexpr auto kWaitMargin = std::chrono::seconds(5);
+
+const char* AllreduceLabel(AllreduceAlgorithm a) {
+  switch (a) {
+    case AllreduceAlgorithm::kRing: return "allreduce(ring)";
+    case AllreduceAlgorithm::kRecursiveDoubling: return "allreduce(rd)";
+    case AllreduceAlgorithm::kHalvingDoubling: return "allreduce(rhd)";
+    case AllreduceAlgorithm::kTree: return "allreduce(tree)";
+    case AllreduceAlgorithm::kHierarchical: return "allreduce(hier)";
+    case AllreduceAlgorithm::kAuto: return "allreduce(auto)";
+  }
+  return "allreduce";
+}
+
+class TcpCommunicator : public Communicator {
+ public:
+  TcpCommunicator(std::unique_ptr<TcpMesh> mesh, const CommunicatorOptions& o)
+      : options_(o), mesh_(std::move(mesh)) {
+    if (!options_.selector) options_.selector = MakeFixedThresholdSelector();
+    // Node layout: nodes numbered by the first rank seen on them.
+    std::map<std::string, int> ids;
+    layout_.node_of_rank.resize(static_cast<size_t>(o.size));
+    std::map<int, int> per_node;
+    for (int r = 0; r < o.size; ++r) {
+      auto [it, added] = ids.emplace(mesh_->host_ids()[static_cast<size_t>(r)],
+                                     static_cast<int>(ids.size()));
+      layout_.node_of_rank[static_cast<size_t>(r)] = it->second;
+      ++per_node[it->second];
+    }
+    layout_.num_nodes = static_cast<int>(ids.size());
+    for (auto& [node, n] : per_node) max_ranks_per_node_ = std::max(max_ranks_per_node_, n);
+    thread_ = std::thread([this] { Loop(); });
+  }
+
+  ~TcpCommunicator() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  int rank() const override { return options_.rank; }
+  int size() const override { return options_.size; }
+  uint64_t generation() const override { return options_.generation; }
+  const NodeLayout& layout() const override { return layout_; }
+  std::string backend_name() const override { return "tcp"; }
+
+  std::shared_ptr<Work> Allreduce(void* data, size_t count, DataType dtype, ReduceOp op,
+                                  AllreduceOptions opt) override {
+    AllreduceAlgorithm algo = opt.algorithm != AllreduceAlgorithm::kAuto ? opt.algorithm
+                                                                         : options_.default_algorithm;
+    const size_t elem = ElementSize(dtype);
+    if (algo == AllreduceAlgorithm::kAuto)
+      algo = options_.selector->Select(
+          {count * elem, dtype, size(), layout_.num_nodes, max_ranks_per_node_});
+    Fingerprint fp{0, count, -1, static_cast<uint8_t>(OpKind::kAllreduce),
+                   static_cast<uint8_t>(dtype), static_cast<uint8_t>(op)};
+    return Submit(AllreduceLabel(algo), fp, [=, this](CollectiveContext& ctx) {
+      Group world = Group::World(rank(), size());
+      ReduceBuffer buf{data, count, dtype, op};
+      switch (algo) {
+        case AllreduceAlgorithm::kRing: AllreduceRing(ctx, world, buf); break;
+        case AllreduceAlgorithm::kRecursiveDoubling: AllreduceRecursiveDoubling(ctx, world, buf); break;
+        case AllreduceAlgorithm::kHalvingDoubling: AllreduceHalvingDoubling(ctx, world, buf); break;
+        case AllreduceAlgorithm::kTree: AllreduceTree(ctx, world, buf); break;
+        case AllreduceAlgorithm::kHierarchical:
+          AllreduceHierarchical(ctx, world, buf, layout_.node_of_rank);
+          break;
+        case AllreduceAlgorithm::kAuto: break;  // resolved above
+      }
+      if (op == ReduceOp::kAvg) FinishAverage(data, count, dtype, size());
+    });
+  }
+
+  std::shared_ptr<Work> Broadcast(void* data, size_t count, DataType dtype, int root) override {
+    CheckRank(root, "broadcast root");
+    Fingerprint fp{0, count, root, static_cast<uint8_t>(OpKind::kBroadcast),
+                   static_cast<uint8_t>(dtype), 0};
+    const size_t bytes = count * ElementSize(dtype);
+    return Submit("broadcast", fp, [=, this](CollectiveContext& ctx) {
+      cdt::Broadcast(ctx, Group::World(rank(), size()), data, bytes, root);
+    });
+  }
+
+  std::shared_ptr<Work> Allgatherv(const void* input, void* output,
+                                   const std::vector<size_t>& counts, DataType dtype) override {
+    if (counts.size() != static_cast<size_t>(size()))
+      throw Error(ErrorCode::kInvalidArgument,
+                  "allgatherv: counts has " + std::to_string(counts.size()) +
+                      " entries, the world has " + std::to_string(size()) + " ranks");
+    std::vector<size_t> offsets(counts.size() + 1, 0);
+    std::partial_sum(counts.begin(), counts.end(), offsets.begin() + 1);
+    Fingerprint fp{0, offsets.back(), -1, static_cast<uint8_t>(OpKind::kAllgather),
+                   static_cast<uint8_t>(dtype), 0};
+    const size_t elem = ElementSize(dtype);
+    return Submit("allgather", fp, [=, this](CollectiveContext& ctx) {
+      const size_t me = static_cast<size_t>(rank());
+      std::memmove(static_cast<char*>(output) + offsets[me] * elem, input, counts[me] * elem);
+      RingAllgatherPhase(ctx, Group::World(rank(), size()), output, elem, offsets);
+    });
+  }
+
+  std::shared_ptr<Work> ReduceScatter(const void* input, void* output,
+                                      const std::vector<size_t>& counts, DataType dtype,
+                                      ReduceOp op) override {
+    if (counts.size() != static_cast<size_t>(size()))
+      throw Error(ErrorCode::kInvalidArgument,
+                  "reduce_scatter: counts has " + std::to_string(counts.size()) +
+                      " entries, the world has " + std::to_string(size()) + " ranks");
+    std::vector<size_t> offsets(counts.size() + 1, 0);
+    std::partial_sum(counts.begin(), counts.end(), offsets.begin() + 1);
+    Fingerprint fp{0, offsets.back(), -1, static_cast<uint8_t>(OpKind::kReduceScatter),
+                   static_cast<uint8_t>(dtype), static_cast<uint8_t>(op)};
+    const size_t elem = ElementSize(dtype);
+    return Submit("reduce_scatter", fp, [=, this](CollectiveContext& ctx) {
+      // The ring works in place; stage the (const) input in memory of our own.
+      void* staged = staging_.Get(offsets.back() * elem);
+      std::memcpy(staged, input, offsets.back() * elem);
+      ReduceBuffer buf{staged, offsets.back(), dtype, op};
+      RingReduceScatterPhase(ctx, Group::World(rank(), size()), buf, offsets);
+      const size_t me = static_cast<size_t>(rank());
+      std::memcpy(output, buf.at(offsets[me]), counts[me] * elem);
+      if (op == ReduceOp::kAvg) FinishAverage(output, counts[me], dtype, size());
+    });
+  }
+
+  std::shared_ptr<Work> Barrier() override {
+    Fingerprint fp{0, 0, -1, static_cast<uint8_t>(OpKind::kBarrier), 0, 0};
+    return Submit("barrier", fp, [this](CollectiveContext& ctx) {
+      cdt::Barrier(ctx, Group::World(rank(), size()));
+    });
+  }
+
+  std::shared_ptr<Work> Send(const void* data, size_t bytes, int dst) override {
+    CheckPeer(dst, "send destination");
+    Fingerprint fp{0, bytes, dst, static_cast<uint8_t>(OpKind::kSend), 0, 0};
+    return Submit("send", fp, [=](CollectiveContext& ctx) {
+      Transfer t = Transfer::Send(dst, data, bytes);
+      ctx.mesh.Exchange(&t, 1, ctx.label);
+    });
+  }
+
+  std::shared_ptr<Work> Recv(void* data, size_t bytes, int src) override {
+    CheckPeer(src, "recv source");
+    Fingerprint fp{0, bytes, src, static_cast<uint8_t>(OpKind::kRecv), 0, 0};
+    return Submit("recv", fp, [=](CollectiveContext& ctx) {
+      Transfer t = Transfer::Recv(src, data, bytes);
+      ctx.mesh.Exchange(&t, 1, ctx.label);
+    });
+  }
+
+  void Abort() override {
+    std::deque<Op> dropped;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (broken_.empty())
+        broken_ = "rank " + std::to_string(rank()) + ": communicator (generation " +
+                  std::to_string(generation()) + ") was aborted";
+      dropped.swap(queue_);
+    }
+    mesh_->Wake();
+    mesh_->ShutdownAll();
+    for (Op& op : dropped) op.work->Finish(AbortedError(op));
+    cv_.notify_all();
+  }
+
+ private:
+  struct Op {
+    const char* name;
+    uint64_t seq;
+    Fingerprint fp;
+    std::function<void(CollectiveContext&)> run;
+    std::shared_ptr<WorkImpl> work;
+  };
+
+  void CheckRank(int r, const char* what) const {
+    if (r < 0 || r >= size())
+      throw Error(ErrorCode::kInvalidArgument, std::string(what) + " " + std::to_string(r) +
+                                                   " is outside 0.." + std::to_string(size() - 1));
+  }
+  void CheckPeer(int r, const char* what) const {
+    CheckRank(r, what);
+    if (r == rank())
+      throw Error(ErrorCode::kInvalidArgument, std::string(what) + " is this rank itself");
+  }
+
+  std::exception_ptr AbortedError(const Op& op) const {
+    return std::make_exception_ptr(
+        Error(ErrorCode::kAborted,
+              std::string(op.name) + " #" + std::to_string(op.seq) + " on rank " +
+                  std::to_string(rank()) + " not run: " + broken_,
+              {rank(), -1, "", op.name, op.seq}));
+  }
+
+  std::shared_ptr<Work> Submit(const char* name, Fingerprint fp,
+                               std::function<void(CollectiveContext&)> run) {
+    std::lock_guard<std::mutex> lock(mu_);
+    uint64_t seq = ++next_seq_;
+    fp.seq = seq;
+    auto work = std::make_shared<WorkImpl>(
+        std::string(name) + " #" + std::to_string(seq) + " on rank " + std::to_string(rank()),
+        options_.timeout + kWaitMargin);
+    Op op{name, seq, fp, std::move(run), work};
+    if (!broken_.empty()) {
+      work->Finish(AbortedError(op));
+      return work;
+    }
+    queue_.push_back(std::move(op));
+    cv_.notify_all();
+    return work;
+  }
+
+  void Loop() {
+    CollectiveContext ctx{*mesh_, scratch_, {}, options_.segment_bytes};
+    for (;;) {
+      Op op;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stopping and drained
+        op = std::move(queue_.front());
+        queue_.pop_front();
+        if (!broken_.empty()) {
+          op.work->Finish(AbortedError(op));
+          continue;
+        }
+      }
+      ctx.label = OpLabel{op.name, op.seq};
+      try {
+        bool p2p = op.fp.op == static_cast<uint8_t>(OpKind::kSend) ||
+                   op.fp.op == static_cast<uint8_t>(OpKind::kRecv);
+        if (options_.check_fingerprints && !p2p) CheckFingerprints(*mesh_, op.fp, ctx.label);
+        op.run(ctx);
+        op.work->Finish(nullptr);
+      } catch (const Error& e) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          if (broken_.empty()) broken_ = std::string("earlier failure: ") + e.what();
+        }
+        // Close every connection so peers blocked on us fail now rather than at their timeout.
+        mesh_->ShutdownAll();
+        op.work->Finish(std::current_exception());
+      } catch (...) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          if (broken_.empty()) broken_ = "earlier failure: unexpected exception";
+        }
+        mesh_->ShutdownAll();
+        op.work->Finish(std::current_exception());
+      }
+    }
+  }
+
+  // Constant after construction.
+  CommunicatorOptions options_;
+  std::unique_ptr<TcpMesh> mesh_;
+  NodeLayout layout_;
+  int max_ranks_per_node_ = 1;
+
+  // Used only by the background thread.
+  Workspace scratch_;
+  Workspace staging_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Op> queue_;     // guarded by mu_
+  uint64_t next_seq_ = 0;    // guarded by mu_
+  std::string broken_;       // guarded by mu_; non-empty once broken
+  bool stopping_ = false;    // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> ConnectTcpCommunicator(Store& store, const CommunicatorOptions& o) {
+  MeshOptions m;
+  m.rank = o.rank;
+  m.size = o.size;
+  m.generation = o.generation;
+  m.key_prefix = o.job_id + "/gen" + std::to_string(o.generation);
+  m.bind_host = o.bind_host;
+  m.advertise_host = o.advertise_host;
+  m.host_id = o.host_id;
+  m.timeout = o.timeout;
+  m.socket_buffer_bytes = o.socket_buffer_bytes;
+  return std::make_unique<TcpCommunicator>(TcpMesh::Connect(store, m), o);
+}
+
+}  // namespace cdt

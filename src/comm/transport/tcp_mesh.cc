@@ -1,0 +1,287 @@
+#include "comm/transport/tcp_mesh.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "cdt/error.h"
+#include "comm/store/store_protocol.h"
+
+namespace cdt {
+
+namespace {
+
+std::string ReadFirstLine(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+}  // namespace
+
+std::string LocalHostId() {
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  char ns[128] = {0};
+  ssize_t n = ::readlink("/proc/self/ns/net", ns, sizeof ns - 1);
+  if (n < 0) ns[0] = '\0';
+  return std::string(host) + "|" + ns + "|" + ReadFirstLine("/proc/sys/kernel/random/boot_id");
+}
+
+TcpMesh::~TcpMesh() {
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+std::unique_ptr<TcpMesh> TcpMesh::Connect(Store& store, const MeshOptions& o) {
+  if (o.size < 1 || o.rank < 0 || o.rank >= o.size)
+    throw Error(ErrorCode::kInvalidArgument, "rank " + std::to_string(o.rank) +
+                                                 " is outside world size " + std::to_string(o.size));
+  std::unique_ptr<TcpMesh> mesh(new TcpMesh());
+  mesh->rank_ = o.rank;
+  mesh->size_ = o.size;
+  mesh->timeout_ = o.timeout;
+  mesh->peers_.resize(o.size);
+  mesh->addresses_.resize(o.size);
+  mesh->host_ids_.resize(o.size);
+  mesh->pollfds_.resize(2 * static_cast<size_t>(o.size) + 1);
+  mesh->poll_owner_.resize(mesh->pollfds_.size());
+  mesh->prev_.resize(mesh->pollfds_.size());
+  mesh->last_of_.resize(2 * static_cast<size_t>(o.size));
+  mesh->wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (mesh->wake_fd_ < 0) throw Error(ErrorCode::kIo, std::string("eventfd: ") + strerror(errno));
+
+  const std::string& prefix = o.key_prefix;
+  const std::string who = "rank " + std::to_string(o.rank);
+  net::Deadline deadline = net::DeadlineAfter(o.timeout);
+
+  net::HostPort bound;
+  net::Socket listener = net::Listen(o.bind_host, 0, &bound);
+  std::string my_addr = net::HostPort{o.advertise_host, bound.port}.ToString();
+  std::string my_host = o.host_id.empty() ? LocalHostId() : o.host_id;
+
+  if (o.rank == 0) store.Set(prefix + "/token", store::RandomBytes(handshake::kTokenBytes));
+  store.Set(prefix + "/addr/" + std::to_string(o.rank), my_addr + "\n" + my_host);
+  std::string token = store.Get(prefix + "/token", o.timeout);
+  std::vector<std::string> keys;
+  for (int r = 0; r < o.size; ++r) keys.push_back(prefix + "/addr/" + std::to_string(r));
+  try {
+    store.Wait(keys, o.timeout);
+  } catch (const Error& e) {
+    std::string missing;
+    for (int r = 0; r < o.size; ++r)
+      if (!store.Check(keys[r])) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    throw Error(ErrorCode::kTimeout, who + ": ranks [" + missing + "] did not join generation " +
+                                         std::to_string(o.generation) + " within " +
+                                         std::to_string(o.timeout.count()) + " ms",
+                {o.rank, -1, "", "connect", 0});
+  }
+  for (int r = 0; r < o.size; ++r) {
+    std::string v = store.Get(keys[r], o.timeout);
+    size_t nl = v.find('\n');
+    mesh->addresses_[r] = v.substr(0, nl);
+    mesh->host_ids_[r] = nl == std::string::npos ? "" : v.substr(nl + 1);
+  }
+
+  // 1. Dial every lower rank and send our hello (no reply awaited yet).
+  for (int peer = 0; peer < o.rank; ++peer) {
+    net::HostPort hp = net::ParseHostPort(mesh->addresses_[peer], "address of rank " +
+                                                                      std::to_string(peer));
+    net::Socket s = net::ConnectUntil(hp, deadline);
+    handshake::Hello h{handshake::kMagic, handshake::kVersion, o.generation, static_cast<uint32_t>(o.rank),
+            static_cast<uint32_t>(peer), {}};
+    std::memcpy(h.token, token.data(), handshake::kTokenBytes);
+    net::SendAll(s.fd(), &h, sizeof h, deadline, "rank " + std::to_string(peer));
+    mesh->peers_[peer] = std::move(s);
+  }
+  // 2. Accept every higher rank, checking its hello.
+  int expected = o.size - 1 - o.rank;
+  while (expected > 0) {
+    std::string from;
+    net::Socket s = net::AcceptUntil(listener, deadline, &from);
+    if (!s.valid())
+      throw Error(ErrorCode::kTimeout, who + ": " + std::to_string(expected) +
+                                           " higher rank(s) did not connect within the timeout",
+                  {o.rank, -1, "", "connect", 0});
+    handshake::Hello h{};
+    try {
+      net::RecvAll(s.fd(), &h, sizeof h, std::min(deadline, net::DeadlineAfter(std::chrono::seconds(5))),
+                   from);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "cdt %s: ignored connection from %s: %s\n", who.c_str(), from.c_str(),
+                   e.what());
+      continue;
+    }
+    uint32_t status = handshake::kAckOk;
+    if (h.magic != handshake::kMagic || h.version != handshake::kVersion)
+      status = handshake::kAckBadToken;
+    else if (h.generation != o.generation)
+      status = handshake::kAckBadGeneration;
+    else if (std::memcmp(h.token, token.data(), handshake::kTokenBytes) != 0)
+      status = handshake::kAckBadToken;
+    else if (h.to_rank != static_cast<uint32_t>(o.rank) ||
+             h.from_rank <= static_cast<uint32_t>(o.rank) ||
+             h.from_rank >= static_cast<uint32_t>(o.size) || mesh->peers_[h.from_rank].valid())
+      status = handshake::kAckBadRank;
+    handshake::Ack ack{handshake::kMagic, status};
+    try {
+      net::SendAll(s.fd(), &ack, sizeof ack, net::DeadlineAfter(std::chrono::seconds(1)), from);
+    } catch (const Error&) {
+    }
+    if (status != handshake::kAckOk) {
+      std::fprintf(stderr,
+                   "cdt %s: refused connection from %s (status %u: %s); a process of another "
+                   "generation or job, or not ours\n",
+                   who.c_str(), from.c_str(), status,
+                   status == handshake::kAckBadGeneration ? "stale generation"
+                   : status == handshake::kAckBadRank     ? "bad rank"
+                                               : "bad token");
+      continue;
+    }
+    mesh->peers_[h.from_rank] = std::move(s);
+    --expected;
+  }
+  // 3. Collect the acknowledgements of the lower ranks.
+  for (int peer = 0; peer < o.rank; ++peer) {
+    handshake::Ack ack{};
+    net::RecvAll(mesh->peers_[peer].fd(), &ack, sizeof ack, deadline, "rank " + std::to_string(peer));
+    if (ack.magic != handshake::kMagic || ack.status != handshake::kAckOk)
+      throw Error(ErrorCode::kAuth,
+                  who + ": rank " + std::to_string(peer) + " at " + mesh->addresses_[peer] +
+                      " refused our connection (status " + std::to_string(ack.status) +
+                      "); is it from another generation of this job?",
+                  {o.rank, peer, mesh->addresses_[peer], "connect", 0});
+  }
+  for (int peer = 0; peer < o.size; ++peer) {
+    if (peer == o.rank) continue;
+    int fd = mesh->peers_[peer].fd();
+    net::SetNonBlocking(fd, true);
+    net::SetNoDelay(fd);
+    if (o.socket_buffer_bytes > 0) {
+      ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &o.socket_buffer_bytes, sizeof(int));
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &o.socket_buffer_bytes, sizeof(int));
+    }
+  }
+  return mesh;
+}
+
+void TcpMesh::Wake() {
+  aborted_.store(true);
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
+}
+
+void TcpMesh::ShutdownAll() {
+  for (auto& s : peers_) s.Shutdown();
+}
+
+void TcpMesh::ThrowPeerError(ErrorCode code, int peer, const std::string& what,
+                             const OpLabel& label) const {
+  std::string msg = "rank " + std::to_string(rank_) + " (this process) " +
+                    (code == ErrorCode::kTimeout ? "timed out on" : "lost") + " rank " +
+                    std::to_string(peer) + " at " + addresses_[peer] + " during " + label.name +
+                    " #" + std::to_string(label.seq) + ": " + what;
+  if (code == ErrorCode::kTimeout)
+    msg += "; that rank is stopped, hung, slower than --timeout, or its link is cut";
+  else
+    msg += "; that process died or its connection was reset — rebuild the group without it";
+  throw Error(code, msg, {rank_, peer, addresses_[peer], label.name, label.seq});
+}
+
+void TcpMesh::Exchange(Transfer* t, size_t n, const OpLabel& label) {
+  for (size_t i = 0; i < n; ++i) {
+    if (t[i].peer < 0 || t[i].peer >= size_ || t[i].peer == rank_)
+      throw Error(ErrorCode::kInvalidArgument,
+                  "rank " + std::to_string(rank_) + ": transfer to invalid peer " +
+                      std::to_string(t[i].peer) + " in " + label.name);
+  }
+  if (n > pollfds_.size() - 1 || n > prev_.size()) {
+    // Large transfer lists grow the scratch once; the steady state never allocates.
+    pollfds_.resize(n + 1);
+    poll_owner_.resize(n + 1);
+    prev_.resize(n);
+  }
+  // prev_[i]: the previous transfer of the same kind to the same peer; i may progress only once that
+  // one is complete (byte-stream order).
+  std::fill(last_of_.begin(), last_of_.end(), -1);
+  for (size_t i = 0; i < n; ++i) {
+    int slot = 2 * t[i].peer + (t[i].kind == Transfer::Kind::kSend ? 0 : 1);
+    prev_[i] = last_of_[slot];
+    last_of_[slot] = static_cast<int>(i);
+  }
+  auto head = [&](size_t i) { return prev_[i] < 0 || t[prev_[i]].done == t[prev_[i]].bytes; };
+  for (size_t i = 0; i < n; ++i)
+    if (t[i].bytes == 0 && t[i].on_complete) t[i].on_complete(t[i].arg, t[i]);
+  // A zero-byte transfer is complete at once, gated or not (it carries no bytes to order).
+  auto last_progress = net::Clock::now();
+  for (;;) {
+    if (aborted_.load())
+      throw Error(ErrorCode::kAborted,
+                  "rank " + std::to_string(rank_) + ": communicator aborted during " + label.name +
+                      " #" + std::to_string(label.seq),
+                  {rank_, -1, "", label.name, label.seq});
+    bool pending = false;
+    bool progressed = false;
+    size_t npoll = 0;
+    for (size_t i = 0; i < n; ++i) {
+      Transfer& x = t[i];
+      if (x.done >= x.bytes || !head(i) || (x.gate && *x.gate > 0)) {
+        if (x.done < x.bytes) pending = true;
+        continue;
+      }
+      pending = true;
+      int fd = peers_[x.peer].fd();
+      char* p = static_cast<char*>(x.data) + x.done;
+      size_t left = x.bytes - x.done;
+      ssize_t r = x.kind == Transfer::Kind::kSend ? ::send(fd, p, left, MSG_DONTWAIT | MSG_NOSIGNAL)
+                                                  : ::recv(fd, p, left, MSG_DONTWAIT);
+      if (r > 0) {
+        x.done += static_cast<size_t>(r);
+        progressed = true;
+        if (x.done == x.bytes && x.on_complete) x.on_complete(x.arg, x);
+        continue;
+      }
+      if (r == 0 && x.kind == Transfer::Kind::kRecv)
+        ThrowPeerError(ErrorCode::kPeerLost, x.peer, "connection closed by peer", label);
+      if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        ThrowPeerError(ErrorCode::kPeerLost, x.peer, std::strerror(errno), label);
+      pollfds_[npoll] = {fd, static_cast<short>(x.kind == Transfer::Kind::kSend ? POLLOUT : POLLIN), 0};
+      poll_owner_[npoll] = static_cast<int>(i);
+      ++npoll;
+    }
+    if (!pending) return;
+    auto now = net::Clock::now();
+    if (progressed) {
+      last_progress = now;
+      continue;
+    }
+    pollfds_[npoll] = {wake_fd_, POLLIN, 0};
+    auto idle = std::chrono::duration_cast<std::chrono::milliseconds>(now - last_progress);
+    int wait_ms = static_cast<int>(std::max<int64_t>(0, (timeout_ - idle).count()));
+    int rc = ::poll(pollfds_.data(), npoll + 1, wait_ms);
+    if (rc < 0 && errno != EINTR) throw Error(ErrorCode::kIo, std::string("poll: ") + strerror(errno));
+    if (rc == 0 && net::Clock::now() - last_progress >= timeout_) {
+      // Name the first peer we are still waiting on (every pending one is listed).
+      std::string others;
+      int first = -1;
+      for (size_t k = 0; k < npoll; ++k) {
+        const Transfer& x = t[poll_owner_[k]];
+        if (first < 0) first = x.peer;
+        others += (others.empty() ? "" : ", ") + std::string(x.kind == Transfer::Kind::kSend ? "send to " : "receive from ") +
+                  std::to_string(x.peer) + " (" + std::to_string(x.done) + "/" + std::to_string(x.bytes) + " B)";
+      }
+      ThrowPeerError(ErrorCode::kTimeout, first,
+                     "no byte moved for " + std::to_string(timeout_.count()) + " ms [" + others + "]",
+                     label);
+    }
+  }
+}
+
+}  // namespace cdt

@@ -1,0 +1,147 @@
+// TcpMesh: one TCP connection to every other rank of a communicator, and the single progress
+// primitive every algorithm uses, Exchange().
+//
+// Exchange(transfers) posts a set of sends and receives and returns when all are done. Transfers to
+// the same peer and of the same kind complete in list order (TCP is a byte stream, so the receiver
+// must list its receives in the sender's order — every algorithm here does). All sockets are
+// non-blocking and driven from the calling thread with poll(); there are no I/O threads and no
+// allocation per message. This is what lets a ring step send right and receive left at once without
+// deadlock, and what makes failure detection exact:
+//  * a peer that closes or resets (killed process) fails the exchange at once with kPeerLost;
+//  * a peer that moves no byte for `timeout` (stopped process, cut link) fails it with kTimeout;
+//  * Wake() from any thread fails the running and every later exchange with kAborted.
+// Errors name this rank, the peer rank and address, the operation and its sequence number.
+//
+// Connection set-up (Connect) goes through the store, under options.key_prefix:
+//   token           16 random bytes chosen by rank 0 for this generation
+//   addr/<rank>     "host:port\nhost_id" of each rank's listener
+// Rank i connects to every j < i and presents {generation, i, j, token}; the listener refuses any
+// other generation or token, so connections from an older generation of the job cannot join.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <poll.h>
+
+#include "cdt/error.h"
+#include "cdt/store.h"
+#include "comm/transport/socket.h"
+
+namespace cdt {
+
+// Peer connection handshake (docs/wire_format.md, "Peer handshake"). Little-endian, fixed size.
+namespace handshake {
+constexpr uint32_t kMagic = 0x50544443;  // "CDTP"
+constexpr uint32_t kVersion = 1;
+constexpr size_t kTokenBytes = 16;
+struct Hello {
+  uint32_t magic;
+  uint32_t version;
+  uint64_t generation;
+  uint32_t from_rank;
+  uint32_t to_rank;
+  char token[kTokenBytes];
+};
+static_assert(sizeof(Hello) == 40, "Hello is a wire struct");
+enum AckStatus : uint32_t { kAckOk = 0, kAckBadToken = 1, kAckBadGeneration = 2, kAckBadRank = 3 };
+struct Ack {
+  uint32_t magic;
+  uint32_t status;
+};
+}  // namespace handshake
+
+struct Transfer {
+  enum class Kind : uint8_t { kSend, kRecv };
+  Kind kind;
+  int peer;      // global rank
+  void* data;    // const for sends
+  size_t bytes;
+  size_t done = 0;
+  // Called on the exchanging thread the moment this transfer completes, while the others are still
+  // in flight: this is how a ring reduces one received segment while the next one streams in.
+  void (*on_complete)(void* arg, const Transfer& self) = nullptr;
+  void* arg = nullptr;
+  // When set, the transfer may not start before *gate drops to 0 (an on_complete callback of an
+  // earlier transfer in the same exchange counts it down): "forward segment k once it is reduced".
+  const int* gate = nullptr;
+
+  static Transfer Send(int peer, const void* data, size_t bytes) {
+    return Transfer{Kind::kSend, peer, const_cast<void*>(data), bytes, 0, nullptr, nullptr, nullptr};
+  }
+  static Transfer Recv(int peer, void* data, size_t bytes) {
+    return Transfer{Kind::kRecv, peer, data, bytes, 0, nullptr, nullptr, nullptr};
+  }
+};
+
+// Names the operation in error messages.
+struct OpLabel {
+  const char* name = "";
+  uint64_t seq = 0;
+};
+
+struct MeshOptions {
+  int rank = 0;
+  int size = 1;
+  uint64_t generation = 0;
+  std::string key_prefix = "cdt";      // store namespace of this communicator
+  std::string bind_host = "0.0.0.0";   // where this rank listens
+  std::string advertise_host = "127.0.0.1";  // what peers dial
+  std::string host_id;                 // node identity; empty = this machine's (hostname+netns+boot)
+  std::chrono::milliseconds timeout{30000};
+  int socket_buffer_bytes = 0;         // SO_SNDBUF/SO_RCVBUF; 0 = kernel autotuning
+};
+
+class TcpMesh {
+ public:
+  // Builds the full mesh. Throws kTimeout if some rank does not arrive within options.timeout.
+  static std::unique_ptr<TcpMesh> Connect(Store& store, const MeshOptions& options);
+  ~TcpMesh();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::string& peer_address(int rank) const { return addresses_[rank]; }
+  const std::vector<std::string>& host_ids() const { return host_ids_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+  // Runs every transfer to completion (see the header comment). Throws cdt::Error.
+  void Exchange(Transfer* transfers, size_t count, const OpLabel& label);
+
+  // From any thread: wake a blocked Exchange and make every later one throw kAborted.
+  void Wake();
+  // Shuts every connection down so peers blocked on us fail at once instead of timing out.
+  void ShutdownAll();
+  bool aborted() const { return aborted_.load(); }
+
+ private:
+  TcpMesh() = default;
+  [[noreturn]] void ThrowPeerError(ErrorCode code, int peer, const std::string& what,
+                                   const OpLabel& label) const;
+
+  // Constant after Connect.
+  int rank_ = 0;
+  int size_ = 1;
+  std::chrono::milliseconds timeout_{30000};
+  std::vector<net::Socket> peers_;       // indexed by rank; invalid at rank_
+  std::vector<std::string> addresses_;   // "host:port" of each rank's listener
+  std::vector<std::string> host_ids_;
+  int wake_fd_ = -1;
+
+  std::atomic<bool> aborted_{false};
+  // Scratch for Exchange, sized at Connect so the hot path never allocates. Used by one thread.
+  std::vector<pollfd> pollfds_;
+  std::vector<int> poll_owner_;          // transfer index behind each pollfd
+  std::vector<int> prev_;                // per transfer: previous one on the same stream
+  std::vector<int> last_of_;             // per (peer, kind): last transfer seen
+};
+
+// This machine's identity: hostname, network namespace and boot id (two network namespaces on one
+// host are two nodes of the emulated cluster).
+std::string LocalHostId();
+
+}  // namespace cdt

@@ -1,0 +1,35 @@
+// Work handle of one queued operation (see cdt::Work for the contract).
+#pragma once
+
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <string>
+
+#include "cdt/communicator.h"
+#include "cdt/error.h"
+
+namespace cdt {
+
+class WorkImpl : public Work {
+ public:
+  WorkImpl(std::string description, std::chrono::milliseconds default_wait)
+      : description_(std::move(description)), default_wait_(default_wait) {}
+
+  void Wait(std::chrono::milliseconds timeout) override;
+  void Wait() override { Wait(default_wait_); }
+  bool Completed() const override;
+
+  // Called once by the communicator thread.
+  void Finish(std::exception_ptr error);
+
+ private:
+  const std::string description_;  // "allreduce(ring) #12 on rank 3"
+  const std::chrono::milliseconds default_wait_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;          // guarded by mu_
+  std::exception_ptr error_;   // guarded by mu_
+};
+
+}  // namespace cdt

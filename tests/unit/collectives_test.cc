@@ -1,0 +1,184 @@
+// Every allreduce algorithm x dtype x world size {1,2,3,4,5,7,8} x count {0, 1, p-1, not divisible
+// by p, >= 4M}, plus the other collectives, over real TCP loopback with ranks as threads.
+// Ranks are spread over two emulated "nodes" (host ids) so the hierarchical path is exercised with
+// equal and unequal ranks per node.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "comm_test_util.h"
+#include "common/half.h"
+
+namespace cdt {
+namespace {
+
+using testing::RunRanks;
+
+const std::vector<AllreduceAlgorithm> kAlgorithms = {
+    AllreduceAlgorithm::kRing, AllreduceAlgorithm::kRecursiveDoubling,
+    AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kTree,
+    AllreduceAlgorithm::kHierarchical, AllreduceAlgorithm::kAuto};
+const std::vector<DataType> kTypes = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
+                                      DataType::kBFloat16, DataType::kInt32, DataType::kInt64};
+constexpr size_t kLarge = (4u << 20) + 5;
+
+void Store(void* base, DataType t, size_t i, double v) {
+  switch (t) {
+    case DataType::kFloat32: static_cast<float*>(base)[i] = static_cast<float>(v); break;
+    case DataType::kFloat64: static_cast<double*>(base)[i] = v; break;
+    case DataType::kFloat16: static_cast<uint16_t*>(base)[i] = FloatToHalf(static_cast<float>(v)); break;
+    case DataType::kBFloat16:
+      static_cast<uint16_t*>(base)[i] = FloatToBFloat16(static_cast<float>(v));
+      break;
+    case DataType::kInt32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v); break;
+    case DataType::kInt64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v); break;
+  }
+}
+
+double Load(const void* base, DataType t, size_t i) {
+  switch (t) {
+    case DataType::kFloat32: return static_cast<const float*>(base)[i];
+    case DataType::kFloat64: return static_cast<const double*>(base)[i];
+    case DataType::kFloat16: return HalfToFloat(static_cast<const uint16_t*>(base)[i]);
+    case DataType::kBFloat16: return BFloat16ToFloat(static_cast<const uint16_t*>(base)[i]);
+    case DataType::kInt32: return static_cast<const int32_t*>(base)[i];
+    case DataType::kInt64: return static_cast<double>(static_cast<const int64_t*>(base)[i]);
+  }
+  return 0;
+}
+
+// Integer-valued inputs keep every partial sum exact even in bf16 (<= 256).
+double Input(int rank, size_t i) { return (rank + 1) * static_cast<double>(i % 7 + 1); }
+double MinMaxInput(int rank, size_t i) { return static_cast<double>((i * 3 + static_cast<size_t>(rank) * 5) % 11); }
+
+double Expected(ReduceOp op, int p, size_t i, DataType t) {
+  if (op == ReduceOp::kSum || op == ReduceOp::kAvg) {
+    double s = static_cast<double>(i % 7 + 1) * p * (p + 1) / 2;
+    if (op == ReduceOp::kSum) return s;
+    if (t == DataType::kInt32 || t == DataType::kInt64) return std::floor(s / p);
+    return s / p;
+  }
+  double m = MinMaxInput(0, i);
+  for (int r = 1; r < p; ++r)
+    m = op == ReduceOp::kMax ? std::max(m, MinMaxInput(r, i)) : std::min(m, MinMaxInput(r, i));
+  return m;
+}
+
+std::vector<std::string> TwoNodes(int p) {
+  std::vector<std::string> ids;
+  for (int r = 0; r < p; ++r) ids.push_back("node" + std::to_string(r * 2 / p));
+  return ids;
+}
+
+void CheckAllreduce(Communicator& comm, AllreduceAlgorithm algo, DataType t, ReduceOp op,
+                    size_t count) {
+  const int p = comm.size();
+  const size_t elem = ElementSize(t);
+  std::vector<unsigned char> buf(count * elem + 1);
+  for (size_t i = 0; i < count; ++i)
+    Store(buf.data(), t, i, op == ReduceOp::kMax || op == ReduceOp::kMin ? MinMaxInput(comm.rank(), i)
+                                                                      : Input(comm.rank(), i));
+  comm.Allreduce(buf.data(), count, t, op, {algo})->Wait();
+  const double tol = (t == DataType::kFloat16 || t == DataType::kBFloat16) && op == ReduceOp::kAvg
+                         ? 0.02 : 1e-9;
+  for (size_t i = 0; i < count; ++i) {
+    double want = Expected(op, p, i, t);
+    double got = Load(buf.data(), t, i);
+    if (std::fabs(got - want) > tol * std::max(1.0, std::fabs(want))) {
+      ADD_FAILURE() << AllreduceAlgorithmName(algo) << " " << DataTypeName(t) << " "
+                    << ReduceOpName(op) << " p=" << p << " count=" << count << " rank "
+                    << comm.rank() << " element " << i << ": got " << got << " want " << want;
+      return;
+    }
+  }
+}
+
+class CollectivesTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(CollectivesTest, AllreduceEveryAlgorithmTypeAndCount) {
+  const int p = GetParam();
+  testing::RankSetup setup;
+  setup.host_ids = TwoNodes(p);
+  setup.base.segment_bytes = 4096;  // small segments: many pipeline steps on modest buffers
+  setup.base.timeout = std::chrono::seconds(60);
+  RunRanks(p, [&](Communicator& comm) {
+    for (AllreduceAlgorithm algo : kAlgorithms) {
+      for (DataType t : kTypes) {
+        for (size_t count : {size_t{0}, size_t{1}, static_cast<size_t>(p > 1 ? p - 1 : 2),
+                             size_t{1031}}) {
+          for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin})
+            CheckAllreduce(comm, algo, t, op, count);
+        }
+        CheckAllreduce(comm, algo, t, ReduceOp::kSum, kLarge);
+      }
+    }
+  }, setup);
+}
+
+TEST_P(CollectivesTest, BroadcastAllgatherReduceScatterBarrierSendRecv) {
+  const int p = GetParam();
+  testing::RankSetup setup;
+  setup.base.segment_bytes = 4096;
+  RunRanks(p, [&](Communicator& comm) {
+    const int me = comm.rank();
+    for (size_t count : {size_t{0}, size_t{1}, size_t{1031}, size_t{300000}}) {
+      for (int root = 0; root < p; root += (p > 3 ? p / 2 : 1)) {
+        std::vector<int32_t> b(count, me == root ? 0 : -1);
+        for (size_t i = 0; i < count && me == root; ++i) b[i] = static_cast<int32_t>(i * 3 + root);
+        comm.Broadcast(b.data(), count, DataType::kInt32, root)->Wait();
+        for (size_t i = 0; i < count; ++i) ASSERT_EQ(b[i], static_cast<int32_t>(i * 3 + root));
+      }
+      // Allgatherv with unequal counts: rank r contributes count + r elements.
+      std::vector<size_t> counts;
+      for (int r = 0; r < p; ++r) counts.push_back(count + static_cast<size_t>(r));
+      std::vector<int64_t> in(count + static_cast<size_t>(me));
+      for (size_t i = 0; i < in.size(); ++i) in[i] = me * 1000000 + static_cast<int64_t>(i);
+      size_t total = 0;
+      for (size_t c : counts) total += c;
+      std::vector<int64_t> out(total, -7);
+      comm.Allgatherv(in.data(), out.data(), counts, DataType::kInt64)->Wait();
+      size_t k = 0;
+      for (int r = 0; r < p; ++r)
+        for (size_t i = 0; i < counts[r]; ++i) ASSERT_EQ(out[k++], r * 1000000 + static_cast<int64_t>(i));
+      // Reduce-scatter with the same unequal counts.
+      std::vector<float> rs_in(total);
+      for (size_t i = 0; i < total; ++i) rs_in[i] = static_cast<float>(Input(me, i));
+      std::vector<float> rs_out(counts[me] + 1, -1.0f);
+      comm.ReduceScatter(rs_in.data(), rs_out.data(), counts, DataType::kFloat32, ReduceOp::kSum)->Wait();
+      size_t base = 0;
+      for (int r = 0; r < me; ++r) base += counts[r];
+      for (size_t i = 0; i < counts[me]; ++i)
+        ASSERT_EQ(rs_out[i], Expected(ReduceOp::kSum, p, base + i, DataType::kFloat32));
+      ASSERT_EQ(rs_out[counts[me]], -1.0f) << "reduce_scatter wrote past its slice";
+    }
+    comm.Barrier()->Wait();
+    // Ring of send/recv: each rank sends to the next and receives from the previous.
+    if (p > 1) {
+      std::vector<char> out(70000, static_cast<char>(me)), in(70000, -1);
+      auto s = comm.Send(out.data(), out.size(), (me + 1) % p);
+      auto r = comm.Recv(in.data(), in.size(), (me + p - 1) % p);
+      s->Wait();
+      r->Wait();
+      for (char c : in) ASSERT_EQ(c, static_cast<char>((me + p - 1) % p));
+    }
+  }, setup);
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, CollectivesTest, ::testing::Values(1, 2, 3, 4, 5, 7, 8),
+                         [](const auto& info) { return "p" + std::to_string(info.param); });
+
+TEST(HierarchicalAllreduce, ThreeUnequalNodes) {
+  testing::RankSetup setup;
+  setup.host_ids = {"a", "b", "b", "c", "c", "c"};
+  setup.base.segment_bytes = 2048;
+  RunRanks(6, [&](Communicator& comm) {
+    EXPECT_EQ(comm.layout().num_nodes, 3);
+    for (size_t count : {size_t{1}, size_t{5}, size_t{1031}, size_t{200003}})
+      CheckAllreduce(comm, AllreduceAlgorithm::kHierarchical, DataType::kFloat32, ReduceOp::kSum, count);
+  }, setup);
+}
+
+}  // namespace
+}  // namespace cdt

@@ -1,0 +1,134 @@
+// Garbage on the store port and on peer ports yields a clear error for that connection and never a
+// crash; the services keep working for well-behaved clients.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <thread>
+
+#include "cdt/error.h"
+#include "common/bytes.h"
+#include "comm/store/store_protocol.h"
+#include "comm/store/tcp_store_client.h"
+#include "comm/store/tcp_store_server.h"
+#include "comm_test_util.h"
+
+namespace cdt {
+namespace {
+
+using std::chrono::milliseconds;
+
+void SendRaw(const net::HostPort& to, const std::string& bytes) try {
+  net::Socket s = net::ConnectUntil(to, net::DeadlineAfter(milliseconds(2000)));
+  try {
+    net::SendAll(s.fd(), bytes.data(), bytes.size(), net::DeadlineAfter(milliseconds(500)), "x");
+    char sink[256];
+    net::RecvAll(s.fd(), sink, sizeof sink, net::DeadlineAfter(milliseconds(50)), "x");
+  } catch (const Error&) {
+    // The server may close on us or stay silent: both are fine, crashing is not.
+  }
+} catch (const Error&) {
+  // Nothing listens any more (the mesh formed before we got there): nothing to test here.
+}
+
+std::string Frame(uint8_t type, const std::string& payload) {
+  std::string f;
+  ByteWriter w(&f);
+  w.U32(static_cast<uint32_t>(payload.size() + 1));
+  w.U8(type);
+  w.Raw(payload.data(), payload.size());
+  return f;
+}
+
+TEST(MalformedInput, StoreSurvivesGarbageBeforeAndAfterAuthentication) {
+  TcpStoreServer server("127.0.0.1", 0, "secret");
+  std::mt19937 rng(42);
+  for (int i = 0; i < 60; ++i) {
+    std::string junk(static_cast<size_t>(rng() % 200), '\0');
+    for (char& c : junk) c = static_cast<char>(rng());
+    SendRaw(server.address(), junk);
+  }
+  SendRaw(server.address(), std::string("\xff\xff\xff\xff\x02", 5));  // 4 GiB frame length
+  SendRaw(server.address(), Frame(2, "not authenticated"));
+
+  // Authenticated client sending malformed requests: it gets an error, the server lives on.
+  {
+    net::Socket s = net::ConnectUntil(server.address(), net::DeadlineAfter(milliseconds(2000)));
+    char hello[8 + store::kNonceBytes];
+    net::RecvAll(s.fd(), hello, sizeof hello, net::DeadlineAfter(milliseconds(2000)), "store");
+    std::string auth = Frame(1, store::ComputeMac("secret", std::string_view(hello + 8, store::kNonceBytes)));
+    net::SendAll(s.fd(), auth.data(), auth.size(), net::DeadlineAfter(milliseconds(500)), "store");
+    std::string bad_set = Frame(2, std::string("\xff\xff\xff\x7f", 4));  // key length past the end
+    net::SendAll(s.fd(), bad_set.data(), bad_set.size(), net::DeadlineAfter(milliseconds(500)), "store");
+    std::string unknown = Frame(99, "");
+    net::SendAll(s.fd(), unknown.data(), unknown.size(), net::DeadlineAfter(milliseconds(500)), "store");
+  }
+  for (int i = 0; i < 200; ++i) {  // random well-framed requests after a valid auth
+    net::Socket s = net::ConnectUntil(server.address(), net::DeadlineAfter(milliseconds(2000)));
+    char hello[8 + store::kNonceBytes];
+    net::RecvAll(s.fd(), hello, sizeof hello, net::DeadlineAfter(milliseconds(2000)), "store");
+    std::string msg = Frame(1, store::ComputeMac("secret", std::string_view(hello + 8, store::kNonceBytes)));
+    std::string payload(static_cast<size_t>(rng() % 64), '\0');
+    for (char& c : payload) c = static_cast<char>(rng() % 4 == 0 ? 0 : rng());
+    msg += Frame(static_cast<uint8_t>(2 + rng() % 8), payload);
+    try {
+      net::SendAll(s.fd(), msg.data(), msg.size(), net::DeadlineAfter(milliseconds(500)), "store");
+    } catch (const Error&) {
+    }
+  }
+  EXPECT_GT(server.rejected_connections(), 10u);
+  TcpStoreClient good(server.address(), "secret", milliseconds(2000));
+  good.Set("still", "alive");
+  EXPECT_EQ(good.Get("still", milliseconds(1000)), "alive");
+}
+
+TEST(MalformedInput, ClientRejectsSomethingThatIsNotAStore) {
+  net::HostPort bound;
+  net::Socket listener = net::Listen("127.0.0.1", 0, &bound);
+  std::thread fake([&] {
+    net::Socket c = net::AcceptUntil(listener, net::DeadlineAfter(milliseconds(3000)), nullptr);
+    std::string http = "HTTP/1.1 400 Bad Request\r\n\r\n..............................";
+    net::SendAll(c.fd(), http.data(), http.size(), net::DeadlineAfter(milliseconds(1000)), "c");
+    std::this_thread::sleep_for(milliseconds(200));
+  });
+  try {
+    TcpStoreClient c(bound, "s", milliseconds(2000));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kProtocol) << e.what();
+  }
+  fake.join();
+}
+
+TEST(MalformedInput, GarbageOnPeerPortIsRefusedAndMeshStillForms) {
+  MemoryStore store;
+  std::thread garbage([&] {
+    std::string v = store.Get("g/gen0/addr/0", milliseconds(5000));
+    auto hp = net::ParseHostPort(v.substr(0, v.find('\n')), "addr");
+    SendRaw(hp, std::string(40, 'Z'));    // full-size garbage hello
+    SendRaw(hp, std::string(3, 'Z'));     // short and silent (times out on the server side)
+  });
+  testing::RankSetup setup;
+  setup.base.job_id = "g";
+  setup.base.timeout = milliseconds(15000);
+  testing::RunRanks(2, [](Communicator& comm) {
+    int64_t v = 1;
+    comm.Allreduce(&v, 1, DataType::kInt64, ReduceOp::kSum)->Wait();
+    EXPECT_EQ(v, 2);
+  }, setup, &store);
+  garbage.join();
+}
+
+TEST(MalformedInput, ByteReaderNeverReadsPastItsInput) {
+  std::string s;
+  ByteWriter(&s).Bytes("hello");
+  for (size_t cut = 0; cut < s.size(); ++cut) {
+    ByteReader r(std::string_view(s).substr(0, cut), "test record");
+    EXPECT_THROW(r.Bytes(100), Error);
+  }
+  EXPECT_THROW(net::ParseHostPort("nocolon", "--rdzv-endpoint"), Error);
+  EXPECT_THROW(net::ParseHostPort("h:99999", "--rdzv-endpoint"), Error);
+  EXPECT_THROW(net::ParseHostPort("h:12a", "--rdzv-endpoint"), Error);
+}
+
+}  // namespace
+}  // namespace cdt
