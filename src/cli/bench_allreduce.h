@@ -1,0 +1,26 @@
+// `cann-dist-train bench allreduce`: nccl-tests style allreduce benchmark (worker side).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cdt/communicator.h"
+
+namespace cdt::cli {
+
+struct BenchAllreduceOptions {
+  std::string algo = "auto";  // one algorithm name, or "all"
+  std::string dtype = "f32";
+  std::string min_bytes = "4K";
+  std::string max_bytes = "64M";
+  int iters = 0;   // 0 = scale with size (about 256 MiB moved per size, 5..200 iterations)
+  int warmup = 0;  // 0 = iters / 5, at least 2
+  bool check = false;
+  std::string json;
+};
+
+// Runs the benchmark on this rank; rank 0 prints the table and writes the JSON.
+// Returns 0, or 1 when --check found a wrong element on any rank.
+int RunBenchAllreduce(Communicator& comm, const BenchAllreduceOptions& o);
+
+}  // namespace cdt::cli

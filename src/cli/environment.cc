@@ -1,0 +1,83 @@
+#include "cli/environment.h"
+
+#include <cstdlib>
+
+#include "cdt/error.h"
+
+namespace cdt::cli {
+
+namespace {
+
+std::optional<std::string> Get(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+int GetInt(const char* name, int fallback) {
+  auto v = Get(name);
+  if (!v) return fallback;
+  try {
+    size_t used = 0;
+    int n = std::stoi(*v, &used);
+    if (used == v->size()) return n;
+  } catch (...) {
+  }
+  throw Error(ErrorCode::kInvalidArgument,
+              std::string("environment variable ") + name + "='" + *v + "' is not an integer");
+}
+
+}  // namespace
+
+Environment Environment::FromProcess() {
+  Environment e;
+  e.nproc_per_node = Get("CDT_NPROC_PER_NODE");
+  e.nnodes = Get("CDT_NNODES");
+  e.node_rank = Get("CDT_NODE_RANK");
+  e.rdzv_endpoint = Get("CDT_RDZV_ENDPOINT");
+  e.node_addr = Get("CDT_NODE_ADDR");
+  e.job_id = Get("CDT_JOB_ID");
+  e.job_secret = Get("CDT_JOB_SECRET");
+  e.timeout = Get("CDT_TIMEOUT");
+  e.allreduce_algo = Get("CDT_ALLREDUCE_ALGO");
+  e.debug = Get("CDT_DEBUG");
+  e.master_addr = Get("MASTER_ADDR");
+  e.master_port = Get("MASTER_PORT");
+  e.store_hosted = Get("CDT_STORE_HOSTED").value_or("") == "1";
+  e.is_worker = Get("CDT_WORKER").value_or("") == "1";
+
+  WorkerIdentity w;
+  if (Get("RANK") && Get("WORLD_SIZE")) {
+    w.launcher = e.store_hosted ? "cdt" : "torchrun";
+    w.rank = GetInt("RANK", 0);
+    w.world_size = GetInt("WORLD_SIZE", 1);
+    w.local_rank = GetInt("LOCAL_RANK", 0);
+    w.local_world_size = GetInt("LOCAL_WORLD_SIZE", 1);
+    w.node_rank = GetInt("GROUP_RANK", 0);
+    e.worker = w;
+  } else if (Get("OMPI_COMM_WORLD_RANK")) {
+    w.launcher = "mpirun";
+    w.rank = GetInt("OMPI_COMM_WORLD_RANK", 0);
+    w.world_size = GetInt("OMPI_COMM_WORLD_SIZE", 1);
+    w.local_rank = GetInt("OMPI_COMM_WORLD_LOCAL_RANK", 0);
+    w.local_world_size = GetInt("OMPI_COMM_WORLD_LOCAL_SIZE", 1);
+    w.node_rank = GetInt("OMPI_COMM_WORLD_NODE_RANK", 0);
+    e.worker = w;
+  } else if (Get("SLURM_PROCID") && Get("SLURM_NTASKS")) {
+    w.launcher = "srun";
+    w.rank = GetInt("SLURM_PROCID", 0);
+    w.world_size = GetInt("SLURM_NTASKS", 1);
+    w.local_rank = GetInt("SLURM_LOCALID", 0);
+    w.local_world_size = GetInt("SLURM_NTASKS_PER_NODE", 1);
+    w.node_rank = GetInt("SLURM_NODEID", 0);
+    e.worker = w;
+  }
+  if (e.worker && (e.worker->world_size < 1 || e.worker->rank < 0 ||
+                   e.worker->rank >= e.worker->world_size))
+    throw Error(ErrorCode::kInvalidArgument,
+                "launcher " + e.worker->launcher + " gave rank " + std::to_string(e.worker->rank) +
+                    " outside world size " + std::to_string(e.worker->world_size));
+  return e;
+}
+
+}  // namespace cdt::cli

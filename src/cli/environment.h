@@ -1,0 +1,36 @@
+// Everything cann-dist-train reads from the process environment, read once at start-up
+// (the only place in the project that calls getenv; STYLE.md principle 3).
+//
+// Worker identity comes from the first launcher found:
+//   our agent / torchrun   RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+//   Open MPI (mpirun)      OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE
+//   Slurm (srun)           SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace cdt::cli {
+
+struct WorkerIdentity {
+  std::string launcher;  // "cdt", "torchrun", "mpirun", "srun"
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  int node_rank = 0;
+};
+
+struct Environment {
+  // Launch defaults (DESIGN.md §4).
+  std::optional<std::string> nproc_per_node, nnodes, node_rank, rdzv_endpoint, node_addr;
+  std::optional<std::string> job_id, job_secret, timeout, allreduce_algo, debug;
+  std::optional<std::string> master_addr, master_port;
+  bool store_hosted = false;  // CDT_STORE_HOSTED=1: our agent runs the store at MASTER_ADDR:PORT
+  bool is_worker = false;     // CDT_WORKER=1: started by our agent to run a verb's worker side
+  std::optional<WorkerIdentity> worker;  // set when any launcher's variables are present
+
+  static Environment FromProcess();
+};
+
+}  // namespace cdt::cli

@@ -1,0 +1,156 @@
+#include "cli/launch_options.h"
+
+#include <cstdio>
+
+#include "cdt/error.h"
+#include "cdt/tcp_communicator.h"
+#include "comm/store/tcp_store_client.h"
+#ifdef CDT_HAVE_MPI
+#include "comm/mpi/mpi_communicator.h"
+#endif
+
+namespace cdt::cli {
+
+namespace {
+int ToInt(const std::optional<std::string>& v, int fallback, const char* name) {
+  if (!v) return fallback;
+  try {
+    return std::stoi(*v);
+  } catch (...) {
+    throw Error(ErrorCode::kInvalidArgument, std::string(name) + "='" + *v + "' is not an integer");
+  }
+}
+}  // namespace
+
+void AddLaunchOptions(CLI::App* cmd, LaunchOptions* o, const Environment& env) {
+  o->nproc_per_node = ToInt(env.nproc_per_node, 1, "CDT_NPROC_PER_NODE");
+  o->nnodes = ToInt(env.nnodes, 1, "CDT_NNODES");
+  o->node_rank = ToInt(env.node_rank, 0, "CDT_NODE_RANK");
+  o->rdzv_endpoint = env.rdzv_endpoint.value_or("");
+  o->job_id = env.job_id.value_or("cdt");
+  o->job_secret = env.job_secret.value_or("");
+  o->node_addr = env.node_addr.value_or("");
+  if (env.timeout) {
+    try {
+      o->timeout_s = std::stod(*env.timeout);
+    } catch (...) {
+      throw Error(ErrorCode::kInvalidArgument, "CDT_TIMEOUT='" + *env.timeout + "' is not a number");
+    }
+  }
+  cmd->add_option("--nproc-per-node", o->nproc_per_node, "workers on this node (CDT_NPROC_PER_NODE)")
+      ->capture_default_str();
+  cmd->add_option("--nnodes", o->nnodes, "number of nodes (CDT_NNODES)")->capture_default_str();
+  cmd->add_option("--node-rank", o->node_rank, "this node's index (CDT_NODE_RANK)")
+      ->capture_default_str();
+  cmd->add_option("--rdzv-endpoint", o->rdzv_endpoint,
+                  "HOST:PORT of the rendezvous store on node 0 (CDT_RDZV_ENDPOINT)");
+  cmd->add_option("--rdzv-backend", o->rdzv_backend, "rendezvous backend")
+      ->check(CLI::IsMember({"tcp"}))
+      ->capture_default_str();
+  cmd->add_option("--job-id", o->job_id, "job name, namespaces the store keys (CDT_JOB_ID)")
+      ->capture_default_str();
+  cmd->add_option("--job-secret", o->job_secret,
+                  "shared secret authenticating store connections (CDT_JOB_SECRET; random on one node)");
+  cmd->add_option("--timeout", o->timeout_s,
+                  "seconds a peer may stay silent before collectives fail (CDT_TIMEOUT)")
+      ->capture_default_str();
+  cmd->add_option("--backend", o->backend, "communication backend: tcp, mpi or auto")
+      ->check(CLI::IsMember({"tcp", "mpi", "auto"}))
+      ->capture_default_str();
+  cmd->add_option("--node-addr", o->node_addr,
+                  "address this node's workers bind and advertise (CDT_NODE_ADDR)");
+}
+
+void ValidateLaunchOptions(const LaunchOptions& o) {
+  if (o.nproc_per_node < 1 || o.nproc_per_node > 1024)
+    throw Error(ErrorCode::kInvalidArgument, "--nproc-per-node must be between 1 and 1024");
+  if (o.nnodes < 1) throw Error(ErrorCode::kInvalidArgument, "--nnodes must be at least 1");
+  if (o.node_rank < 0 || o.node_rank >= o.nnodes)
+    throw Error(ErrorCode::kInvalidArgument, "--node-rank must be in 0.." + std::to_string(o.nnodes - 1));
+  if (!(o.timeout_s >= 1 && o.timeout_s <= 86400))
+    throw Error(ErrorCode::kInvalidArgument, "--timeout must be between 1 and 86400 seconds");
+}
+
+AgentConfig ToAgentConfig(const LaunchOptions& o) {
+  AgentConfig c;
+  c.nproc_per_node = o.nproc_per_node;
+  c.nnodes = o.nnodes;
+  c.node_rank = o.node_rank;
+  c.rdzv_endpoint = o.rdzv_endpoint;
+  c.job_id = o.job_id;
+  c.job_secret = o.job_secret;
+  c.node_addr = o.node_addr;
+  c.rdzv_timeout = std::chrono::milliseconds(static_cast<int64_t>(std::max(60.0, o.timeout_s) * 1000));
+  return c;
+}
+
+bool ShouldRunAsWorker(const Environment& env) { return env.is_worker || env.worker.has_value(); }
+
+WorkerSession JoinGroup(const Environment& env, const LaunchOptions& o) {
+  WorkerSession s;
+  WorkerIdentity id = env.worker.value_or(WorkerIdentity{"single", 0, 1, 0, 1, 0});
+  bool mpi_launch = id.launcher == "mpirun" || id.launcher == "srun";
+  std::string backend = o.backend;
+  if (backend == "auto") {
+#ifdef CDT_HAVE_MPI
+    backend = mpi_launch ? "mpi" : "tcp";
+#else
+    backend = "tcp";
+#endif
+  }
+  if (backend == "mpi") {
+#ifdef CDT_HAVE_MPI
+    s.comm = CreateMpiCommunicator();
+    return s;
+#else
+    throw Error(ErrorCode::kInvalidArgument,
+                "--backend mpi: this build has no MPI (install libopenmpi-dev and rebuild)");
+#endif
+  }
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
+  CommunicatorOptions co;
+  co.rank = id.rank;
+  co.size = id.world_size;
+  co.job_id = o.job_id;
+  co.timeout = timeout;
+  co.host_id = "";  // this machine's identity: hostname + network namespace + boot id
+  if (!o.node_addr.empty()) co.advertise_host = o.node_addr;
+  if (env.allreduce_algo) co.default_algorithm = ParseAllreduceAlgorithm(*env.allreduce_algo);
+  co.check_fingerprints = env.debug && env.debug->find("collectives") != std::string::npos;
+
+  if (id.world_size == 1 && !env.store_hosted) {
+    // Alone: an in-process store is all a one-rank communicator needs.
+    s.hosted_store = std::make_unique<TcpStoreServer>("127.0.0.1", 0, "single");
+    s.store = std::make_unique<TcpStoreClient>(s.hosted_store->address(), "single", timeout);
+  } else {
+    if (!env.master_addr || !env.master_port)
+      throw Error(ErrorCode::kInvalidArgument,
+                  "rank " + std::to_string(id.rank) + " (" + id.launcher +
+                      "): MASTER_ADDR and MASTER_PORT must name the rendezvous store");
+    net::HostPort hp = net::ParseHostPort(*env.master_addr + ":" + *env.master_port, "MASTER_ADDR:MASTER_PORT");
+    std::string secret = o.job_secret;
+    if (secret.empty())
+      throw Error(ErrorCode::kInvalidArgument,
+                  "rank " + std::to_string(id.rank) + " (" + id.launcher +
+                      "): set CDT_JOB_SECRET to the same value for every rank (it authenticates "
+                      "the rendezvous store)");
+    if (!env.store_hosted && id.rank == 0)
+      s.hosted_store = std::make_unique<TcpStoreServer>("0.0.0.0", hp.port, secret);
+    s.store = std::make_unique<TcpStoreClient>(hp, secret, timeout);
+  }
+  s.comm = ConnectTcpCommunicator(*s.store, co);
+  return s;
+}
+
+int RunAsAgent(const LaunchOptions& o, int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  args[0] = "/proc/self/exe";
+  char self[4096];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) args[0] = std::string(self, static_cast<size_t>(n));
+  GroupResult r = RunWorkerGroup(ToAgentConfig(o), args, {{"CDT_WORKER", "1"}});
+  if (!r.summary.empty()) std::fprintf(stderr, "cann-dist-train: %s", r.summary.c_str());
+  return r.exit_code;
+}
+
+}  // namespace cdt::cli

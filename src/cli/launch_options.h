@@ -1,0 +1,57 @@
+// The launch options every multi-process verb takes (DESIGN.md §4), their CDT_* defaults, and the
+// two halves of a verb: the agent (spawn workers) and the worker (join the group).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "cdt/communicator.h"
+#include "cdt/store.h"
+#include "cli/environment.h"
+#include "comm/store/tcp_store_server.h"
+#include "elastic/worker_group.h"
+
+namespace cdt::cli {
+
+struct LaunchOptions {
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string rdzv_endpoint;
+  std::string rdzv_backend = "tcp";
+  std::string job_id = "cdt";
+  std::string job_secret;
+  double timeout_s = 30;
+  std::string backend = "auto";  // tcp | mpi | auto (mpi under mpirun/srun when built with MPI)
+  std::string node_addr;
+};
+
+// Registers the options on `cmd`, with defaults taken from `env`.
+void AddLaunchOptions(CLI::App* cmd, LaunchOptions* o, const Environment& env);
+// Validates values CLI11 cannot (ranges, backend names); throws cdt::Error naming the flag.
+void ValidateLaunchOptions(const LaunchOptions& o);
+
+AgentConfig ToAgentConfig(const LaunchOptions& o);
+
+// Whether this process should act as a worker (started by an agent, mpirun, srun or torchrun)
+// rather than spawn workers itself.
+bool ShouldRunAsWorker(const Environment& env);
+
+// A worker's membership: the store it rendezvoused through and its communicator.
+struct WorkerSession {
+  std::unique_ptr<TcpStoreServer> hosted_store;  // rank 0 hosts the store when no agent does
+  std::unique_ptr<Store> store;
+  std::unique_ptr<Communicator> comm;
+};
+
+// Joins the group described by the environment (see environment.h), with the TCP or MPI backend.
+WorkerSession JoinGroup(const Environment& env, const LaunchOptions& o);
+
+// Runs this same program (same argv) as the workers of this node, with CDT_WORKER=1; returns the
+// process exit code and prints failures.
+int RunAsAgent(const LaunchOptions& o, int argc, char** argv);
+
+}  // namespace cdt::cli

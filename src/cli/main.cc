@@ -1,0 +1,83 @@
+// cann-dist-train: command-line entry point. Parses argv and the environment once, then hands plain
+// config structs to the libraries (nothing below src/cli/ reads either).
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "cdt/error.h"
+#include "cli/bench_allreduce.h"
+#include "cli/environment.h"
+#include "cli/launch_options.h"
+#include "elastic/worker_group.h"
+
+namespace {
+
+using namespace cdt;
+using namespace cdt::cli;
+
+int Main(int argc, char** argv) {
+  Environment env = Environment::FromProcess();
+  CLI::App app{"cann-dist-train: data-parallel training engine (communication core)"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "cann-dist-train 0.1.0");
+
+  // launch: torchrun-style launcher for any program.
+  LaunchOptions launch;
+  std::vector<std::string> command;
+  CLI::App* launch_cmd = app.add_subcommand(
+      "launch", "start K workers per node of PROG with RANK/WORLD_SIZE/... set (torchrun-compatible)");
+  AddLaunchOptions(launch_cmd, &launch, env);
+  launch_cmd->add_option("command", command, "-- PROG ARGS...")->required();
+
+  // bench allreduce.
+  LaunchOptions bench_launch;
+  BenchAllreduceOptions bench;
+  CLI::App* bench_cmd = app.add_subcommand("bench", "benchmarks");
+  bench_cmd->require_subcommand(1);
+  CLI::App* bench_ar = bench_cmd->add_subcommand("allreduce", "allreduce busbw, nccl-tests style");
+  AddLaunchOptions(bench_ar, &bench_launch, env);
+  bench_ar->add_option("--algo", bench.algo, "ring|rd|rhd|tree|hier|auto|all")->capture_default_str();
+  bench_ar->add_option("--dtype", bench.dtype, "f32|f64|f16|bf16|i32|i64")->capture_default_str();
+  bench_ar->add_option("--min-bytes", bench.min_bytes, "smallest message (sizes step x4)")->capture_default_str();
+  bench_ar->add_option("--max-bytes", bench.max_bytes, "largest message")->capture_default_str();
+  bench_ar->add_option("--iters", bench.iters, "timed iterations per size (0 = by size)")->capture_default_str();
+  bench_ar->add_option("--warmup", bench.warmup, "untimed iterations per size (0 = iters/5)");
+  bench_ar->add_flag("--check", bench.check, "verify every element against the closed form");
+  bench_ar->add_option("--json", bench.json, "write results to this file (rank 0)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  if (launch_cmd->parsed()) {
+    ValidateLaunchOptions(launch);
+    GroupResult r = RunWorkerGroup(ToAgentConfig(launch), command, {});
+    if (!r.summary.empty()) std::fprintf(stderr, "cann-dist-train launch: %s", r.summary.c_str());
+    return r.exit_code;
+  }
+  if (bench_ar->parsed()) {
+    ValidateLaunchOptions(bench_launch);
+    if (!ShouldRunAsWorker(env)) return RunAsAgent(bench_launch, argc, argv);
+    WorkerSession s = JoinGroup(env, bench_launch);
+    return RunBenchAllreduce(*s.comm, bench);
+  }
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const cdt::Error& e) {
+    std::fprintf(stderr, "cann-dist-train: error (%s): %s\n", cdt::ErrorCodeName(e.code()), e.what());
+    return e.code() == cdt::ErrorCode::kInvalidArgument ? 2 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cann-dist-train: unexpected error: %s\n", e.what());
+    return 1;
+  }
+}

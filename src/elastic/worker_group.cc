@@ -1,0 +1,229 @@
+#include "elastic/worker_group.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+
+#include "cdt/error.h"
+#include "comm/store/store_protocol.h"
+#include "comm/store/tcp_store_client.h"
+#include "comm/store/tcp_store_server.h"
+
+extern char** environ;
+
+namespace cdt {
+
+namespace {
+
+std::string Hex(const std::string& bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out.push_back(digits[c >> 4]);
+    out.push_back(digits[c & 15]);
+  }
+  return out;
+}
+
+std::string DescribeStatus(int status, int* code) {
+  if (WIFEXITED(status)) {
+    *code = WEXITSTATUS(status);
+    return "exited with status " + std::to_string(*code);
+  }
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    *code = 128 + sig;
+    return "killed by signal " + std::to_string(sig) + " (" + strsignal(sig) + ")";
+  }
+  *code = 1;
+  return "ended with wait status " + std::to_string(status);
+}
+
+// Builds "KEY=VALUE" strings: this process's environment with `overrides` applied.
+std::vector<std::string> BuildEnvironment(const std::map<std::string, std::string>& overrides) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string kv(*e);
+    std::string key = kv.substr(0, kv.find('='));
+    if (!overrides.count(key)) env.push_back(kv);
+  }
+  for (const auto& [k, v] : overrides) env.push_back(k + "=" + v);
+  return env;
+}
+
+pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+            const sigset_t& original_mask) {
+  std::vector<char*> args, envp;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) throw Error(ErrorCode::kIo, std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+    ::signal(SIGCHLD, SIG_DFL);
+    ::pthread_sigmask(SIG_SETMASK, &original_mask, nullptr);
+    ::execvpe(args[0], args.data(), envp.data());
+    std::fprintf(stderr, "cann-dist-train: cannot execute '%s': %s\n", args[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+}  // namespace
+
+GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>& argv,
+                           const std::map<std::string, std::string>& extra_env) {
+  if (argv.empty()) throw Error(ErrorCode::kInvalidArgument, "no worker command given");
+  if (c.nproc_per_node < 1)
+    throw Error(ErrorCode::kInvalidArgument, "--nproc-per-node must be at least 1");
+  if (c.nnodes < 1 || c.node_rank < 0 || c.node_rank >= c.nnodes)
+    throw Error(ErrorCode::kInvalidArgument, "--node-rank " + std::to_string(c.node_rank) +
+                                                 " is outside 0.." + std::to_string(c.nnodes - 1));
+  std::string secret = c.job_secret;
+  if (secret.empty()) {
+    if (c.nnodes > 1)
+      throw Error(ErrorCode::kInvalidArgument,
+                  "a job on several nodes needs a shared secret: set CDT_JOB_SECRET (or --job-secret)"
+                  " to the same value on every node");
+    secret = Hex(store::RandomBytes(16));
+  }
+  std::string endpoint = c.rdzv_endpoint;
+  if (endpoint.empty()) {
+    if (c.nnodes > 1)
+      throw Error(ErrorCode::kInvalidArgument,
+                  "a job on several nodes needs --rdzv-endpoint HOST:PORT (node 0's address)");
+    endpoint = "127.0.0.1:0";
+  }
+  net::HostPort rdzv = net::ParseHostPort(endpoint, "--rdzv-endpoint");
+
+  // Block the signals we supervise before any thread exists, so the store thread inherits the mask
+  // and they are delivered to sigtimedwait below.
+  sigset_t supervised, original;
+  sigemptyset(&supervised);
+  sigaddset(&supervised, SIGCHLD);
+  sigaddset(&supervised, SIGINT);
+  sigaddset(&supervised, SIGTERM);
+  ::pthread_sigmask(SIG_BLOCK, &supervised, &original);
+  struct MaskRestorer {
+    sigset_t mask;
+    ~MaskRestorer() { ::pthread_sigmask(SIG_SETMASK, &mask, nullptr); }
+  } restore{original};
+
+  std::unique_ptr<TcpStoreServer> server;
+  if (c.node_rank == 0) {
+    std::string bind = c.nnodes > 1 ? "0.0.0.0" : rdzv.host;
+    server = std::make_unique<TcpStoreServer>(bind, rdzv.port, secret);
+    rdzv.port = server->address().port;
+  }
+  TcpStoreClient store(rdzv, secret, c.rdzv_timeout);
+  const std::string prefix = c.job_id + "/agent/";
+  store.Set(prefix + "node/" + std::to_string(c.node_rank) + "/nproc",
+            std::to_string(c.nproc_per_node));
+  int base = 0, world = 0;
+  for (int n = 0; n < c.nnodes; ++n) {
+    int k = std::stoi(store.Get(prefix + "node/" + std::to_string(n) + "/nproc", c.rdzv_timeout));
+    if (n < c.node_rank) base += k;
+    world += k;
+  }
+
+  std::map<std::string, std::string> env = extra_env;
+  env["WORLD_SIZE"] = std::to_string(world);
+  env["LOCAL_WORLD_SIZE"] = std::to_string(c.nproc_per_node);
+  env["GROUP_RANK"] = std::to_string(c.node_rank);
+  env["MASTER_ADDR"] = rdzv.host;
+  env["MASTER_PORT"] = std::to_string(rdzv.port);
+  env["CDT_JOB_ID"] = c.job_id;
+  env["CDT_JOB_SECRET"] = secret;
+  env["CDT_STORE_HOSTED"] = "1";
+  env["CDT_NNODES"] = std::to_string(c.nnodes);
+  env["CDT_NODE_RANK"] = std::to_string(c.node_rank);
+  if (!c.node_addr.empty()) env["CDT_NODE_ADDR"] = c.node_addr;
+
+  struct Child {
+    pid_t pid;
+    int local_rank;
+    bool running;
+  };
+  std::vector<Child> children;
+  GroupResult result;
+  auto stop_all = [&](int sig) {
+    for (auto& ch : children)
+      if (ch.running) ::kill(ch.pid, sig);
+  };
+  try {
+    for (int l = 0; l < c.nproc_per_node; ++l) {
+      env["RANK"] = std::to_string(base + l);
+      env["LOCAL_RANK"] = std::to_string(l);
+      children.push_back({Spawn(argv, BuildEnvironment(env), original), l, true});
+    }
+  } catch (...) {
+    stop_all(SIGKILL);
+    throw;
+  }
+
+  std::optional<std::chrono::steady_clock::time_point> kill_at;
+  size_t running = children.size();
+  while (running > 0) {
+    timespec tick{0, 100 * 1000 * 1000};
+    siginfo_t info;
+    int sig = ::sigtimedwait(&supervised, &info, &tick);
+    if (sig == SIGINT || sig == SIGTERM) {
+      std::fprintf(stderr, "cann-dist-train agent (node %d): got signal %d, forwarding to workers\n",
+                   c.node_rank, sig);
+      stop_all(sig);
+      if (!kill_at) kill_at = std::chrono::steady_clock::now() + c.stop_grace;
+      if (result.exit_code == 0) result.exit_code = 128 + sig;
+    }
+    for (;;) {
+      int status = 0;
+      pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      if (pid <= 0) break;
+      for (auto& ch : children) {
+        if (ch.pid != pid || !ch.running) continue;
+        ch.running = false;
+        --running;
+        WorkerExit ex{ch.local_rank, base + ch.local_rank, pid, 0, ""};
+        ex.how = DescribeStatus(status, &ex.exit_code);
+        result.exits.push_back(ex);
+        if (ex.exit_code != 0 && !kill_at) {
+          // First failure: stop the others (SIGTERM, then SIGKILL after the grace period).
+          result.exit_code = ex.exit_code;
+          result.summary += "rank " + std::to_string(ex.global_rank) + " (local rank " +
+                            std::to_string(ex.local_rank) + ", pid " + std::to_string(pid) +
+                            ") " + ex.how + "; stopping the other workers of node " +
+                            std::to_string(c.node_rank) + "\n";
+          stop_all(SIGTERM);
+          kill_at = std::chrono::steady_clock::now() + c.stop_grace;
+        }
+      }
+    }
+    if (kill_at && std::chrono::steady_clock::now() >= *kill_at) {
+      stop_all(SIGKILL);
+      kill_at = std::chrono::steady_clock::now() + std::chrono::hours(24);
+    }
+  }
+
+  // Node 0 keeps the store up until every node's workers are done with it.
+  try {
+    store.Set(prefix + "node/" + std::to_string(c.node_rank) + "/done", std::to_string(result.exit_code));
+    if (server) {
+      std::vector<std::string> keys;
+      for (int n = 0; n < c.nnodes; ++n) keys.push_back(prefix + "node/" + std::to_string(n) + "/done");
+      store.Wait(keys, result.exit_code == 0 ? c.rdzv_timeout : std::chrono::milliseconds(5000));
+    }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "cann-dist-train agent (node %d): %s\n", c.node_rank, e.what());
+  }
+  return result;
+}
+
+}  // namespace cdt

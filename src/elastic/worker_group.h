@@ -1,0 +1,50 @@
+// WorkerGroup: the per-node agent's process supervisor (torchrun's LocalElasticAgent, minus the
+// restarts for now). It hosts the rendezvous store on node 0, agrees with the other nodes' agents on
+// global rank offsets (nodes may run different numbers of workers), starts K workers with
+// torchrun-compatible variables, forwards SIGINT/SIGTERM to them, and on the first worker failure
+// stops the rest and reports that worker's status.
+//
+// Rendezvous keys (under "<job_id>/agent/"): node/<r>/nproc, node/<r>/done.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace cdt {
+
+struct AgentConfig {
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string rdzv_endpoint;  // HOST:PORT; empty on a single node = 127.0.0.1 on a free port
+  std::string job_id = "cdt";
+  std::string job_secret;     // empty on a single node = a random one
+  std::string node_addr;      // CDT_NODE_ADDR handed to workers (what they bind and advertise)
+  std::chrono::milliseconds rdzv_timeout{60000};
+  std::chrono::milliseconds stop_grace{3000};  // SIGTERM -> SIGKILL delay when stopping workers
+};
+
+struct WorkerExit {
+  int local_rank = -1;
+  int global_rank = -1;
+  int pid = -1;
+  int exit_code = 0;   // exit status, or 128 + signal number
+  std::string how;     // "exited with status 3" / "killed by signal 9 (Killed)"
+};
+
+struct GroupResult {
+  int exit_code = 0;              // 0, or the first failing worker's exit_code
+  std::vector<WorkerExit> exits;  // in order of exit
+  std::string summary;            // one line per failure for the user
+};
+
+// Runs `argv` K times (argv[0] is looked up in PATH if it has no '/'), each with the environment of
+// this process plus `extra_env` plus the per-worker variables. Blocks until every worker exited.
+// Throws cdt::Error for set-up failures (bad endpoint, missing secret on multi-node, rendezvous
+// timeout, fork/exec failure).
+GroupResult RunWorkerGroup(const AgentConfig& config, const std::vector<std::string>& argv,
+                           const std::map<std::string, std::string>& extra_env);
+
+}  // namespace cdt

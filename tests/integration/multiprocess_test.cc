@@ -1,0 +1,223 @@
+// Multi-process tests over real TCP: the full correctness sweep in separate processes, kill -9 and
+// SIGSTOP of a rank mid-allreduce (survivors must fail with a typed error within timeout + 2 s and
+// then form a working generation 1), and the launcher (`cann-dist-train launch`, `bench --check`,
+// mpirun).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/store/tcp_store_server.h"
+
+namespace cdt {
+namespace {
+
+int64_t MonotonicNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+std::string TempPath(const std::string& name) {
+  return ::testing::TempDir() + "cdt_it_" + std::to_string(getpid()) + "_" + name;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct Proc {
+  pid_t pid = -1;
+  std::string out;  // file with its stdout + stderr
+};
+
+Proc Spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+           const std::string& out) {
+  Proc p;
+  p.out = out;
+  p.pid = fork();
+  if (p.pid == 0) {
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    FILE* f = freopen(out.c_str(), "w", stdout);
+    (void)f;
+    dup2(fileno(stdout), 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  return p;
+}
+
+// Waits up to `limit` for pid; returns its exit code (128+sig if killed), or -1 on timeout.
+int WaitFor(pid_t pid, std::chrono::seconds limit) {
+  auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    int status = 0;
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return -1;
+}
+
+int64_t Field(const std::string& text, const std::string& key) {
+  size_t at = text.find(key + "=");
+  if (at == std::string::npos) return -1;
+  return std::stoll(text.substr(at + key.size() + 1));
+}
+
+struct Job {
+  TcpStoreServer server{"127.0.0.1", 0, "it-secret"};
+  std::vector<Proc> procs;
+
+  void Start(int n, const std::vector<std::string>& args, int timeout_ms, const std::string& tag) {
+    for (int r = 0; r < n; ++r) {
+      std::vector<std::string> argv = {CDT_TEST_WORKER};
+      argv.insert(argv.end(), args.begin(), args.end());
+      procs.push_back(Spawn(argv,
+                            {{"RANK", std::to_string(r)}, {"WORLD_SIZE", std::to_string(n)},
+                             {"MASTER_ADDR", "127.0.0.1"},
+                             {"MASTER_PORT", std::to_string(server.address().port)},
+                             {"CDT_JOB_SECRET", "it-secret"},
+                             {"CDT_TIMEOUT_MS", std::to_string(timeout_ms)}},
+                            TempPath(tag + "_rank" + std::to_string(r))));
+    }
+  }
+  ~Job() {
+    for (auto& p : procs) {
+      if (p.pid <= 0) continue;  // already reaped; kill(-1, ...) would signal every process we own
+      kill(p.pid, SIGCONT);
+      kill(p.pid, SIGKILL);
+      waitpid(p.pid, nullptr, 0);
+    }
+  }
+};
+
+class SweepTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(SweepTest, EveryAlgorithmTypeAndCountAcrossProcesses) {
+  const int n = GetParam();
+  Job job;
+  job.Start(n, {"sweep"}, 60000, "sweep" + std::to_string(n));
+  for (auto& p : job.procs) {
+    int rc = WaitFor(p.pid, std::chrono::seconds(240));
+    std::string out = ReadFile(p.out);
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("wrong=0"), std::string::npos) << out;
+    p.pid = -1;
+  }
+  job.procs.clear();
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, SweepTest, ::testing::Values(1, 2, 3, 4, 5, 7, 8),
+                         [](const auto& info) { return "p" + std::to_string(info.param); });
+
+// Kills (or stops) rank 2 of 4 while they allreduce; checks the survivors.
+void FailOneRank(int signal_number) {
+  const int timeout_ms = 3000;
+  Job job;
+  job.Start(4, {"fail-and-recover", "3"}, timeout_ms, "fail" + std::to_string(signal_number));
+  // Wait until every rank is in its allreduce loop.
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (auto& p : job.procs)
+    while (ReadFile(p.out).find("RUNNING") == std::string::npos) {
+      ASSERT_LT(std::chrono::steady_clock::now(), until) << "rank did not start: " << ReadFile(p.out);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const int64_t fault_ns = MonotonicNs();
+  ASSERT_EQ(kill(job.procs[2].pid, signal_number), 0);
+  for (int r : {0, 1, 3}) {
+    int rc = WaitFor(job.procs[r].pid, std::chrono::seconds(60));
+    std::string out = ReadFile(job.procs[r].out);
+    ASSERT_EQ(rc, 0) << "rank " << r << ":\n" << out;
+    job.procs[r].pid = -1;
+    int64_t detected = Field(out, "detected_ns");
+    ASSERT_GT(detected, 0) << out;
+    double seconds = (detected - fault_ns) / 1e9;
+    std::printf("rank %d detected the %s of rank 2 after %.3f s (timeout %.1f s): %s\n", r,
+                signal_number == SIGKILL ? "kill -9" : "SIGSTOP", seconds, timeout_ms / 1e3,
+                out.substr(out.find("MESSAGE")).substr(0, out.substr(out.find("MESSAGE")).find('\n')).c_str());
+    EXPECT_LE(seconds, timeout_ms / 1e3 + 2.0) << out;
+    EXPECT_TRUE(out.find("code=peer lost") != std::string::npos ||
+                out.find("code=timeout") != std::string::npos ||
+                out.find("code=aborted") != std::string::npos) << out;
+    EXPECT_NE(out.find("RECOVERED"), std::string::npos) << out;
+    EXPECT_NE(out.find("world=3 sum=3"), std::string::npos) << out;
+  }
+}
+
+TEST(FailureDetection, KillDashNineMidAllreduce) { FailOneRank(SIGKILL); }
+TEST(FailureDetection, SigstopMidAllreduce) { FailOneRank(SIGSTOP); }
+
+TEST(Launcher, SetsTorchrunVariablesForEveryWorker) {
+  std::string out = TempPath("launch_env");
+  Proc p = Spawn({CDT_CLI, "launch", "--nproc-per-node", "3", "--", "sh", "-c",
+                  "echo rank=$RANK world=$WORLD_SIZE local=$LOCAL_RANK/$LOCAL_WORLD_SIZE "
+                  "master=$MASTER_ADDR:$MASTER_PORT job=$CDT_JOB_ID"},
+                 {}, out);
+  ASSERT_EQ(WaitFor(p.pid, std::chrono::seconds(30)), 0) << ReadFile(out);
+  std::string text = ReadFile(out);
+  for (int r = 0; r < 3; ++r)
+    EXPECT_NE(text.find("rank=" + std::to_string(r) + " world=3 local=" + std::to_string(r) + "/3 master=127.0.0.1:"),
+              std::string::npos) << text;
+}
+
+TEST(Launcher, FirstFailureStopsTheOthersAndIsReturned) {
+  std::string out = TempPath("launch_fail");
+  auto start = std::chrono::steady_clock::now();
+  Proc p = Spawn({CDT_CLI, "launch", "--nproc-per-node", "3", "--", "sh", "-c",
+                  "if [ \"$RANK\" = 1 ]; then sleep 0.3; exit 7; fi; exec sleep 60"},
+                 {}, out);
+  int rc = WaitFor(p.pid, std::chrono::seconds(30));
+  EXPECT_EQ(rc, 7) << ReadFile(out);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  EXPECT_NE(ReadFile(out).find("rank 1 (local rank 1"), std::string::npos) << ReadFile(out);
+}
+
+TEST(Launcher, BenchAllreduceAllAlgorithmsChecked) {
+  std::string out = TempPath("bench"), json = TempPath("bench.json");
+  Proc p = Spawn({CDT_CLI, "bench", "allreduce", "--nproc-per-node", "4", "--algo", "all",
+                  "--min-bytes", "1K", "--max-bytes", "1M", "--iters", "3", "--check", "--json", json},
+                 {}, out);
+  ASSERT_EQ(WaitFor(p.pid, std::chrono::seconds(120)), 0) << ReadFile(out);
+  std::string doc = ReadFile(json);
+  EXPECT_NE(doc.find("\"world_size\": 4"), std::string::npos) << doc;
+  for (const char* algo : {"ring", "rd", "rhd", "tree", "hier", "auto"})
+    EXPECT_NE(doc.find(std::string("\"algo\": \"") + algo + "\""), std::string::npos) << algo;
+  EXPECT_EQ(doc.find("WRONG"), std::string::npos) << doc;
+}
+
+TEST(Launcher, WorkersRunUnderMpirun) {
+  if (system("command -v mpirun > /dev/null 2>&1") != 0) GTEST_SKIP() << "mpirun not installed";
+  for (const char* backend : {"mpi", "tcp"}) {
+    std::string out = TempPath(std::string("mpirun_") + backend);
+    Proc p = Spawn({"mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "3", "--mca", "btl",
+                    "self,tcp", "-x", "MASTER_ADDR=127.0.0.1", "-x", "MASTER_PORT=29731", "-x",
+                    "CDT_JOB_SECRET=mpi-test", CDT_CLI, "bench", "allreduce", "--backend", backend,
+                    "--min-bytes", "4K", "--max-bytes", "256K", "--iters", "3", "--check"},
+                   {}, out);
+    ASSERT_EQ(WaitFor(p.pid, std::chrono::seconds(120)), 0) << ReadFile(out);
+    std::string text = ReadFile(out);
+    EXPECT_NE(text.find(std::string("backend ") + backend), std::string::npos) << text;
+    EXPECT_NE(text.find("every element of every size matched"), std::string::npos) << text;
+  }
+}
+
+}  // namespace
+}  // namespace cdt
