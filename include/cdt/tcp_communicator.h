@@ -30,7 +30,11 @@ struct CommunicatorOptions {
   AllreduceAlgorithm default_algorithm = AllreduceAlgorithm::kAuto;
   std::shared_ptr<AllreduceSelector> selector;  // null = MakeFixedThresholdSelector()
   size_t segment_bytes = 256 << 10;             // pipelining granularity
-  int socket_buffer_bytes = 0;                  // 0 = kernel autotuning
+  // Socket buffers for same-host / other-host peers; 0 = kernel autotuning (see TcpMesh).
+  int local_socket_buffer_bytes = 64 << 10;
+  int remote_socket_buffer_bytes = 0;
+  // Busy-wait (with yields) this long for data before sleeping in poll(); see TcpMesh.
+  std::chrono::microseconds spin{500};
 };
 
 // Connects to every other rank (blocking, bounded by options.timeout) and returns a ready

@@ -41,6 +41,9 @@ Environment Environment::FromProcess() {
   e.timeout = Get("CDT_TIMEOUT");
   e.allreduce_algo = Get("CDT_ALLREDUCE_ALGO");
   e.debug = Get("CDT_DEBUG");
+  e.spin_us = Get("CDT_SPIN_US");
+  e.socket_buffer_bytes = Get("CDT_SOCKET_BUFFER_BYTES");
+  e.segment_bytes = Get("CDT_SEGMENT_BYTES");
   e.master_addr = Get("MASTER_ADDR");
   e.master_port = Get("MASTER_PORT");
   e.store_hosted = Get("CDT_STORE_HOSTED").value_or("") == "1";

@@ -12,7 +12,7 @@ class FixedThresholdSelector : public AllreduceSelector {
     if (s.num_nodes > 1 && s.max_ranks_per_node > 1 && s.bytes >= t_.hier_min_bytes)
       return AllreduceAlgorithm::kHierarchical;
     if (s.bytes < t_.rd_max_bytes) return AllreduceAlgorithm::kRecursiveDoubling;
-    if (s.bytes < t_.rhd_max_bytes) return AllreduceAlgorithm::kHalvingDoubling;
+    if (s.bytes < t_.tree_max_bytes) return AllreduceAlgorithm::kTree;
     return AllreduceAlgorithm::kRing;
   }
   std::string name() const override { return "fixed-thresholds"; }

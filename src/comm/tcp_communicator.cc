@@ -308,7 +308,9 @@ std::unique_ptr<Communicator> ConnectTcpCommunicator(Store& store, const Communi
   m.advertise_host = o.advertise_host;
   m.host_id = o.host_id;
   m.timeout = o.timeout;
-  m.socket_buffer_bytes = o.socket_buffer_bytes;
+  m.local_socket_buffer_bytes = o.local_socket_buffer_bytes;
+  m.remote_socket_buffer_bytes = o.remote_socket_buffer_bytes;
+  m.spin = o.spin;
   return std::make_unique<TcpCommunicator>(TcpMesh::Connect(store, m), o);
 }
 

@@ -94,7 +94,15 @@ struct MeshOptions {
   std::string advertise_host = "127.0.0.1";  // what peers dial
   std::string host_id;                 // node identity; empty = this machine's (hostname+netns+boot)
   std::chrono::milliseconds timeout{30000};
-  int socket_buffer_bytes = 0;         // SO_SNDBUF/SO_RCVBUF; 0 = kernel autotuning
+  // SO_SNDBUF/SO_RCVBUF for connections to ranks on the same host (same host id). Small buffers
+  // keep the bytes in flight cache-resident on loopback, which measured 1.4-1.5x faster at
+  // 1-16 MiB than kernel autotuning (docs/benchmarks.md). 0 = kernel autotuning.
+  int local_socket_buffer_bytes = 64 << 10;
+  // The same for connections to other hosts, where the bandwidth-delay product rules: autotuning.
+  int remote_socket_buffer_bytes = 0;
+  // How long Exchange keeps retrying (with sched_yield) after the last progress before it sleeps
+  // in poll(). Trades a little CPU for wake-up latency; 0 = always sleep.
+  std::chrono::microseconds spin{500};
 };
 
 class TcpMesh {
@@ -127,6 +135,7 @@ class TcpMesh {
   int rank_ = 0;
   int size_ = 1;
   std::chrono::milliseconds timeout_{30000};
+  std::chrono::microseconds spin_{500};
   std::vector<net::Socket> peers_;       // indexed by rank; invalid at rank_
   std::vector<std::string> addresses_;   // "host:port" of each rank's listener
   std::vector<std::string> host_ids_;

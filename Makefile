@@ -1,0 +1,41 @@
+# README's two commands: `make demo` and `make test`. Both install what is missing, configure and
+# build. `make bench` runs the benchmarks against OpenMPI and Gloo (long; not part of CI).
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+.PHONY: deps configure build test demo bench asan tsan clean format
+
+deps:
+	@bash scripts/install-deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) > $(BUILD).configure.log 2>&1 || (cat $(BUILD).configure.log; exit 1)
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j 1 --timeout 900
+
+# Until the trainer exists, the demo is the allreduce benchmark beside its peers (short run).
+demo: build
+	@bash bench/run_allreduce_peers.sh --quick
+
+bench: build
+	@bash bench/run_allreduce_peers.sh
+
+# Sanitizer builds: ASan+UBSan for everything, TSan for the communication tests.
+asan:
+	@$(MAKE) test BUILD=build-asan CMAKE_FLAGS="-DCMAKE_BUILD_TYPE=Debug -DCDT_SANITIZE=address"
+
+tsan: deps
+	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DCDT_SANITIZE=thread > /dev/null
+	@cmake --build build-tsan -j $(JOBS) --target cdt_unit_tests
+	cd build-tsan && ./bin/cdt_unit_tests --gtest_filter='Communicator.*:TcpStore.*:MalformedInput.*:*p3*'
+
+format:
+	@clang-format -i $$(git ls-files '*.cc' '*.h')
+
+clean:
+	rm -rf $(BUILD) build-asan build-tsan

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Allreduce benchmark: cann-dist-train beside Open MPI (TCP BTL, and its shared-memory default for
+# reference) and Gloo (ring_chunked, halving_doubling), 4 ranks on this machine, run alternately
+# REPS times; bench/summarize.py writes the medians and ratios to docs/benchmarks.md.
+#
+#   bash bench/run_allreduce_peers.sh [--quick] [--reps N] [--nproc N] [--no-docs]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-build/bin}
+REPS=5 NPROC=4 MIN=4096 MAX=$((64 << 20)) DOCS=1 QUICK=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) QUICK=1 REPS=1 MAX=$((16 << 20)); shift ;;
+    --reps) REPS=$2; shift 2 ;;
+    --nproc) NPROC=$2; shift 2 ;;
+    --no-docs) DOCS=0; shift ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+out=bench/results/$(date -u +%Y%m%dT%H%M%SZ)
+mkdir -p "$out"
+mpirun_flags=(--allow-run-as-root --oversubscribe -np "$NPROC")
+have_mpi=0; [ -x "$BIN/peer_mpi_allreduce" ] && command -v mpirun >/dev/null && have_mpi=1
+have_gloo=0; [ -x "$BIN/peer_gloo_allreduce" ] && have_gloo=1
+
+for rep in $(seq 1 "$REPS"); do
+  echo "== repetition $rep/$REPS"
+  "$BIN/cann-dist-train" bench allreduce --nproc-per-node "$NPROC" --algo all \
+      --min-bytes "$MIN" --max-bytes "$MAX" --json "$out/cdt_$rep.json" > "$out/cdt_$rep.txt"
+  grep -E " auto " "$out/cdt_$rep.txt" | tail -3
+  if [ $have_mpi = 1 ]; then
+    mpirun "${mpirun_flags[@]}" --mca pml ob1 --mca btl self,tcp "$BIN/peer_mpi_allreduce" \
+        "$MIN" "$MAX" "$out/mpi_tcp_$rep.json" > "$out/mpi_tcp_$rep.txt" 2>&1
+    mpirun "${mpirun_flags[@]}" "$BIN/peer_mpi_allreduce" "$MIN" "$MAX" \
+        "$out/mpi_shm_$rep.json" > "$out/mpi_shm_$rep.txt" 2>&1
+  fi
+  if [ $have_gloo = 1 ]; then
+    for algo in ring_chunked halving_doubling; do
+      store=$(mktemp -d)
+      "$BIN/cann-dist-train" launch --nproc-per-node "$NPROC" -- "$BIN/peer_gloo_allreduce" \
+          "$algo" "$store" "$MIN" "$MAX" "$out/gloo_${algo}_$rep.json" > "$out/gloo_${algo}_$rep.txt" 2>&1
+      rm -rf "$store"
+    done
+  fi
+done
+args=("$out")
+[ $DOCS = 1 ] && [ $QUICK = 0 ] && args+=(--docs docs/benchmarks.md)
+python3 bench/summarize.py "${args[@]}"

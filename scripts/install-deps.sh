@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs the Debian packages cann-dist-train needs, only those missing (idempotent; quick when
+# nothing is missing). Run as root, or with sudo available. Set CDT_SKIP_DEPS=1 to skip entirely.
+set -euo pipefail
+
+[ "${CDT_SKIP_DEPS:-0}" = "1" ] && exit 0
+
+packages=(
+  build-essential cmake pkg-config ccache
+  googletest libgtest-dev libgmock-dev libbenchmark-dev
+  libcli11-dev nlohmann-json3-dev libfmt-dev libsodium-dev
+  libopenmpi-dev openmpi-bin libgloo-dev
+  iproute2 python3
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" != "0" ]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+    echo "install-deps: missing packages (${missing[*]}) and not root; install them or run as root" >&2
+    exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+# Update the package lists once if they are empty or older than a day.
+if [ -z "$(ls -A /var/lib/apt/lists 2>/dev/null | grep -v lock)" ] || \
+   [ -n "$(find /var/lib/apt/lists -maxdepth 0 -mmin +1440 2>/dev/null)" ]; then
+  $SUDO apt-get update -qq
+fi
+if ! $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"; then
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
