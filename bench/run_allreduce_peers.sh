@@ -23,25 +23,47 @@ mpirun_flags=(--allow-run-as-root --oversubscribe -np "$NPROC")
 have_mpi=0; [ -x "$BIN/peer_mpi_allreduce" ] && command -v mpirun >/dev/null && have_mpi=1
 have_gloo=0; [ -x "$BIN/peer_gloo_allreduce" ] && have_gloo=1
 
+# One invocation per implementation and repetition, in an order that rotates every repetition, so
+# no implementation always runs first (this machine's speed drifts by tens of percent over seconds).
+run_cdt_auto() {
+  "$BIN/cann-dist-train" bench allreduce --nproc-per-node "$NPROC" --algo auto \
+      --min-bytes "$MIN" --max-bytes "$MAX" --json "$out/cdt_$1.json" > "$out/cdt_$1.txt"
+}
+run_cdt_all() {
+  "$BIN/cann-dist-train" bench allreduce --nproc-per-node "$NPROC" --algo all \
+      --min-bytes "$MIN" --max-bytes "$MAX" --json "$out/cdtall_$1.json" > "$out/cdtall_$1.txt"
+}
+run_mpi_tcp() {
+  mpirun "${mpirun_flags[@]}" --mca pml ob1 --mca btl self,tcp "$BIN/peer_mpi_allreduce" \
+      "$MIN" "$MAX" "$out/mpi_tcp_$1.json" > "$out/mpi_tcp_$1.txt" 2>&1
+}
+run_mpi_shm() {
+  mpirun "${mpirun_flags[@]}" "$BIN/peer_mpi_allreduce" "$MIN" "$MAX" \
+      "$out/mpi_shm_$1.json" > "$out/mpi_shm_$1.txt" 2>&1
+}
+run_gloo() {  # $1 = algorithm, $2 = repetition
+  local store
+  store=$(mktemp -d)
+  "$BIN/cann-dist-train" launch --nproc-per-node "$NPROC" -- "$BIN/peer_gloo_allreduce" \
+      "$1" "$store" "$MIN" "$MAX" "$out/gloo_$1_$2.json" > "$out/gloo_$1_$2.txt" 2>&1
+  rm -rf "$store"
+}
+run_gloo_ring() { run_gloo ring_chunked "$1"; }
+run_gloo_hd() { run_gloo halving_doubling "$1"; }
+
+steps=(run_cdt_auto)
+[ $have_mpi = 1 ] && steps+=(run_mpi_tcp)
+[ $have_gloo = 1 ] && steps+=(run_gloo_ring run_gloo_hd)
+[ $have_mpi = 1 ] && steps+=(run_mpi_shm)
+steps+=(run_cdt_all)
 for rep in $(seq 1 "$REPS"); do
   echo "== repetition $rep/$REPS"
-  "$BIN/cann-dist-train" bench allreduce --nproc-per-node "$NPROC" --algo all \
-      --min-bytes "$MIN" --max-bytes "$MAX" --json "$out/cdt_$rep.json" > "$out/cdt_$rep.txt"
-  grep -E " auto " "$out/cdt_$rep.txt" | tail -3
-  if [ $have_mpi = 1 ]; then
-    mpirun "${mpirun_flags[@]}" --mca pml ob1 --mca btl self,tcp "$BIN/peer_mpi_allreduce" \
-        "$MIN" "$MAX" "$out/mpi_tcp_$rep.json" > "$out/mpi_tcp_$rep.txt" 2>&1
-    mpirun "${mpirun_flags[@]}" "$BIN/peer_mpi_allreduce" "$MIN" "$MAX" \
-        "$out/mpi_shm_$rep.json" > "$out/mpi_shm_$rep.txt" 2>&1
-  fi
-  if [ $have_gloo = 1 ]; then
-    for algo in ring_chunked halving_doubling; do
-      store=$(mktemp -d)
-      "$BIN/cann-dist-train" launch --nproc-per-node "$NPROC" -- "$BIN/peer_gloo_allreduce" \
-          "$algo" "$store" "$MIN" "$MAX" "$out/gloo_${algo}_$rep.json" > "$out/gloo_${algo}_$rep.txt" 2>&1
-      rm -rf "$store"
-    done
-  fi
+  n=${#steps[@]}
+  for i in $(seq 0 $((n - 1))); do
+    step=${steps[$(( (i + rep - 1) % n ))]}
+    echo "   $step"
+    "$step" "$rep"
+  done
 done
 args=("$out")
 [ $DOCS = 1 ] && [ $QUICK = 0 ] && args+=(--docs docs/benchmarks.md)

@@ -4,7 +4,7 @@
 usage: summarize.py RESULTS_DIR [--docs docs/benchmarks.md]
 
 Prints a markdown table: per message size, the median busbw (GB/s, nccl-tests definition) of every
-cann-dist-train algorithm and every peer, and the ratio of our `auto` to the best TCP peer
+cann-dist-train algorithm and every peer, and the ratio of our `auto` (run on its own, like each peer) to the best TCP peer
 (Open MPI's TCP BTL, Gloo ring_chunked / halving_doubling). Open MPI's shared-memory default is shown
 for reference only: it does not use the network at all. With --docs, replaces the section between
 the markers in that file.
@@ -26,7 +26,14 @@ def load(results_dir):
         with open(path) as f:
             doc = json.load(f)
         for r in doc["results"]:
-            name = "cdt_" + r["algo"] if base == "cdt" else base
+            if base == "cdtall":  # every algorithm, one invocation; `auto` comes from its own runs
+                if r["algo"] == "auto":
+                    continue
+                name = "cdt_" + r["algo"]
+            elif base == "cdt":
+                name = "cdt_" + r["algo"]
+            else:
+                name = base
             series.setdefault(name, {}).setdefault(r["bytes"], []).append(r["busbw_GBps"])
     return series
 

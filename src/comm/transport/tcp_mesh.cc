@@ -50,7 +50,8 @@ std::unique_ptr<TcpMesh> TcpMesh::Connect(Store& store, const MeshOptions& o) {
   mesh->size_ = o.size;
   mesh->timeout_ = o.timeout;
   mesh->spin_ = o.spin;
-  mesh->peers_.resize(o.size);
+  mesh->send_socks_.resize(o.size);
+  mesh->recv_socks_.resize(o.size);
   mesh->addresses_.resize(o.size);
   mesh->host_ids_.resize(o.size);
   mesh->pollfds_.resize(2 * static_cast<size_t>(o.size) + 1);
@@ -65,7 +66,7 @@ std::unique_ptr<TcpMesh> TcpMesh::Connect(Store& store, const MeshOptions& o) {
   net::Deadline deadline = net::DeadlineAfter(o.timeout);
 
   net::HostPort bound;
-  net::Socket listener = net::Listen(o.bind_host, 0, &bound);
+  net::Socket listener = net::Listen(o.bind_host, 0, &bound, std::max(128, o.size));
   std::string my_addr = net::HostPort{o.advertise_host, bound.port}.ToString();
   std::string my_host = o.host_id.empty() ? LocalHostId() : o.host_id;
 
@@ -92,30 +93,31 @@ std::unique_ptr<TcpMesh> TcpMesh::Connect(Store& store, const MeshOptions& o) {
     mesh->host_ids_[r] = nl == std::string::npos ? "" : v.substr(nl + 1);
   }
 
-  // 1. Dial every lower rank and send our hello (no reply awaited yet).
-  for (int peer = 0; peer < o.rank; ++peer) {
+  // 1. Dial every other rank and send our hello (no reply awaited yet): our send channel to it.
+  for (int peer = 0; peer < o.size; ++peer) {
+    if (peer == o.rank) continue;
     net::HostPort hp = net::ParseHostPort(mesh->addresses_[peer], "address of rank " +
                                                                       std::to_string(peer));
     net::Socket s = net::ConnectUntil(hp, deadline);
-    handshake::Hello h{handshake::kMagic, handshake::kVersion, o.generation, static_cast<uint32_t>(o.rank),
-            static_cast<uint32_t>(peer), {}};
+    handshake::Hello h{handshake::kMagic, handshake::kVersion, o.generation,
+                       static_cast<uint32_t>(o.rank), static_cast<uint32_t>(peer), {}};
     std::memcpy(h.token, token.data(), handshake::kTokenBytes);
     net::SendAll(s.fd(), &h, sizeof h, deadline, "rank " + std::to_string(peer));
-    mesh->peers_[peer] = std::move(s);
+    mesh->send_socks_[peer] = std::move(s);
   }
-  // 2. Accept every higher rank, checking its hello.
-  int expected = o.size - 1 - o.rank;
+  // 2. Accept every other rank's send channel (our receive channel from it), checking its hello.
+  int expected = o.size - 1;
   while (expected > 0) {
     std::string from;
     net::Socket s = net::AcceptUntil(listener, deadline, &from);
     if (!s.valid())
       throw Error(ErrorCode::kTimeout, who + ": " + std::to_string(expected) +
-                                           " higher rank(s) did not connect within the timeout",
+                                           " rank(s) did not connect within the timeout",
                   {o.rank, -1, "", "connect", 0});
     handshake::Hello h{};
     try {
-      net::RecvAll(s.fd(), &h, sizeof h, std::min(deadline, net::DeadlineAfter(std::chrono::seconds(5))),
-                   from);
+      net::RecvAll(s.fd(), &h, sizeof h,
+                   std::min(deadline, net::DeadlineAfter(std::chrono::seconds(5))), from);
     } catch (const Error& e) {
       std::fprintf(stderr, "cdt %s: ignored connection from %s: %s\n", who.c_str(), from.c_str(),
                    e.what());
@@ -128,9 +130,8 @@ std::unique_ptr<TcpMesh> TcpMesh::Connect(Store& store, const MeshOptions& o) {
       status = handshake::kAckBadGeneration;
     else if (std::memcmp(h.token, token.data(), handshake::kTokenBytes) != 0)
       status = handshake::kAckBadToken;
-    else if (h.to_rank != static_cast<uint32_t>(o.rank) ||
-             h.from_rank <= static_cast<uint32_t>(o.rank) ||
-             h.from_rank >= static_cast<uint32_t>(o.size) || mesh->peers_[h.from_rank].valid())
+    else if (h.to_rank != static_cast<uint32_t>(o.rank) || h.from_rank == h.to_rank ||
+             h.from_rank >= static_cast<uint32_t>(o.size) || mesh->recv_socks_[h.from_rank].valid())
       status = handshake::kAckBadRank;
     handshake::Ack ack{handshake::kMagic, status};
     try {
@@ -144,16 +145,18 @@ std::unique_ptr<TcpMesh> TcpMesh::Connect(Store& store, const MeshOptions& o) {
                    who.c_str(), from.c_str(), status,
                    status == handshake::kAckBadGeneration ? "stale generation"
                    : status == handshake::kAckBadRank     ? "bad rank"
-                                               : "bad token");
+                                                          : "bad token");
       continue;
     }
-    mesh->peers_[h.from_rank] = std::move(s);
+    mesh->recv_socks_[h.from_rank] = std::move(s);
     --expected;
   }
-  // 3. Collect the acknowledgements of the lower ranks.
-  for (int peer = 0; peer < o.rank; ++peer) {
+  // 3. Collect the acknowledgements for our send channels.
+  for (int peer = 0; peer < o.size; ++peer) {
+    if (peer == o.rank) continue;
     handshake::Ack ack{};
-    net::RecvAll(mesh->peers_[peer].fd(), &ack, sizeof ack, deadline, "rank " + std::to_string(peer));
+    net::RecvAll(mesh->send_socks_[peer].fd(), &ack, sizeof ack, deadline,
+                 "rank " + std::to_string(peer));
     if (ack.magic != handshake::kMagic || ack.status != handshake::kAckOk)
       throw Error(ErrorCode::kAuth,
                   who + ": rank " + std::to_string(peer) + " at " + mesh->addresses_[peer] +
@@ -163,14 +166,16 @@ std::unique_ptr<TcpMesh> TcpMesh::Connect(Store& store, const MeshOptions& o) {
   }
   for (int peer = 0; peer < o.size; ++peer) {
     if (peer == o.rank) continue;
-    int fd = mesh->peers_[peer].fd();
-    net::SetNonBlocking(fd, true);
-    net::SetNoDelay(fd);
     int buffer = mesh->host_ids_[peer] == mesh->host_ids_[o.rank] ? o.local_socket_buffer_bytes
                                                                    : o.remote_socket_buffer_bytes;
-    if (buffer > 0) {
-      ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buffer, sizeof(int));
-      ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buffer, sizeof(int));
+    for (net::Socket* sock : {&mesh->send_socks_[peer], &mesh->recv_socks_[peer]}) {
+      int fd = sock->fd();
+      net::SetNonBlocking(fd, true);
+      net::SetNoDelay(fd);
+      if (buffer > 0) {
+        ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buffer, sizeof(int));
+        ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buffer, sizeof(int));
+      }
     }
   }
   return mesh;
@@ -183,7 +188,8 @@ void TcpMesh::Wake() {
 }
 
 void TcpMesh::ShutdownAll() {
-  for (auto& s : peers_) s.Shutdown();
+  for (auto& s : send_socks_) s.Shutdown();
+  for (auto& s : recv_socks_) s.Shutdown();
 }
 
 void TcpMesh::ThrowPeerError(ErrorCode code, int peer, const std::string& what,
@@ -241,7 +247,7 @@ void TcpMesh::Exchange(Transfer* t, size_t n, const OpLabel& label) {
         continue;
       }
       pending = true;
-      int fd = peers_[x.peer].fd();
+      int fd = (x.kind == Transfer::Kind::kSend ? send_socks_ : recv_socks_)[x.peer].fd();
       char* p = static_cast<char*>(x.data) + x.done;
       size_t left = x.bytes - x.done;
       ssize_t r = x.kind == Transfer::Kind::kSend ? ::send(fd, p, left, MSG_DONTWAIT | MSG_NOSIGNAL)

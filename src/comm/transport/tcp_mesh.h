@@ -1,5 +1,5 @@
-// TcpMesh: one TCP connection to every other rank of a communicator, and the single progress
-// primitive every algorithm uses, Exchange().
+// TcpMesh: two TCP connections to every other rank of a communicator (one per direction), and the
+// single progress primitive every algorithm uses, Exchange().
 //
 // Exchange(transfers) posts a set of sends and receives and returns when all are done. Transfers to
 // the same peer and of the same kind complete in list order (TCP is a byte stream, so the receiver
@@ -15,8 +15,9 @@
 // Connection set-up (Connect) goes through the store, under options.key_prefix:
 //   token           16 random bytes chosen by rank 0 for this generation
 //   addr/<rank>     "host:port\nhost_id" of each rank's listener
-// Rank i connects to every j < i and presents {generation, i, j, token}; the listener refuses any
-// other generation or token, so connections from an older generation of the job cannot join.
+// Every rank dials every other rank (its send channel) and presents {generation, from, to, token};
+// the listener refuses any other generation or token, so connections from an older generation of
+// the job cannot join. The accepted connection is the receive channel from that rank.
 #pragma once
 
 #include <atomic>
@@ -136,7 +137,11 @@ class TcpMesh {
   int size_ = 1;
   std::chrono::milliseconds timeout_{30000};
   std::chrono::microseconds spin_{500};
-  std::vector<net::Socket> peers_;       // indexed by rank; invalid at rank_
+  // One connection per direction and peer, indexed by rank (invalid at rank_): a socket that only
+  // ever carries data one way never enters Linux's delayed-ACK "pingpong" (interactive) mode, so
+  // the ACKs that open a small send window come back at once whatever algorithm ran before.
+  std::vector<net::Socket> send_socks_;
+  std::vector<net::Socket> recv_socks_;
   std::vector<std::string> addresses_;   // "host:port" of each rank's listener
   std::vector<std::string> host_ids_;
   int wake_fd_ = -1;
