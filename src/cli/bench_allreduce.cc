@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cdt/error.h"
-#include "common/half.h"
+#include "common/element_access.h"
 #include "common/units.h"
 
 namespace cdt::cli {
@@ -18,29 +18,7 @@ namespace {
 // Fills element i with (rank + 1) * (i % 7 + 1): integer values whose sums are exact in every
 // dtype for up to 8 ranks in bf16 and 64 in f16, so --check can compare exactly.
 void Fill(void* base, DataType t, size_t count, int rank) {
-  for (size_t i = 0; i < count; ++i) {
-    double v = (rank + 1) * static_cast<double>(i % 7 + 1);
-    switch (t) {
-      case DataType::kFloat32: static_cast<float*>(base)[i] = static_cast<float>(v); break;
-      case DataType::kFloat64: static_cast<double*>(base)[i] = v; break;
-      case DataType::kFloat16: static_cast<uint16_t*>(base)[i] = FloatToHalf(static_cast<float>(v)); break;
-      case DataType::kBFloat16: static_cast<uint16_t*>(base)[i] = FloatToBFloat16(static_cast<float>(v)); break;
-      case DataType::kInt32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v); break;
-      case DataType::kInt64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v); break;
-    }
-  }
-}
-
-double Read(const void* base, DataType t, size_t i) {
-  switch (t) {
-    case DataType::kFloat32: return static_cast<const float*>(base)[i];
-    case DataType::kFloat64: return static_cast<const double*>(base)[i];
-    case DataType::kFloat16: return HalfToFloat(static_cast<const uint16_t*>(base)[i]);
-    case DataType::kBFloat16: return BFloat16ToFloat(static_cast<const uint16_t*>(base)[i]);
-    case DataType::kInt32: return static_cast<const int32_t*>(base)[i];
-    case DataType::kInt64: return static_cast<double>(static_cast<const int64_t*>(base)[i]);
-  }
-  return 0;
+  for (size_t i = 0; i < count; ++i) StoreElement(base, t, i, (rank + 1) * static_cast<double>(i % 7 + 1));
 }
 
 // Number of elements that differ from the closed form sum_r (r+1)(i%7+1) = (i%7+1)·p(p+1)/2.
@@ -48,7 +26,7 @@ int64_t CountWrong(const void* base, DataType t, size_t count, int p, size_t* fi
   int64_t wrong = 0;
   for (size_t i = 0; i < count; ++i) {
     double want = static_cast<double>(i % 7 + 1) * p * (p + 1) / 2;
-    if (Read(base, t, i) != want) {
+    if (LoadElement(base, t, i) != want) {
       if (wrong == 0) *first_bad = i;
       ++wrong;
     }

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "cdt/communicator.h"
-#include "common/half.h"
+#include "common/element_access.h"
 
 namespace cdt::testing {
 
@@ -18,31 +18,6 @@ inline const std::vector<AllreduceAlgorithm> kAlgorithms = {
 inline const std::vector<DataType> kTypes = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
                                       DataType::kBFloat16, DataType::kInt32, DataType::kInt64};
 inline constexpr size_t kLarge = (4u << 20) + 5;
-
-inline void StoreValue(void* base, DataType t, size_t i, double v) {
-  switch (t) {
-    case DataType::kFloat32: static_cast<float*>(base)[i] = static_cast<float>(v); break;
-    case DataType::kFloat64: static_cast<double*>(base)[i] = v; break;
-    case DataType::kFloat16: static_cast<uint16_t*>(base)[i] = FloatToHalf(static_cast<float>(v)); break;
-    case DataType::kBFloat16:
-      static_cast<uint16_t*>(base)[i] = FloatToBFloat16(static_cast<float>(v));
-      break;
-    case DataType::kInt32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v); break;
-    case DataType::kInt64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v); break;
-  }
-}
-
-inline double LoadValue(const void* base, DataType t, size_t i) {
-  switch (t) {
-    case DataType::kFloat32: return static_cast<const float*>(base)[i];
-    case DataType::kFloat64: return static_cast<const double*>(base)[i];
-    case DataType::kFloat16: return HalfToFloat(static_cast<const uint16_t*>(base)[i]);
-    case DataType::kBFloat16: return BFloat16ToFloat(static_cast<const uint16_t*>(base)[i]);
-    case DataType::kInt32: return static_cast<const int32_t*>(base)[i];
-    case DataType::kInt64: return static_cast<double>(static_cast<const int64_t*>(base)[i]);
-  }
-  return 0;
-}
 
 // Integer-valued inputs keep every partial sum exact even in bf16 (<= 256).
 inline double Input(int rank, size_t i) { return (rank + 1) * static_cast<double>(i % 7 + 1); }
@@ -75,14 +50,14 @@ inline std::string CheckAllreduce(Communicator& comm, AllreduceAlgorithm algo, D
   const size_t elem = ElementSize(t);
   std::vector<unsigned char> buf(count * elem + 1);
   for (size_t i = 0; i < count; ++i)
-    StoreValue(buf.data(), t, i, op == ReduceOp::kMax || op == ReduceOp::kMin ? MinMaxInput(comm.rank(), i)
+    StoreElement(buf.data(), t, i, op == ReduceOp::kMax || op == ReduceOp::kMin ? MinMaxInput(comm.rank(), i)
                                                                       : Input(comm.rank(), i));
   comm.Allreduce(buf.data(), count, t, op, {algo})->Wait();
   const double tol = (t == DataType::kFloat16 || t == DataType::kBFloat16) && op == ReduceOp::kAvg
                          ? 0.02 : 1e-9;
   for (size_t i = 0; i < count; ++i) {
     double want = Expected(op, p, i, t);
-    double got = LoadValue(buf.data(), t, i);
+    double got = LoadElement(buf.data(), t, i);
     if (std::fabs(got - want) > tol * std::max(1.0, std::fabs(want))) {
       return std::string(AllreduceAlgorithmName(algo)) + " " + DataTypeName(t) + " " +
              ReduceOpName(op) + " p=" + std::to_string(p) + " count=" + std::to_string(count) +

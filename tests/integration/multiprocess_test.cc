@@ -203,6 +203,40 @@ TEST(Launcher, BenchAllreduceAllAlgorithmsChecked) {
   EXPECT_EQ(doc.find("WRONG"), std::string::npos) << doc;
 }
 
+TEST(Launcher, ForwardsSigtermToWorkers) {
+  std::string out = TempPath("launch_sigterm");
+  Proc p = Spawn({CDT_CLI, "launch", "--nproc-per-node", "2", "--", "sh", "-c",
+                  "trap 'echo got-term-$RANK; exit 0' TERM; echo ready-$RANK; while :; do sleep 0.05; done"},
+                 {}, out);
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (ReadFile(out).find("ready-1") == std::string::npos || ReadFile(out).find("ready-0") == std::string::npos) {
+    ASSERT_LT(std::chrono::steady_clock::now(), until) << ReadFile(out);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(p.pid, SIGTERM);
+  int rc = WaitFor(p.pid, std::chrono::seconds(20));
+  std::string text = ReadFile(out);
+  EXPECT_EQ(rc, 128 + SIGTERM) << text;
+  EXPECT_NE(text.find("got-term-0"), std::string::npos) << text;
+  EXPECT_NE(text.find("got-term-1"), std::string::npos) << text;
+}
+
+TEST(Launcher, WorkersRunUnderSrunEnvironment) {
+  // What srun gives each task; rank 0 hosts the store at MASTER_ADDR:MASTER_PORT.
+  std::vector<Proc> procs;
+  for (int r = 0; r < 2; ++r)
+    procs.push_back(Spawn({CDT_CLI, "bench", "allreduce", "--backend", "tcp", "--min-bytes", "4K",
+                           "--max-bytes", "64K", "--iters", "3", "--check"},
+                          {{"SLURM_PROCID", std::to_string(r)}, {"SLURM_NTASKS", "2"},
+                           {"SLURM_LOCALID", std::to_string(r)}, {"SLURM_NTASKS_PER_NODE", "2"},
+                           {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29733"},
+                           {"CDT_JOB_SECRET", "srun-test"}},
+                          TempPath("srun" + std::to_string(r))));
+  for (auto& p : procs) EXPECT_EQ(WaitFor(p.pid, std::chrono::seconds(60)), 0) << ReadFile(p.out);
+  EXPECT_NE(ReadFile(procs[0].out).find("every element of every size matched"), std::string::npos)
+      << ReadFile(procs[0].out);
+}
+
 TEST(Launcher, WorkersRunUnderMpirun) {
   if (system("command -v mpirun > /dev/null 2>&1") != 0) GTEST_SKIP() << "mpirun not installed";
   for (const char* backend : {"mpi", "tcp"}) {
