@@ -121,7 +121,8 @@ class TcpCommunicator : public Communicator {
     const size_t elem = ElementSize(dtype);
     return Submit("allgather", fp, [=, this](CollectiveContext& ctx) {
       const size_t me = static_cast<size_t>(rank());
-      std::memmove(static_cast<char*>(output) + offsets[me] * elem, input, counts[me] * elem);
+      if (counts[me] > 0)  // empty vectors may hand us null pointers
+        std::memmove(static_cast<char*>(output) + offsets[me] * elem, input, counts[me] * elem);
       RingAllgatherPhase(ctx, Group::World(rank(), size()), output, elem, offsets);
     });
   }
@@ -141,11 +142,11 @@ class TcpCommunicator : public Communicator {
     return Submit("reduce_scatter", fp, [=, this](CollectiveContext& ctx) {
       // The ring works in place; stage the (const) input in memory of our own.
       void* staged = staging_.Get(offsets.back() * elem);
-      std::memcpy(staged, input, offsets.back() * elem);
+      if (offsets.back() > 0) std::memcpy(staged, input, offsets.back() * elem);
       ReduceBuffer buf{staged, offsets.back(), dtype, op};
       RingReduceScatterPhase(ctx, Group::World(rank(), size()), buf, offsets);
       const size_t me = static_cast<size_t>(rank());
-      std::memcpy(output, buf.at(offsets[me]), counts[me] * elem);
+      if (counts[me] > 0) std::memcpy(output, buf.at(offsets[me]), counts[me] * elem);
       if (op == ReduceOp::kAvg) FinishAverage(output, counts[me], dtype, size());
     });
   }

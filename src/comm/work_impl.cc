@@ -7,7 +7,10 @@ void WorkImpl::Wait(std::chrono::milliseconds timeout) {
   if (!cv_.wait_for(lock, timeout, [&] { return done_; }))
     throw Error(ErrorCode::kTimeout, description_ + " still running after waiting " +
                                          std::to_string(timeout.count()) + " ms");
-  if (error_) std::rethrow_exception(error_);
+  // A deep copy: runtime_error shares its message buffer between copies through a reference count
+  // that lives in libstdc++; a fresh string keeps threads apart.
+  if (error_) throw Error(error_->code(), std::string(error_->what()), error_->context());
+  if (other_error_) std::rethrow_exception(other_error_);
 }
 
 bool WorkImpl::Completed() const {
@@ -16,10 +19,21 @@ bool WorkImpl::Completed() const {
 }
 
 void WorkImpl::Finish(std::exception_ptr error) {
+  std::optional<Error> copy;
+  if (error) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const Error& e) {
+      copy.emplace(e.code(), std::string(e.what()), e.context());
+      error = nullptr;
+    } catch (...) {
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     done_ = true;
-    error_ = std::move(error);
+    error_ = std::move(copy);
+    other_error_ = std::move(error);
   }
   cv_.notify_all();
 }

@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "cdt/communicator.h"
@@ -29,7 +30,10 @@ class WorkImpl : public Work {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;          // guarded by mu_
-  std::exception_ptr error_;   // guarded by mu_
+  // The failure, kept as a value: every Wait() throws its own copy, so no exception object is
+  // shared between the communicator thread and waiting threads.
+  std::optional<Error> error_;       // guarded by mu_
+  std::exception_ptr other_error_;   // guarded by mu_; a non-cdt exception (a bug), rethrown as is
 };
 
 }  // namespace cdt
