@@ -31,12 +31,13 @@ class AllreduceSelector {
 };
 
 // Size thresholds in bytes: below rd_max_bytes recursive doubling, below tree_max_bytes the double
-// binary tree, else ring; on several nodes with several ranks each, hierarchical from
-// hier_min_bytes up. Defaults measured with 4 ranks on the reference machine (docs/benchmarks.md,
-// "Choosing the thresholds"); halving-doubling never won a size there, so `auto` does not pick it.
+// binary tree, below rhd_max_bytes halving-doubling, else ring; on several nodes with several
+// ranks each, hierarchical from hier_min_bytes up. Defaults measured with 4 ranks on the reference
+// machine (docs/benchmarks.md, "Choosing the defaults").
 struct FixedThresholds {
-  size_t rd_max_bytes = 8 << 10;
+  size_t rd_max_bytes = 32 << 10;
   size_t tree_max_bytes = 256 << 10;
+  size_t rhd_max_bytes = 2 << 20;
   size_t hier_min_bytes = 256 << 10;
 };
 

@@ -30,8 +30,12 @@ struct CommunicatorOptions {
   AllreduceAlgorithm default_algorithm = AllreduceAlgorithm::kAuto;
   std::shared_ptr<AllreduceSelector> selector;  // null = MakeFixedThresholdSelector()
   size_t segment_bytes = 256 << 10;             // pipelining granularity
-  // Socket buffers for same-host / other-host peers; 0 = kernel autotuning (see TcpMesh).
-  int local_socket_buffer_bytes = 64 << 10;
+  // Operations moving at least this many bytes run on the bulk channel, smaller ones on the latency
+  // channel (two connections per peer pair, tuned differently; see TcpMesh and docs/benchmarks.md).
+  size_t bulk_min_bytes = 2 << 20;
+  // Socket buffers per channel for same-host peers and for other hosts; 0 = kernel autotuning.
+  int local_latency_socket_buffer_bytes = 0;
+  int local_bulk_socket_buffer_bytes = 64 << 10;
   int remote_socket_buffer_bytes = 0;
   // Busy-wait (with yields) this long for data before sleeping in poll(); see TcpMesh.
   std::chrono::microseconds spin{500};

@@ -26,7 +26,7 @@ struct Environment {
   std::optional<std::string> nproc_per_node, nnodes, node_rank, rdzv_endpoint, node_addr;
   std::optional<std::string> job_id, job_secret, timeout, allreduce_algo, debug;
   std::optional<std::string> master_addr, master_port;
-  // Transport tuning knobs: CDT_SPIN_US, CDT_SOCKET_BUFFER_BYTES (same-host peers),
+  // Transport tuning knobs: CDT_SPIN_US, CDT_SOCKET_BUFFER_BYTES (bulk channel, same-host peers),
   // CDT_SEGMENT_BYTES.
   std::optional<std::string> spin_us, socket_buffer_bytes, segment_bytes;
   bool store_hosted = false;  // CDT_STORE_HOSTED=1: our agent runs the store at MASTER_ADDR:PORT

@@ -118,7 +118,7 @@ WorkerSession JoinGroup(const Environment& env, const LaunchOptions& o) {
   if (env.allreduce_algo) co.default_algorithm = ParseAllreduceAlgorithm(*env.allreduce_algo);
   if (env.spin_us) co.spin = std::chrono::microseconds(ToInt(env.spin_us, 50, "CDT_SPIN_US"));
   if (env.socket_buffer_bytes)
-    co.local_socket_buffer_bytes = ToInt(env.socket_buffer_bytes, 0, "CDT_SOCKET_BUFFER_BYTES");
+    co.local_bulk_socket_buffer_bytes = ToInt(env.socket_buffer_bytes, 0, "CDT_SOCKET_BUFFER_BYTES");
   if (env.segment_bytes)
     co.segment_bytes = static_cast<size_t>(ToInt(env.segment_bytes, 262144, "CDT_SEGMENT_BYTES"));
   co.check_fingerprints = env.debug && env.debug->find("collectives") != std::string::npos;

@@ -13,6 +13,7 @@ class FixedThresholdSelector : public AllreduceSelector {
       return AllreduceAlgorithm::kHierarchical;
     if (s.bytes < t_.rd_max_bytes) return AllreduceAlgorithm::kRecursiveDoubling;
     if (s.bytes < t_.tree_max_bytes) return AllreduceAlgorithm::kTree;
+    if (s.bytes < t_.rhd_max_bytes) return AllreduceAlgorithm::kHalvingDoubling;
     return AllreduceAlgorithm::kRing;
   }
   std::string name() const override { return "fixed-thresholds"; }

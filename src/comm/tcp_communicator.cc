@@ -81,7 +81,7 @@ class TcpCommunicator : public Communicator {
           {count * elem, dtype, size(), layout_.num_nodes, max_ranks_per_node_});
     Fingerprint fp{0, count, -1, static_cast<uint8_t>(OpKind::kAllreduce),
                    static_cast<uint8_t>(dtype), static_cast<uint8_t>(op)};
-    return Submit(AllreduceLabel(algo), fp, [=, this](CollectiveContext& ctx) {
+    return Submit(AllreduceLabel(algo), fp, count * elem, [=, this](CollectiveContext& ctx) {
       Group world = Group::World(rank(), size());
       ReduceBuffer buf{data, count, dtype, op};
       switch (algo) {
@@ -103,7 +103,7 @@ class TcpCommunicator : public Communicator {
     Fingerprint fp{0, count, root, static_cast<uint8_t>(OpKind::kBroadcast),
                    static_cast<uint8_t>(dtype), 0};
     const size_t bytes = count * ElementSize(dtype);
-    return Submit("broadcast", fp, [=, this](CollectiveContext& ctx) {
+    return Submit("broadcast", fp, bytes, [=, this](CollectiveContext& ctx) {
       cdt::Broadcast(ctx, Group::World(rank(), size()), data, bytes, root);
     });
   }
@@ -119,7 +119,7 @@ class TcpCommunicator : public Communicator {
     Fingerprint fp{0, offsets.back(), -1, static_cast<uint8_t>(OpKind::kAllgather),
                    static_cast<uint8_t>(dtype), 0};
     const size_t elem = ElementSize(dtype);
-    return Submit("allgather", fp, [=, this](CollectiveContext& ctx) {
+    return Submit("allgather", fp, offsets.back() * elem, [=, this](CollectiveContext& ctx) {
       const size_t me = static_cast<size_t>(rank());
       if (counts[me] > 0)  // empty vectors may hand us null pointers
         std::memmove(static_cast<char*>(output) + offsets[me] * elem, input, counts[me] * elem);
@@ -139,7 +139,7 @@ class TcpCommunicator : public Communicator {
     Fingerprint fp{0, offsets.back(), -1, static_cast<uint8_t>(OpKind::kReduceScatter),
                    static_cast<uint8_t>(dtype), static_cast<uint8_t>(op)};
     const size_t elem = ElementSize(dtype);
-    return Submit("reduce_scatter", fp, [=, this](CollectiveContext& ctx) {
+    return Submit("reduce_scatter", fp, offsets.back() * elem, [=, this](CollectiveContext& ctx) {
       // The ring works in place; stage the (const) input in memory of our own.
       void* staged = staging_.Get(offsets.back() * elem);
       if (offsets.back() > 0) std::memcpy(staged, input, offsets.back() * elem);
@@ -153,7 +153,7 @@ class TcpCommunicator : public Communicator {
 
   std::shared_ptr<Work> Barrier() override {
     Fingerprint fp{0, 0, -1, static_cast<uint8_t>(OpKind::kBarrier), 0, 0};
-    return Submit("barrier", fp, [this](CollectiveContext& ctx) {
+    return Submit("barrier", fp, 0, [this](CollectiveContext& ctx) {
       cdt::Barrier(ctx, Group::World(rank(), size()));
     });
   }
@@ -161,7 +161,7 @@ class TcpCommunicator : public Communicator {
   std::shared_ptr<Work> Send(const void* data, size_t bytes, int dst) override {
     CheckPeer(dst, "send destination");
     Fingerprint fp{0, bytes, dst, static_cast<uint8_t>(OpKind::kSend), 0, 0};
-    return Submit("send", fp, [=](CollectiveContext& ctx) {
+    return Submit("send", fp, bytes, [=](CollectiveContext& ctx) {
       Transfer t = Transfer::Send(dst, data, bytes);
       ctx.mesh.Exchange(&t, 1, ctx.label);
     });
@@ -170,7 +170,7 @@ class TcpCommunicator : public Communicator {
   std::shared_ptr<Work> Recv(void* data, size_t bytes, int src) override {
     CheckPeer(src, "recv source");
     Fingerprint fp{0, bytes, src, static_cast<uint8_t>(OpKind::kRecv), 0, 0};
-    return Submit("recv", fp, [=](CollectiveContext& ctx) {
+    return Submit("recv", fp, bytes, [=](CollectiveContext& ctx) {
       Transfer t = Transfer::Recv(src, data, bytes);
       ctx.mesh.Exchange(&t, 1, ctx.label);
     });
@@ -196,6 +196,7 @@ class TcpCommunicator : public Communicator {
     const char* name;
     uint64_t seq;
     Fingerprint fp;
+    size_t bytes;  // payload size, picks the channel
     std::function<void(CollectiveContext&)> run;
     std::shared_ptr<WorkImpl> work;
   };
@@ -219,7 +220,7 @@ class TcpCommunicator : public Communicator {
               {rank(), -1, "", op.name, op.seq}));
   }
 
-  std::shared_ptr<Work> Submit(const char* name, Fingerprint fp,
+  std::shared_ptr<Work> Submit(const char* name, Fingerprint fp, size_t bytes,
                                std::function<void(CollectiveContext&)> run) {
     std::lock_guard<std::mutex> lock(mu_);
     uint64_t seq = ++next_seq_;
@@ -227,7 +228,7 @@ class TcpCommunicator : public Communicator {
     auto work = std::make_shared<WorkImpl>(
         std::string(name) + " #" + std::to_string(seq) + " on rank " + std::to_string(rank()),
         options_.timeout + kWaitMargin);
-    Op op{name, seq, fp, std::move(run), work};
+    Op op{name, seq, fp, bytes, std::move(run), work};
     if (!broken_.empty()) {
       work->Finish(AbortedError(op));
       return work;
@@ -256,7 +257,11 @@ class TcpCommunicator : public Communicator {
       try {
         bool p2p = op.fp.op == static_cast<uint8_t>(OpKind::kSend) ||
                    op.fp.op == static_cast<uint8_t>(OpKind::kRecv);
+        mesh_->UseChannel(TcpMesh::kLatencyChannel);
         if (options_.check_fingerprints && !p2p) CheckFingerprints(*mesh_, op.fp, ctx.label);
+        // Every rank derives the same channel from the same size (p2p: both ends pass the size).
+        mesh_->UseChannel(op.bytes >= options_.bulk_min_bytes ? TcpMesh::kBulkChannel
+                                                              : TcpMesh::kLatencyChannel);
         op.run(ctx);
         op.work->Finish(nullptr);
       } catch (const Error& e) {
@@ -309,7 +314,8 @@ std::unique_ptr<Communicator> ConnectTcpCommunicator(Store& store, const Communi
   m.advertise_host = o.advertise_host;
   m.host_id = o.host_id;
   m.timeout = o.timeout;
-  m.local_socket_buffer_bytes = o.local_socket_buffer_bytes;
+  m.local_latency_socket_buffer_bytes = o.local_latency_socket_buffer_bytes;
+  m.local_bulk_socket_buffer_bytes = o.local_bulk_socket_buffer_bytes;
   m.remote_socket_buffer_bytes = o.remote_socket_buffer_bytes;
   m.spin = o.spin;
   return std::make_unique<TcpCommunicator>(TcpMesh::Connect(store, m), o);

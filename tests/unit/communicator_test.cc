@@ -126,7 +126,7 @@ TEST(Communicator, StaleGenerationAndForeignConnectionsAreRefused) {
     std::vector<net::Socket> socks;
     for (uint64_t gen : {uint64_t{0}, uint64_t{1}}) {
       socks.push_back(net::ConnectUntil(hp, net::DeadlineAfter(milliseconds(2000))));
-      handshake::Hello h{handshake::kMagic, handshake::kVersion, gen, 1, 0, {}};
+      handshake::Hello h{handshake::kMagic, handshake::kVersion, gen, 1, 0, 0, 0, {}};
       // gen 0 with the right token: a survivor of the previous generation; gen 1 with a zero
       // token: a stranger who guessed the generation.
       if (gen == 0) std::memcpy(h.token, token.data(), handshake::kTokenBytes);

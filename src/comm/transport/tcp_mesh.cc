@@ -50,8 +50,8 @@ std::unique_ptr<TcpMesh> TcpMesh::Connect(Store& store, const MeshOptions& o) {
   mesh->size_ = o.size;
   mesh->timeout_ = o.timeout;
   mesh->spin_ = o.spin;
-  mesh->send_socks_.resize(o.size);
-  mesh->recv_socks_.resize(o.size);
+  mesh->send_socks_.resize(static_cast<size_t>(kChannels) * o.size);
+  mesh->recv_socks_.resize(static_cast<size_t>(kChannels) * o.size);
   mesh->addresses_.resize(o.size);
   mesh->host_ids_.resize(o.size);
   mesh->pollfds_.resize(2 * static_cast<size_t>(o.size) + 1);
@@ -93,20 +93,24 @@ std::unique_ptr<TcpMesh> TcpMesh::Connect(Store& store, const MeshOptions& o) {
     mesh->host_ids_[r] = nl == std::string::npos ? "" : v.substr(nl + 1);
   }
 
-  // 1. Dial every other rank and send our hello (no reply awaited yet): our send channel to it.
-  for (int peer = 0; peer < o.size; ++peer) {
-    if (peer == o.rank) continue;
-    net::HostPort hp = net::ParseHostPort(mesh->addresses_[peer], "address of rank " +
-                                                                      std::to_string(peer));
-    net::Socket s = net::ConnectUntil(hp, deadline);
-    handshake::Hello h{handshake::kMagic, handshake::kVersion, o.generation,
-                       static_cast<uint32_t>(o.rank), static_cast<uint32_t>(peer), {}};
-    std::memcpy(h.token, token.data(), handshake::kTokenBytes);
-    net::SendAll(s.fd(), &h, sizeof h, deadline, "rank " + std::to_string(peer));
-    mesh->send_socks_[peer] = std::move(s);
+  // 1. Dial every other rank once per channel and send our hello (no reply awaited yet): our
+  //    sending connections to it.
+  for (int ch = 0; ch < kChannels; ++ch) {
+    for (int peer = 0; peer < o.size; ++peer) {
+      if (peer == o.rank) continue;
+      net::HostPort hp = net::ParseHostPort(mesh->addresses_[peer], "address of rank " +
+                                                                        std::to_string(peer));
+      net::Socket s = net::ConnectUntil(hp, deadline);
+      handshake::Hello h{handshake::kMagic, handshake::kVersion, o.generation,
+                         static_cast<uint32_t>(o.rank), static_cast<uint32_t>(peer),
+                         static_cast<uint32_t>(ch), 0, {}};
+      std::memcpy(h.token, token.data(), handshake::kTokenBytes);
+      net::SendAll(s.fd(), &h, sizeof h, deadline, "rank " + std::to_string(peer));
+      mesh->send_socks_[mesh->Slot(ch, peer)] = std::move(s);
+    }
   }
-  // 2. Accept every other rank's send channel (our receive channel from it), checking its hello.
-  int expected = o.size - 1;
+  // 2. Accept every other rank's sending connections (our receiving ones), checking each hello.
+  int expected = kChannels * (o.size - 1);
   while (expected > 0) {
     std::string from;
     net::Socket s = net::AcceptUntil(listener, deadline, &from);
@@ -131,7 +135,8 @@ std::unique_ptr<TcpMesh> TcpMesh::Connect(Store& store, const MeshOptions& o) {
     else if (std::memcmp(h.token, token.data(), handshake::kTokenBytes) != 0)
       status = handshake::kAckBadToken;
     else if (h.to_rank != static_cast<uint32_t>(o.rank) || h.from_rank == h.to_rank ||
-             h.from_rank >= static_cast<uint32_t>(o.size) || mesh->recv_socks_[h.from_rank].valid())
+             h.from_rank >= static_cast<uint32_t>(o.size) || h.channel >= kChannels ||
+             mesh->recv_socks_[mesh->Slot(static_cast<int>(h.channel), static_cast<int>(h.from_rank))].valid())
       status = handshake::kAckBadRank;
     handshake::Ack ack{handshake::kMagic, status};
     try {
@@ -148,14 +153,16 @@ std::unique_ptr<TcpMesh> TcpMesh::Connect(Store& store, const MeshOptions& o) {
                                                           : "bad token");
       continue;
     }
-    mesh->recv_socks_[h.from_rank] = std::move(s);
+    mesh->recv_socks_[mesh->Slot(static_cast<int>(h.channel), static_cast<int>(h.from_rank))] =
+        std::move(s);
     --expected;
   }
-  // 3. Collect the acknowledgements for our send channels.
-  for (int peer = 0; peer < o.size; ++peer) {
+  // 3. Collect the acknowledgements for our sending connections.
+  for (size_t slot = 0; slot < mesh->send_socks_.size(); ++slot) {
+    const int peer = static_cast<int>(slot % static_cast<size_t>(o.size));
     if (peer == o.rank) continue;
     handshake::Ack ack{};
-    net::RecvAll(mesh->send_socks_[peer].fd(), &ack, sizeof ack, deadline,
+    net::RecvAll(mesh->send_socks_[slot].fd(), &ack, sizeof ack, deadline,
                  "rank " + std::to_string(peer));
     if (ack.magic != handshake::kMagic || ack.status != handshake::kAckOk)
       throw Error(ErrorCode::kAuth,
@@ -164,11 +171,15 @@ std::unique_ptr<TcpMesh> TcpMesh::Connect(Store& store, const MeshOptions& o) {
                       "); is it from another generation of this job?",
                   {o.rank, peer, mesh->addresses_[peer], "connect", 0});
   }
-  for (int peer = 0; peer < o.size; ++peer) {
+  for (size_t slot = 0; slot < mesh->send_socks_.size(); ++slot) {
+    const int peer = static_cast<int>(slot % static_cast<size_t>(o.size));
     if (peer == o.rank) continue;
-    int buffer = mesh->host_ids_[peer] == mesh->host_ids_[o.rank] ? o.local_socket_buffer_bytes
-                                                                   : o.remote_socket_buffer_bytes;
-    for (net::Socket* sock : {&mesh->send_socks_[peer], &mesh->recv_socks_[peer]}) {
+    const bool same_host = mesh->host_ids_[peer] == mesh->host_ids_[o.rank];
+    const bool bulk = slot / static_cast<size_t>(o.size) == static_cast<size_t>(kBulkChannel);
+    int buffer = !same_host ? o.remote_socket_buffer_bytes
+                 : bulk     ? o.local_bulk_socket_buffer_bytes
+                            : o.local_latency_socket_buffer_bytes;
+    for (net::Socket* sock : {&mesh->send_socks_[slot], &mesh->recv_socks_[slot]}) {
       int fd = sock->fd();
       net::SetNonBlocking(fd, true);
       net::SetNoDelay(fd);
@@ -247,7 +258,7 @@ void TcpMesh::Exchange(Transfer* t, size_t n, const OpLabel& label) {
         continue;
       }
       pending = true;
-      int fd = (x.kind == Transfer::Kind::kSend ? send_socks_ : recv_socks_)[x.peer].fd();
+      int fd = (x.kind == Transfer::Kind::kSend ? send_socks_ : recv_socks_)[Slot(channel_, x.peer)].fd();
       char* p = static_cast<char*>(x.data) + x.done;
       size_t left = x.bytes - x.done;
       ssize_t r = x.kind == Transfer::Kind::kSend ? ::send(fd, p, left, MSG_DONTWAIT | MSG_NOSIGNAL)

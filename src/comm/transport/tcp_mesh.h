@@ -39,7 +39,7 @@ namespace cdt {
 // Peer connection handshake (docs/wire_format.md, "Peer handshake"). Little-endian, fixed size.
 namespace handshake {
 constexpr uint32_t kMagic = 0x50544443;  // "CDTP"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 constexpr size_t kTokenBytes = 16;
 struct Hello {
   uint32_t magic;
@@ -47,9 +47,11 @@ struct Hello {
   uint64_t generation;
   uint32_t from_rank;
   uint32_t to_rank;
+  uint32_t channel;   // TcpMesh::kLatencyChannel or kBulkChannel
+  uint32_t reserved;  // 0; keeps the struct free of implicit padding
   char token[kTokenBytes];
 };
-static_assert(sizeof(Hello) == 40, "Hello is a wire struct");
+static_assert(sizeof(Hello) == 48, "Hello is a wire struct");
 enum AckStatus : uint32_t { kAckOk = 0, kAckBadToken = 1, kAckBadGeneration = 2, kAckBadRank = 3 };
 struct Ack {
   uint32_t magic;
@@ -95,11 +97,12 @@ struct MeshOptions {
   std::string advertise_host = "127.0.0.1";  // what peers dial
   std::string host_id;                 // node identity; empty = this machine's (hostname+netns+boot)
   std::chrono::milliseconds timeout{30000};
-  // SO_SNDBUF/SO_RCVBUF for connections to ranks on the same host (same host id). Small buffers
-  // keep the bytes in flight cache-resident on loopback, which measured 1.4-1.5x faster at
-  // 1-16 MiB than kernel autotuning (docs/benchmarks.md). 0 = kernel autotuning.
-  int local_socket_buffer_bytes = 64 << 10;
-  // The same for connections to other hosts, where the bandwidth-delay product rules: autotuning.
+  // SO_SNDBUF/SO_RCVBUF (0 = kernel autotuning) of the two channels to ranks on the same host.
+  // Measured on loopback (docs/benchmarks.md): small buffers keep the bytes in flight
+  // cache-resident and win from ~4 MiB up (1.4x at 16 MiB), autotuned ones win up to 1 MiB (1.3x).
+  int local_latency_socket_buffer_bytes = 0;
+  int local_bulk_socket_buffer_bytes = 64 << 10;
+  // Both channels to other hosts, where the bandwidth-delay product rules: autotuning.
   int remote_socket_buffer_bytes = 0;
   // How long Exchange keeps retrying (with sched_yield) after the last progress before it sleeps
   // in poll(). Trades a little CPU for wake-up latency; 0 = always sleep.
@@ -117,6 +120,14 @@ class TcpMesh {
   const std::string& peer_address(int rank) const { return addresses_[rank]; }
   const std::vector<std::string>& host_ids() const { return host_ids_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
+
+  // Two connections per direction and peer, tuned differently (MeshOptions): every operation runs
+  // entirely on one channel, chosen by the communicator from its size.
+  static constexpr int kChannels = 2;
+  static constexpr int kLatencyChannel = 0;
+  static constexpr int kBulkChannel = 1;
+  // The channel later Exchange calls use. Same thread as Exchange; change it between operations only.
+  void UseChannel(int channel) { channel_ = channel; }
 
   // Runs every transfer to completion (see the header comment). Throws cdt::Error.
   void Exchange(Transfer* transfers, size_t count, const OpLabel& label);
@@ -140,8 +151,13 @@ class TcpMesh {
   // One connection per direction and peer, indexed by rank (invalid at rank_): a socket that only
   // ever carries data one way never enters Linux's delayed-ACK "pingpong" (interactive) mode, so
   // the ACKs that open a small send window come back at once whatever algorithm ran before.
+  // Indexed by Slot(channel, rank).
   std::vector<net::Socket> send_socks_;
   std::vector<net::Socket> recv_socks_;
+  size_t Slot(int channel, int rank) const {
+    return static_cast<size_t>(channel) * static_cast<size_t>(size_) + static_cast<size_t>(rank);
+  }
+  int channel_ = kLatencyChannel;  // used by the exchanging thread only
   std::vector<std::string> addresses_;   // "host:port" of each rank's listener
   std::vector<std::string> host_ids_;
   int wake_fd_ = -1;
