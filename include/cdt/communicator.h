@@ -14,6 +14,11 @@
 //    address, the operation and its sequence number. The communicator then closes every connection
 //    (so its peers fail fast too) and fails all queued and future operations with kAborted carrying the
 //    original message.
+//  * Destroying a communicator lets queued operations finish (each bounded by the timeout); call
+//    Abort() first to drop them at once.
+//  * Send/Recv block the queue until the bytes are handed over, as MPI_Send may: a pattern where
+//    two ranks both send large messages to each other before receiving stalls until the timeout.
+//    Order point-to-point operations as for MPI, or use the collectives.
 #pragma once
 
 #include <chrono>
