@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Medians of the allreduce benchmark repetitions in RESULTS_DIR, side by side with the peers.
 
-usage: summarize.py RESULTS_DIR [--docs docs/benchmarks.md]
+usage: summarize.py RESULTS_DIR [--docs docs/benchmarks.md] [--metric busbw_GBps|algbw_GBps]
 
 Prints a markdown table: per message size, the median busbw (GB/s, nccl-tests definition) of every
 cann-dist-train algorithm and every peer, and the ratio of our `auto` (run on its own, like each peer) to the best TCP peer
@@ -19,7 +19,7 @@ BEGIN = "<!-- allreduce-peers:begin -->"
 END = "<!-- allreduce-peers:end -->"
 
 
-def load(results_dir):
+def load(results_dir, metric):
     series = {}  # name -> bytes -> [busbw]
     for path in sorted(glob.glob(os.path.join(results_dir, "*.json"))):
         base = os.path.basename(path).rsplit("_", 1)[0]
@@ -34,7 +34,7 @@ def load(results_dir):
                 name = "cdt_" + r["algo"]
             else:
                 name = base
-            series.setdefault(name, {}).setdefault(r["bytes"], []).append(r["busbw_GBps"])
+            series.setdefault(name, {}).setdefault(r["bytes"], []).append(r[metric])
     return series
 
 
@@ -50,16 +50,18 @@ def main():
         print(__doc__)
         return 2
     results_dir = sys.argv[1]
-    series = load(results_dir)
+    metric = sys.argv[sys.argv.index("--metric") + 1] if "--metric" in sys.argv else "busbw_GBps"
+    series = load(results_dir, metric)
     reps = len(glob.glob(os.path.join(results_dir, "cdt_*.json")))
     ours = [n for n in ("cdt_ring", "cdt_rd", "cdt_rhd", "cdt_tree", "cdt_hier", "cdt_auto") if n in series]
     tcp_peers = [n for n in ("mpi_tcp", "gloo_ring_chunked", "gloo_halving_doubling") if n in series]
+    fixed = [n for n in ours if n != "cdt_auto"]
     ref = [n for n in ("mpi_shm",) if n in series]
     sizes = sorted(series.get("cdt_auto", {}).keys())
     cols = ours + tcp_peers + ref
-    lines = [f"Median busbw in GB/s over {reps} repetition(s), results in `{results_dir}`.", "",
-             "| bytes | " + " | ".join(cols) + " | auto / best TCP peer |",
-             "|---:|" + "---:|" * len(cols) + "---:|"]
+    lines = [f"Median {metric.split('_')[0]} in GB/s over {reps} repetition(s), results in `{results_dir}`.", "",
+             "| bytes | " + " | ".join(cols) + " | auto / best TCP peer | auto / best fixed |",
+             "|---:|" + "---:|" * len(cols) + "---:|---:|"]
     worst_big, worst_small = None, None
     for b in sizes:
         med = {n: statistics.median(series[n][b]) for n in cols if b in series[n]}
@@ -71,8 +73,10 @@ def main():
             else:
                 worst_small = ratio if worst_small is None else min(worst_small, ratio)
         cells = [f"{med[n]:.3f}" if n in med else "-" for n in cols]
-        lines.append(f"| {human(b)} | " + " | ".join(cells) + f" | {ratio:.2f}x |" if ratio else
-                     f"| {human(b)} | " + " | ".join(cells) + " | - |")
+        best_fixed = max((med[n] for n in fixed if n in med), default=None)
+        vs_fixed = f"{med['cdt_auto'] / best_fixed:.2f}x" if best_fixed else "-"
+        lines.append(f"| {human(b)} | " + " | ".join(cells) +
+                     (f" | {ratio:.2f}x" if ratio else " | -") + f" | {vs_fixed} |")
     lines.append("")
     if worst_big is not None:
         lines.append(f"Lowest auto / best-TCP-peer ratio from 256 KiB up: **{worst_big:.2f}x**; "

@@ -29,7 +29,9 @@ int main(int argc, char** argv) {
   size_t min_bytes = std::strtoull(argv[3], nullptr, 10), max_bytes = std::strtoull(argv[4], nullptr, 10);
 
   gloo::transport::tcp::attr attr;
-  attr.hostname = "127.0.0.1";
+  // Inside tools/emulate-cluster each node has its own address.
+  const char* node_addr = std::getenv("CDT_NODE_ADDR");
+  attr.hostname = node_addr ? node_addr : "127.0.0.1";
   auto dev = gloo::transport::tcp::CreateDevice(attr);
   gloo::rendezvous::FileStore file_store(argv[2]);
   gloo::rendezvous::PrefixStore store(std::string("gloo-") + algo, file_store);

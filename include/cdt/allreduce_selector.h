@@ -33,12 +33,14 @@ class AllreduceSelector {
 // Size thresholds in bytes: below rd_max_bytes recursive doubling, below tree_max_bytes the double
 // binary tree, below rhd_max_bytes halving-doubling, else ring; on several nodes with several
 // ranks each, hierarchical from hier_min_bytes up. Defaults measured with 4 ranks on the reference
-// machine (docs/benchmarks.md, "Choosing the defaults").
+// machine (docs/benchmarks.md, "Choosing the defaults"); the topology planner replaces them.
 struct FixedThresholds {
   size_t rd_max_bytes = 32 << 10;
   size_t tree_max_bytes = 256 << 10;
   size_t rhd_max_bytes = 2 << 20;
-  size_t hier_min_bytes = 256 << 10;
+  // 2 emulated nodes x 2 ranks, 1 Gbit/s links: hier was the fastest at every size from 4 KiB
+  // (docs/benchmarks.md, "Emulated cluster").
+  size_t hier_min_bytes = 0;
 };
 
 std::shared_ptr<AllreduceSelector> MakeFixedThresholdSelector(FixedThresholds thresholds = {});

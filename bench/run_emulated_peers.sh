@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Allreduce on the emulated cluster (tools/emulate-cluster, needs root): cann-dist-train (every
+# algorithm, and `auto` on its own) beside Gloo ring_chunked and halving_doubling, REPS times in a
+# rotating order; prints medians of algbw (the issue's metric) with bench/summarize.py.
+#
+#   sudo bash bench/run_emulated_peers.sh [--nodes 2] [--nproc 2] [--link 1gbit] [--link-of I=RATE]
+#                                         [--reps 3] [--max-bytes 64M]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=$(pwd)/${BIN:-build/bin}
+NODES=2 NPROC=2 LINK=1gbit REPS=3 MIN=4096 MAX=$((64 << 20))
+link_of=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --nodes) NODES=$2; shift 2 ;;
+    --nproc) NPROC=$2; shift 2 ;;
+    --link) LINK=$2; shift 2 ;;
+    --link-of) link_of+=(--link-of "$2"); shift 2 ;;
+    --reps) REPS=$2; shift 2 ;;
+    --max-bytes) MAX=$2; shift 2 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+out=bench/results/emulated-$(date -u +%Y%m%dT%H%M%SZ)
+mkdir -p "$out"
+cluster=(tools/emulate-cluster --nodes "$NODES" --link "$LINK" "${link_of[@]}" --)
+run_cdt_auto() {
+  "${cluster[@]}" "$BIN/cann-dist-train" bench allreduce --nproc-per-node "$NPROC" --algo auto \
+      --min-bytes "$MIN" --max-bytes "$MAX" --json "$(pwd)/$out/cdt_$1.json" > "$out/cdt_$1.txt" 2>&1
+}
+run_cdt_all() {
+  "${cluster[@]}" "$BIN/cann-dist-train" bench allreduce --nproc-per-node "$NPROC" --algo all \
+      --min-bytes "$MIN" --max-bytes "$MAX" --json "$(pwd)/$out/cdtall_$1.json" > "$out/cdtall_$1.txt" 2>&1
+}
+run_gloo() {  # $1 algorithm, $2 repetition; node 0's rank 0 writes the JSON
+  local store
+  store=$(mktemp -d)
+  "${cluster[@]}" "$BIN/cann-dist-train" launch --nproc-per-node "$NPROC" -- \
+      "$BIN/peer_gloo_allreduce" "$1" "$store" "$MIN" "$MAX" "$(pwd)/$out/gloo_$1_$2.json" \
+      > "$out/gloo_$1_$2.txt" 2>&1
+  rm -rf "$store"
+}
+run_gloo_ring() { run_gloo ring_chunked "$1"; }
+run_gloo_hd() { run_gloo halving_doubling "$1"; }
+steps=(run_cdt_auto run_gloo_ring run_gloo_hd run_cdt_all)
+for rep in $(seq 1 "$REPS"); do
+  echo "== repetition $rep/$REPS"
+  n=${#steps[@]}
+  for i in $(seq 0 $((n - 1))); do
+    step=${steps[$(( (i + rep - 1) % n ))]}
+    echo "   $step"
+    "$step" "$rep"
+  done
+done
+python3 bench/summarize.py "$out" --metric algbw_GBps

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Multi-node tests on tools/emulate-cluster (network namespaces, shaped links). Needs root: exits 77
+# (CTest: skipped) with a message otherwise.
+#   emulated_cluster_test.sh BIN_DIR
+set -uo pipefail
+bin=$1
+root=$(cd "$(dirname "$0")/../.." && pwd)
+emulate="$root/tools/emulate-cluster"
+if [ "$(id -u)" != "0" ] || ! command -v ip >/dev/null || ! command -v tc >/dev/null; then
+  echo "SKIP: the emulated cluster needs root and iproute2 (ip, tc)"
+  exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+check() {  # check NAME CONDITION_EXIT_CODE
+  if [ "$2" = 0 ]; then echo "PASS $1"; else echo "FAIL $1"; failures=$((failures + 1)); fi
+}
+before=$(ip netns list | grep -c '^cdt' || true)
+
+# 1. Two nodes x two ranks on 1 Gbit/s links: every algorithm, every element checked.
+"$emulate" --nodes 2 --link 1gbit -- "$bin/cann-dist-train" bench allreduce --nproc-per-node 2 \
+    --algo all --min-bytes 4K --max-bytes 256K --iters 3 --check --json "$tmp/two.json" > "$tmp/two.log" 2>&1
+rc=$?
+grep -q '"world_size": 4' "$tmp/two.json" 2>/dev/null && grep -q '"nodes": 2' "$tmp/two.json"
+check "2 nodes x 2 ranks, all algorithms checked (rc=$rc)" $(( rc | $? ))
+[ $rc = 0 ] || cat "$tmp/two.log"
+
+# 2. Unequal ranks per node (1 and 3) and three nodes with one slower link.
+"$emulate" --nodes 2 --link 1gbit -- sh -c 'exec "$0" bench allreduce --nproc-per-node $([ "$CDT_NODE_RANK" = 0 ] && echo 1 || echo 3) --algo all --min-bytes 4K --max-bytes 256K --iters 3 --check' \
+    "$bin/cann-dist-train" > "$tmp/unequal.log" 2>&1
+rc=$?; check "2 nodes with 1 and 3 ranks (rc=$rc)" $rc
+[ $rc = 0 ] || cat "$tmp/unequal.log"
+"$emulate" --nodes 3 --link 1gbit --link-of 2=300mbit -- "$bin/cann-dist-train" bench allreduce \
+    --nproc-per-node 2 --algo all --min-bytes 4K --max-bytes 64K --iters 3 --check > "$tmp/three.log" 2>&1
+rc=$?; check "3 nodes, node 2 at 300 Mbit/s (rc=$rc)" $rc
+[ $rc = 0 ] || cat "$tmp/three.log"
+
+# 3. A failing node makes the tool fail, and nothing is left behind.
+"$emulate" --nodes 2 -- sh -c 'exit $CDT_NODE_RANK' > "$tmp/fail.log" 2>&1
+rc=$?; check "failing node propagates (rc=$rc)" $([ $rc = 1 ] && echo 0 || echo 1)
+after=$(ip netns list | grep -c '^cdt' || true)
+check "namespaces cleaned up ($before before, $after after)" $([ "$before" = "$after" ] && echo 0 || echo 1)
+
+# 4. Bad input is refused with a message.
+"$emulate" --nodes 2 --link-of 5=1gbit -- true > "$tmp/bad.log" 2>&1
+rc=$?; check "--link-of outside the node range refused (rc=$rc)" $([ $rc = 2 ] && grep -q 'only 2 nodes' "$tmp/bad.log" && echo 0 || echo 1)
+
+echo "$(( 5 + 1 - failures )) passed, $failures failed"
+[ $failures = 0 ]
