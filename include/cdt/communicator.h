@@ -32,6 +32,8 @@
 
 namespace cdt {
 
+class AllreduceSelector;  // cdt/allreduce_selector.h
+
 // Handle to one queued operation.
 //
 //   work->Wait(timeout):
@@ -91,6 +93,14 @@ class Communicator {
   std::shared_ptr<Work> Allgather(const void* input, void* output, size_t count, DataType dtype) {
     return Allgatherv(input, output, std::vector<size_t>(static_cast<size_t>(size()), count), dtype);
   }
+
+  // Replaces the policy that resolves AllreduceAlgorithm::kAuto (the topology planner installs
+  // itself here). Call from the submitting thread, between operations; every rank must install an
+  // equivalent selector so that all pick the same algorithm. Backends that choose for themselves
+  // (MPI) keep it but do not consult it.
+  virtual void SetAllreduceSelector(std::shared_ptr<AllreduceSelector> selector) = 0;
+  // The algorithm an allreduce of `count` elements with kAuto would run (for reports).
+  virtual AllreduceAlgorithm ResolveAllreduce(size_t count, DataType dtype) const = 0;
 
   // Unblocks every waiting thread at once: the running and queued operations fail with kAborted,
   // connections are closed. Safe to call from any thread, any number of times.

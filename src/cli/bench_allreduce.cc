@@ -36,7 +36,8 @@ int64_t CountWrong(const void* base, DataType t, size_t count, int p, size_t* fi
 
 }  // namespace
 
-int RunBenchAllreduce(Communicator& comm, const BenchAllreduceOptions& o) {
+int RunBenchAllreduce(Communicator& comm, const BenchAllreduceOptions& o,
+                      const topology::CostModel* model) {
   const DataType dtype = ParseDataType(o.dtype);
   const size_t elem = ElementSize(dtype);
   const size_t min_bytes = std::max(elem, ParseBytes(o.min_bytes, "--min-bytes"));
@@ -58,8 +59,8 @@ int RunBenchAllreduce(Communicator& comm, const BenchAllreduceOptions& o) {
     std::printf("# cann-dist-train allreduce: %d ranks on %d node(s), backend %s, dtype %s, op sum\n",
                 p, comm.layout().num_nodes, comm.backend_name().c_str(), DataTypeName(dtype));
     std::printf("# algbw = bytes / time; busbw = algbw * 2(n-1)/n (nccl-tests)\n");
-    std::printf("%12s %12s %6s %6s %12s %11s %11s %7s\n", "bytes", "count", "type", "algo",
-                "time_us", "algbw_GBps", "busbw_GBps", "check");
+    std::printf("%12s %12s %6s %10s %12s %11s %11s %7s%s\n", "bytes", "count", "type", "algo",
+                "time_us", "algbw_GBps", "busbw_GBps", "check", model ? "  predicted_us" : "");
   }
   for (const std::string& name : algos) {
     AllreduceOptions ao{ParseAllreduceAlgorithm(name)};
@@ -96,14 +97,25 @@ int RunBenchAllreduce(Communicator& comm, const BenchAllreduceOptions& o) {
       }
       const double algbw = real_bytes / time_us / 1e3;  // bytes/us -> GB/s
       const double busbw = algbw * 2.0 * (p - 1) / std::max(1, p);
+      const AllreduceAlgorithm ran =
+          ao.algorithm == AllreduceAlgorithm::kAuto ? comm.ResolveAllreduce(count, dtype) : ao.algorithm;
+      const std::string shown = ao.algorithm == AllreduceAlgorithm::kAuto && ran != AllreduceAlgorithm::kAuto
+                                    ? name + ">" + AllreduceAlgorithmName(ran) : name;
+      const double predicted = model && ran != AllreduceAlgorithm::kAuto
+                                   ? model->PredictUs(ran, static_cast<double>(real_bytes)) : 0;
       if (lead) {
-        std::printf("%12zu %12zu %6s %6s %12.1f %11.3f %11.3f %7s\n", real_bytes, count,
-                    DataTypeName(dtype), name.c_str(), time_us, algbw, busbw, check.c_str());
+        std::printf("%12zu %12zu %6s %10s %12.1f %11.3f %11.3f %7s", real_bytes, count,
+                    DataTypeName(dtype), shown.c_str(), time_us, algbw, busbw, check.c_str());
+        if (model) std::printf("  %12.1f", predicted);
+        std::printf("\n");
         std::fflush(stdout);
-        results.push_back({{"algo", name}, {"bytes", real_bytes}, {"count", count},
-                           {"dtype", DataTypeName(dtype)}, {"time_us", time_us},
-                           {"algbw_GBps", algbw}, {"busbw_GBps", busbw}, {"iters", iters},
-                           {"check", check}});
+        nlohmann::json row = {{"algo", name}, {"ran", AllreduceAlgorithmName(ran)},
+                              {"bytes", real_bytes}, {"count", count},
+                              {"dtype", DataTypeName(dtype)}, {"time_us", time_us},
+                              {"algbw_GBps", algbw}, {"busbw_GBps", busbw}, {"iters", iters},
+                              {"check", check}};
+        if (model) row["predicted_us"] = predicted;
+        results.push_back(row);
       }
       if (bytes > max_bytes / 4) break;  // avoid overflow past max
     }

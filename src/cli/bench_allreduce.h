@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cdt/communicator.h"
+#include "topology/cost_model.h"
 
 namespace cdt::cli {
 
@@ -19,8 +20,10 @@ struct BenchAllreduceOptions {
   std::string json;
 };
 
-// Runs the benchmark on this rank; rank 0 prints the table and writes the JSON.
+// Runs the benchmark on this rank; rank 0 prints the table and writes the JSON. With a cost model
+// (--adaptive-comm), each row also carries the model's predicted time for the algorithm that ran.
 // Returns 0, or 1 when --check found a wrong element on any rank.
-int RunBenchAllreduce(Communicator& comm, const BenchAllreduceOptions& o);
+int RunBenchAllreduce(Communicator& comm, const BenchAllreduceOptions& o,
+                      const topology::CostModel* model = nullptr);
 
 }  // namespace cdt::cli

@@ -47,6 +47,12 @@ Environment Environment::FromProcess() {
   e.master_addr = Get("MASTER_ADDR");
   e.master_port = Get("MASTER_PORT");
   e.store_hosted = Get("CDT_STORE_HOSTED").value_or("") == "1";
+  if (auto xdg = Get("XDG_CACHE_HOME"))
+    e.strategy_cache_dir = *xdg + "/cann-dist-train/strategies";
+  else if (auto home = Get("HOME"))
+    e.strategy_cache_dir = *home + "/.cache/cann-dist-train/strategies";
+  else
+    e.strategy_cache_dir = "knowledge_base/strategies";
   e.is_worker = Get("CDT_WORKER").value_or("") == "1";
 
   WorkerIdentity w;

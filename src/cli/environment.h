@@ -29,6 +29,9 @@ struct Environment {
   // Transport tuning knobs: CDT_SPIN_US, CDT_SOCKET_BUFFER_BYTES (bulk channel, same-host peers),
   // CDT_SEGMENT_BYTES.
   std::optional<std::string> spin_us, socket_buffer_bytes, segment_bytes;
+  // Default strategy cache: $XDG_CACHE_HOME/cann-dist-train/strategies, else
+  // $HOME/.cache/cann-dist-train/strategies, else knowledge_base/strategies.
+  std::string strategy_cache_dir;
   bool store_hosted = false;  // CDT_STORE_HOSTED=1: our agent runs the store at MASTER_ADDR:PORT
   bool is_worker = false;     // CDT_WORKER=1: started by our agent to run a verb's worker side
   std::optional<WorkerIdentity> worker;  // set when any launcher's variables are present

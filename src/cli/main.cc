@@ -10,6 +10,7 @@
 #include "cli/bench_allreduce.h"
 #include "cli/environment.h"
 #include "cli/launch_options.h"
+#include "cli/topo_scan.h"
 #include "elastic/worker_group.h"
 
 namespace {
@@ -47,6 +48,25 @@ int Main(int argc, char** argv) {
   bench_ar->add_flag("--check", bench.check, "verify every element against the closed form");
   bench_ar->add_option("--json", bench.json, "write results to this file (rank 0)");
 
+  bool adaptive = false;
+  TopoScanOptions bench_topo;
+  bench_ar->add_flag("--adaptive-comm", adaptive,
+                     "pick `auto` algorithms with the measured topology planner (cached)");
+  bench_ar->add_option("--cache-dir", bench_topo.cache_dir, "strategy cache directory ('none' = off)");
+  bench_ar->add_flag("--rescan", bench_topo.rescan, "ignore the strategy cache and probe again");
+
+  // topo-scan.
+  LaunchOptions scan_launch;
+  TopoScanOptions scan;
+  bool scan_adaptive = true;
+  CLI::App* scan_cmd = app.add_subcommand(
+      "topo-scan", "discover nodes, NICs and link levels; print the allreduce plan");
+  AddLaunchOptions(scan_cmd, &scan_launch, env);
+  scan_cmd->add_flag("--adaptive-comm", scan_adaptive, "show the adaptive algorithm plan (default)");
+  scan_cmd->add_option("--cache-dir", scan.cache_dir, "strategy cache directory ('none' = off)");
+  scan_cmd->add_flag("--rescan", scan.rescan, "ignore the strategy cache and probe again");
+  scan_cmd->add_option("--json", scan.json, "write the scan to this file (rank 0)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -63,7 +83,18 @@ int Main(int argc, char** argv) {
     ValidateLaunchOptions(bench_launch);
     if (!ShouldRunAsWorker(env)) return RunAsAgent(bench_launch, argc, argv);
     WorkerSession s = JoinGroup(env, bench_launch);
+    if (adaptive) {
+      topology::Discovery d = DiscoverTopology(*s.comm, bench_topo, env.strategy_cache_dir);
+      s.comm->SetAllreduceSelector(d.planner);
+      return RunBenchAllreduce(*s.comm, bench, &d.planner->model());
+    }
     return RunBenchAllreduce(*s.comm, bench);
+  }
+  if (scan_cmd->parsed()) {
+    ValidateLaunchOptions(scan_launch);
+    if (!ShouldRunAsWorker(env)) return RunAsAgent(scan_launch, argc, argv);
+    WorkerSession s = JoinGroup(env, scan_launch);
+    return RunTopoScan(*s.comm, scan, env.strategy_cache_dir);
   }
   return 2;
 }

@@ -73,12 +73,10 @@ class TcpCommunicator : public Communicator {
 
   std::shared_ptr<Work> Allreduce(void* data, size_t count, DataType dtype, ReduceOp op,
                                   AllreduceOptions opt) override {
-    AllreduceAlgorithm algo = opt.algorithm != AllreduceAlgorithm::kAuto ? opt.algorithm
-                                                                         : options_.default_algorithm;
+    const AllreduceAlgorithm algo = opt.algorithm != AllreduceAlgorithm::kAuto
+                                        ? opt.algorithm
+                                        : ResolveAllreduce(count, dtype);
     const size_t elem = ElementSize(dtype);
-    if (algo == AllreduceAlgorithm::kAuto)
-      algo = options_.selector->Select(
-          {count * elem, dtype, size(), layout_.num_nodes, max_ranks_per_node_});
     Fingerprint fp{0, count, -1, static_cast<uint8_t>(OpKind::kAllreduce),
                    static_cast<uint8_t>(dtype), static_cast<uint8_t>(op)};
     return Submit(AllreduceLabel(algo), fp, count * elem, [=, this](CollectiveContext& ctx) {
@@ -174,6 +172,16 @@ class TcpCommunicator : public Communicator {
       Transfer t = Transfer::Recv(src, data, bytes);
       ctx.mesh.Exchange(&t, 1, ctx.label);
     });
+  }
+
+  AllreduceAlgorithm ResolveAllreduce(size_t count, DataType dtype) const override {
+    if (options_.default_algorithm != AllreduceAlgorithm::kAuto) return options_.default_algorithm;
+    return options_.selector->Select(
+        {count * ElementSize(dtype), dtype, size(), layout_.num_nodes, max_ranks_per_node_});
+  }
+
+  void SetAllreduceSelector(std::shared_ptr<AllreduceSelector> selector) override {
+    options_.selector = selector ? std::move(selector) : MakeFixedThresholdSelector();
   }
 
   void Abort() override {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cdt/allreduce_selector.h"
 #include "cdt/error.h"
 #include "comm/reduce.h"
 #include "comm/transport/tcp_mesh.h"  // LocalHostId
@@ -121,6 +122,12 @@ class MpiCommunicator : public Communicator {
       return MPI_Recv(data, Count(bytes), MPI_BYTE, src, 0, comm_, MPI_STATUS_IGNORE);
     });
   }
+  void SetAllreduceSelector(std::shared_ptr<AllreduceSelector> selector) override {
+    selector_ = std::move(selector);  // kept for symmetry; MPI chooses its own algorithm
+  }
+  AllreduceAlgorithm ResolveAllreduce(size_t, DataType) const override {
+    return AllreduceAlgorithm::kAuto;  // MPI's own choice, not visible to us
+  }
   void Abort() override { MPI_Abort(comm_, 1); }
 
  private:
@@ -177,6 +184,7 @@ class MpiCommunicator : public Communicator {
   MPI_Op ops16_[2][3];
   NodeLayout layout_;
   uint64_t seq_ = 0;
+  std::shared_ptr<AllreduceSelector> selector_;
 };
 
 }  // namespace

@@ -1,0 +1,75 @@
+#include "cli/topo_scan.h"
+
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "cdt/error.h"
+#include "common/units.h"
+
+namespace cdt::cli {
+
+topology::Discovery DiscoverTopology(Communicator& comm, const TopoScanOptions& o,
+                                     const std::string& default_cache_dir) {
+  topology::DiscoveryOptions d;
+  d.cache_dir = o.cache_dir == "none" ? "" : (o.cache_dir.empty() ? default_cache_dir : o.cache_dir);
+  d.rescan = o.rescan;
+  topology::Discovery r = topology::Discover(comm, d);
+  if (comm.rank() == 0) {
+    if (r.from_cache)
+      std::printf("# topology: %s\n", r.cache_note.c_str());
+    else
+      std::printf("# topology: probed links in %.2f s%s%s\n", r.probe.seconds,
+                  r.cache_note.empty() ? "" : "; ", r.cache_note.c_str());
+    std::fflush(stdout);
+  }
+  return r;
+}
+
+int RunTopoScan(Communicator& comm, const TopoScanOptions& o, const std::string& default_cache_dir) {
+  topology::Discovery d = DiscoverTopology(comm, o, default_cache_dir);
+  if (comm.rank() != 0) return 0;
+  const auto& shape = d.probe.shape;
+  const topology::LinkLevel& slow = shape.nodes() > 1 ? d.probe.inter : d.probe.intra;
+  std::string rpn;
+  for (size_t i = 0; i < shape.ranks_per_node.size(); ++i)
+    rpn += (i ? "," : "") + std::to_string(shape.ranks_per_node[i]);
+  std::printf("network   : %s, measured %.2f Gbit/s, %.1f us (NIC reports %.1f Gbit/s)\n",
+              d.network_type.c_str(), slow.beta_GBps * 8, slow.alpha_us, d.nic_speed_gbps);
+  std::printf("hierarchy : %d node(s), ranks per node %s\n", shape.nodes(), rpn.c_str());
+  if (d.probe.has_intra)
+    std::printf("level     : intra  alpha %8.1f us  beta %7.3f GB/s  node %7.3f GB/s\n", d.probe.intra.alpha_us,
+                d.probe.intra.beta_GBps, d.probe.intra.node_GBps);
+  if (d.probe.has_inter)
+    std::printf("level     : inter  alpha %8.1f us  beta %7.3f GB/s\n", d.probe.inter.alpha_us, d.probe.inter.beta_GBps);
+  std::printf("plan      : allreduce algorithm per message size (predicted time at the range start)\n");
+  nlohmann::json plan = nlohmann::json::array();
+  for (const auto& e : d.planner->plan()) {
+    std::string hi = e.max_bytes == std::numeric_limits<size_t>::max() ? "..." : FormatBytes(e.max_bytes + 1);
+    std::printf("            [%6s, %6s)  %-5s  %10.1f us\n", FormatBytes(e.min_bytes).c_str(), hi.c_str(),
+                AllreduceAlgorithmName(e.algorithm), e.predicted_us);
+    plan.push_back({{"min_bytes", e.min_bytes}, {"max_bytes", e.max_bytes},
+                    {"algorithm", AllreduceAlgorithmName(e.algorithm)}, {"predicted_us", e.predicted_us}});
+  }
+  if (!o.json.empty()) {
+    nlohmann::json levels = nlohmann::json::array();
+    if (d.probe.has_intra) levels.push_back({{"name", "intra"}, {"alpha_us", d.probe.intra.alpha_us}, {"beta_GBps", d.probe.intra.beta_GBps}, {"node_GBps", d.probe.intra.node_GBps}});
+    if (d.probe.has_inter) levels.push_back({{"name", "inter"}, {"alpha_us", d.probe.inter.alpha_us}, {"beta_GBps", d.probe.inter.beta_GBps}});
+    nlohmann::json nics = nlohmann::json::array();
+    for (const auto& n : d.nics) nics.push_back({{"name", n.name}, {"kind", n.kind}, {"speed_gbps", n.speed_gbps}, {"up", n.up}});
+    nlohmann::json doc = {
+        {"world_size", comm.size()},
+        {"network", {{"type", d.network_type}, {"bandwidth_gbps", slow.beta_GBps * 8},
+                     {"latency_us", slow.alpha_us}, {"nic_speed_gbps", d.nic_speed_gbps}}},
+        {"hierarchy", {{"nodes", shape.nodes()}, {"ranks_per_node", shape.ranks_per_node}}},
+        {"levels", levels}, {"plan", plan}, {"nics", nics},
+        {"fingerprint", d.fingerprint}, {"from_cache", d.from_cache}, {"probe_s", d.probe.seconds}};
+    std::ofstream out(o.json);
+    if (!out) throw Error(ErrorCode::kIo, "cannot write --json file '" + o.json + "'");
+    out << doc.dump(2) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace cdt::cli

@@ -1,0 +1,106 @@
+#include "topology/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace cdt::topology {
+
+int ClusterShape::world() const {
+  int w = 0;
+  for (int k : ranks_per_node) w += k;
+  return w;
+}
+
+int ClusterShape::max_ranks_per_node() const {
+  int k = 0;
+  for (int r : ranks_per_node) k = std::max(k, r);
+  return k;
+}
+
+namespace {
+
+// Time of one step that moves `bytes` over a level, in µs (β in GB/s = 1e3 bytes/µs).
+double Step(const LinkLevel& level, double bytes) {
+  return level.alpha_us + bytes / (std::max(level.beta_GBps, 1e-6) * 1e3);
+}
+
+// An intra-node step where each of `ranks` ranks moves `bytes`.
+double IntraStep(const LinkLevel& intra, double bytes, int ranks) {
+  const double stream = std::max(intra.beta_GBps, 1e-6) * 1e3;
+  const double node = std::max(intra.node_GBps > 0 ? intra.node_GBps : intra.beta_GBps, 1e-6) * 1e3;
+  return intra.alpha_us + std::max(bytes / stream, bytes * ranks / node);
+}
+
+int FloorLog2(int p) {
+  int l = 0;
+  while ((2 << l) <= p) ++l;
+  return l;
+}
+
+}  // namespace
+
+double CostModel::PredictUs(AllreduceAlgorithm algo, double n) const {
+  const int p = shape.world();
+  const int N = shape.nodes();
+  const int k = shape.max_ranks_per_node();
+  if (p <= 1 || n <= 0) return 0;
+  const bool multi = N > 1;
+  // On several nodes the slow level bounds every flat step that crosses nodes.
+  const LinkLevel& flat = multi ? inter : intra;
+  const int pof2 = 1 << FloorLog2(p);
+  const int steps = FloorLog2(pof2);
+  // The intra part of a step: all k ranks of a node move `bytes` each at once.
+  auto intra_step = [&](double bytes) { return IntraStep(intra, bytes, k); };
+  const double fold = pof2 == p ? 0 : 2 * (multi ? Step(intra, n) : intra_step(n));
+
+  switch (algo) {
+    case AllreduceAlgorithm::kRing:
+      // 2(p-1) steps of n/p; on several nodes each step crosses an uplink with one stream.
+      return 2.0 * (p - 1) * (multi ? std::max(Step(inter, n / p), intra_step(n / p)) : intra_step(n / p));
+    case AllreduceAlgorithm::kRecursiveDoubling: {
+      double t = fold;
+      for (int mask = 1; mask < pof2; mask <<= 1) {
+        bool crosses = multi && mask >= k;
+        t += crosses ? Step(inter, static_cast<double>(k) * n) : intra_step(n);
+      }
+      return t;
+    }
+    case AllreduceAlgorithm::kHalvingDoubling: {
+      double t = fold;
+      double part = n;
+      for (int d = pof2 / 2, j = 0; d >= 1; d /= 2, ++j) {
+        part /= 2;
+        bool crosses = multi && d >= k;
+        // Reduce-scatter step and the matching allgather step move the same bytes.
+        t += 2 * (crosses ? Step(inter, static_cast<double>(k) * part) : intra_step(part));
+      }
+      return t;
+    }
+    case AllreduceAlgorithm::kTree: {
+      // Two phases, each moving about n through the busiest node plus the pipeline fill.
+      const int depth = std::max(1, FloorLog2(p));
+      const double seg = std::min(static_cast<double>(segment_bytes), n / 2);
+      const double body = multi ? n / (std::max(inter.beta_GBps, 1e-6) * 1e3) : intra_step(n) - intra.alpha_us;
+      return 2.0 * (depth * (multi ? Step(inter, seg) : intra_step(seg)) + body);
+    }
+    case AllreduceAlgorithm::kHierarchical: {
+      double t = 0;
+      // Direct reduce-scatter + allgather: each rank moves (k-1)/k·n in one step, all at once.
+      if (k > 1) t += 2 * IntraStep(intra, (k - 1.0) / k * n, k);
+      if (multi) {
+        // Every shard's owners allreduce across nodes; the node's uplink carries 2(N-1)/N·n in all.
+        const double shard = n / k;
+        if (shard >= (64 << 10))
+          t += 2.0 * (N - 1) * inter.alpha_us + 2.0 * (N - 1) / N * n / (std::max(inter.beta_GBps, 1e-6) * 1e3);
+        else
+          t += std::ceil(std::log2(N)) * Step(inter, n);
+      }
+      return t;
+    }
+    case AllreduceAlgorithm::kAuto:
+      break;
+  }
+  return 0;
+}
+
+}  // namespace cdt::topology

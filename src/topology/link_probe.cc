@@ -1,0 +1,136 @@
+#include "topology/link_probe.h"
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+namespace cdt::topology {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Micros(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
+
+// Runs the probe between ranks a (measures) and b; every rank then receives [alpha_us, beta_GBps]
+// from a.
+void ProbePair(Communicator& comm, int a, int b, const ProbeOptions& o, LinkLevel* out) {
+  double result[2] = {0, 0};
+  const int me = comm.rank();
+  if (me == a || me == b) {
+    const int peer = me == a ? b : a;
+    uint64_t token = 0;
+    std::vector<double> rtts;
+    for (int i = 0; i < o.pingpong_iters + 5; ++i) {
+      auto start = Clock::now();
+      if (me == a) {
+        comm.Send(&token, sizeof token, peer)->Wait();
+        comm.Recv(&token, sizeof token, peer)->Wait();
+      } else {
+        comm.Recv(&token, sizeof token, peer)->Wait();
+        comm.Send(&token, sizeof token, peer)->Wait();
+      }
+      if (i >= 5) rtts.push_back(Micros(Clock::now() - start));
+    }
+    std::vector<char> data(o.stream_bytes, 1);
+    char ack = 0;
+    auto start = Clock::now();
+    for (int i = 0; i < o.stream_iters; ++i) {
+      if (me == a)
+        comm.Send(data.data(), data.size(), peer)->Wait();
+      else
+        comm.Recv(data.data(), data.size(), peer)->Wait();
+    }
+    if (me == a)
+      comm.Recv(&ack, 1, peer)->Wait();
+    else
+      comm.Send(&ack, 1, peer)->Wait();
+    double us = Micros(Clock::now() - start);
+    std::nth_element(rtts.begin(), rtts.begin() + rtts.size() / 2, rtts.end());
+    result[0] = rtts[rtts.size() / 2] / 2;
+    result[1] = static_cast<double>(o.stream_bytes) * o.stream_iters / us / 1e3;
+  }
+  comm.Broadcast(result, 2, DataType::kFloat64, a)->Wait();
+  out->alpha_us = result[0];
+  out->beta_GBps = result[1];
+}
+
+// Node bandwidth: the ranks of one node pair up (0->1, 2->3, ...) and stream at the same time;
+// every rank learns (sum of bytes) / (slowest pair's time).
+double ProbeNode(Communicator& comm, const std::vector<int>& local, const ProbeOptions& o) {
+  const int me = comm.rank();
+  double elapsed_us = 0;
+  const size_t pairs = local.size() / 2;
+  for (size_t i = 0; i < 2 * pairs; ++i) {
+    if (local[i] != me) continue;
+    const int peer = local[i ^ 1];
+    std::vector<char> data(o.stream_bytes, 1);
+    char ack = 0;
+    auto start = Clock::now();
+    for (int it = 0; it < o.stream_iters; ++it) {
+      if (i % 2 == 0)
+        comm.Send(data.data(), data.size(), peer)->Wait();
+      else
+        comm.Recv(data.data(), data.size(), peer)->Wait();
+    }
+    if (i % 2 == 0)
+      comm.Recv(&ack, 1, peer)->Wait();
+    else
+      comm.Send(&ack, 1, peer)->Wait();
+    elapsed_us = Micros(Clock::now() - start);
+  }
+  comm.Allreduce(&elapsed_us, 1, DataType::kFloat64, ReduceOp::kMax)->Wait();
+  return static_cast<double>(pairs) * o.stream_bytes * o.stream_iters / elapsed_us / 1e3;
+}
+
+}  // namespace
+
+ClusterShape ShapeOf(const Communicator& comm) {
+  ClusterShape s;
+  s.ranks_per_node.assign(static_cast<size_t>(comm.layout().num_nodes), 0);
+  for (int node : comm.layout().node_of_rank) ++s.ranks_per_node[static_cast<size_t>(node)];
+  return s;
+}
+
+ProbeResult ProbeLinks(Communicator& comm, const ProbeOptions& o) {
+  auto start = Clock::now();
+  ProbeResult r;
+  r.shape = ShapeOf(comm);
+  const auto& node_of = comm.layout().node_of_rank;
+  // intra: two lowest ranks of the first node (by node index) that has two.
+  int ia = -1, ib = -1;
+  for (int node = 0; node < comm.layout().num_nodes && ib < 0; ++node) {
+    ia = ib = -1;
+    for (int rank = 0; rank < comm.size(); ++rank) {
+      if (node_of[static_cast<size_t>(rank)] != node) continue;
+      if (ia < 0)
+        ia = rank;
+      else if (ib < 0)
+        ib = rank;
+    }
+  }
+  if (ib >= 0) {
+    r.has_intra = true;
+    ProbePair(comm, ia, ib, o, &r.intra);
+    std::vector<int> local;
+    for (int rank = 0; rank < comm.size(); ++rank)
+      if (node_of[static_cast<size_t>(rank)] == node_of[static_cast<size_t>(ia)]) local.push_back(rank);
+    r.intra.node_GBps = ProbeNode(comm, local, o);
+  }
+  if (comm.layout().num_nodes > 1) {
+    int ea = -1, eb = -1;
+    for (int rank = 0; rank < comm.size(); ++rank) {
+      if (node_of[static_cast<size_t>(rank)] == 0 && ea < 0) ea = rank;
+      if (node_of[static_cast<size_t>(rank)] == 1 && eb < 0) eb = rank;
+    }
+    r.has_inter = true;
+    ProbePair(comm, ea, eb, o, &r.inter);
+  }
+  // A level that does not exist borrows the other's numbers, so formulas never divide by zero.
+  if (!r.has_intra) r.intra = {"intra", r.inter.alpha_us, r.inter.beta_GBps};
+  if (!r.has_inter) r.inter = {"inter", r.intra.alpha_us, r.intra.beta_GBps};
+  r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return r;
+}
+
+}  // namespace cdt::topology
