@@ -6,6 +6,7 @@
 #   bash bench/run_allreduce_peers.sh [--quick] [--reps N] [--nproc N] [--no-docs]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/rotate.sh
 BIN=${BIN:-build/bin}
 REPS=5 NPROC=4 MIN=4096 MAX=$((64 << 20)) DOCS=1 QUICK=0
 while [ $# -gt 0 ]; do
@@ -56,15 +57,7 @@ steps=(run_cdt_auto)
 [ $have_gloo = 1 ] && steps+=(run_gloo_ring run_gloo_hd)
 [ $have_mpi = 1 ] && steps+=(run_mpi_shm)
 steps+=(run_cdt_all)
-for rep in $(seq 1 "$REPS"); do
-  echo "== repetition $rep/$REPS"
-  n=${#steps[@]}
-  for i in $(seq 0 $((n - 1))); do
-    step=${steps[$(( (i + rep - 1) % n ))]}
-    echo "   $step"
-    "$step" "$rep"
-  done
-done
+run_rotated "$REPS" "${steps[@]}"
 args=("$out")
 [ $DOCS = 1 ] && [ $QUICK = 0 ] && args+=(--docs docs/benchmarks.md)
 python3 bench/summarize.py "${args[@]}"

@@ -7,6 +7,7 @@
 #                                         [--reps 3] [--max-bytes 64M]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/rotate.sh
 BIN=$(pwd)/${BIN:-build/bin}
 NODES=2 NPROC=2 LINK=1gbit REPS=3 MIN=4096 MAX=$((64 << 20))
 link_of=()
@@ -43,13 +44,5 @@ run_gloo() {  # $1 algorithm, $2 repetition; node 0's rank 0 writes the JSON
 run_gloo_ring() { run_gloo ring_chunked "$1"; }
 run_gloo_hd() { run_gloo halving_doubling "$1"; }
 steps=(run_cdt_auto run_gloo_ring run_gloo_hd run_cdt_all)
-for rep in $(seq 1 "$REPS"); do
-  echo "== repetition $rep/$REPS"
-  n=${#steps[@]}
-  for i in $(seq 0 $((n - 1))); do
-    step=${steps[$(( (i + rep - 1) % n ))]}
-    echo "   $step"
-    "$step" "$rep"
-  done
-done
+run_rotated "$REPS" "${steps[@]}"
 python3 bench/summarize.py "$out" --metric algbw_GBps
