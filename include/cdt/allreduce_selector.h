@@ -27,6 +27,12 @@ class AllreduceSelector {
   virtual ~AllreduceSelector() = default;
   // Never returns kAuto.
   virtual AllreduceAlgorithm Select(const AllreduceShape& shape) const = 0;
+  // A second candidate close enough to Select()'s that only a measurement can tell them apart, or
+  // kAuto when the choice is clear. The communicator then times both on the first calls of that
+  // size class and keeps the faster (online autotuning; see comm/allreduce_autotuner.h).
+  virtual AllreduceAlgorithm RunnerUp(const AllreduceShape& /*shape*/) const {
+    return AllreduceAlgorithm::kAuto;
+  }
   virtual std::string name() const = 0;
 };
 

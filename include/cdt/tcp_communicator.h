@@ -2,9 +2,11 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
+#include "cdt/allreduce_rules.h"
 #include "cdt/allreduce_selector.h"
 #include "cdt/communicator.h"
 #include "cdt/store.h"
@@ -29,6 +31,13 @@ struct CommunicatorOptions {
   // Default for AllreduceOptions::algorithm == kAuto (CDT_ALLREDUCE_ALGO); kAuto = ask `selector`.
   AllreduceAlgorithm default_algorithm = AllreduceAlgorithm::kAuto;
   std::shared_ptr<AllreduceSelector> selector;  // null = MakeFixedThresholdSelector()
+  // User rules consulted before the selector (CDT_ALLREDUCE_RULES; cdt/allreduce_rules.h).
+  std::shared_ptr<const AllreduceRules> rules;
+  // Online autotuning (comm/allreduce_autotuner.h): where the selector names a runner-up, time
+  // this many calls of each candidate per size class, then keep the faster. 0 = off (CDT_AUTOTUNE=0).
+  int autotune_trials = 2;
+  // Informational messages from rank 0 (autotuning decisions); null = silent.
+  std::function<void(const std::string&)> log;
   size_t segment_bytes = 256 << 10;             // pipelining granularity
   // Operations moving at least this many bytes run on the bulk channel, smaller ones on the latency
   // channel (two connections per peer pair, tuned differently; see TcpMesh and docs/benchmarks.md).

@@ -70,6 +70,7 @@ int RunBenchAllreduce(Communicator& comm, const BenchAllreduceOptions& o,
       int iters = o.iters > 0 ? o.iters
                               : static_cast<int>(std::clamp<size_t>((256u << 20) / real_bytes, 5, 200));
       int warmup = o.warmup > 0 ? o.warmup : std::max(2, iters / 5);
+      if (ao.algorithm == AllreduceAlgorithm::kAuto) warmup = std::max(warmup, o.autotune_calls + 1);
       Fill(buf.data(), dtype, count, comm.rank());
       for (int i = 0; i < warmup; ++i) comm.Allreduce(buf.data(), count, dtype, ReduceOp::kSum, ao)->Wait();
       comm.Barrier()->Wait();

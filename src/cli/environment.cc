@@ -40,6 +40,8 @@ Environment Environment::FromProcess() {
   e.job_secret = Get("CDT_JOB_SECRET");
   e.timeout = Get("CDT_TIMEOUT");
   e.allreduce_algo = Get("CDT_ALLREDUCE_ALGO");
+  e.allreduce_rules = Get("CDT_ALLREDUCE_RULES");
+  e.autotune = Get("CDT_AUTOTUNE");
   e.debug = Get("CDT_DEBUG");
   e.spin_us = Get("CDT_SPIN_US");
   e.socket_buffer_bytes = Get("CDT_SOCKET_BUFFER_BYTES");

@@ -116,6 +116,11 @@ WorkerSession JoinGroup(const Environment& env, const LaunchOptions& o) {
   co.host_id = "";  // this machine's identity: hostname + network namespace + boot id
   if (!o.node_addr.empty()) co.advertise_host = o.node_addr;
   if (env.allreduce_algo) co.default_algorithm = ParseAllreduceAlgorithm(*env.allreduce_algo);
+  if (env.allreduce_rules && !env.allreduce_rules->empty())
+    co.rules = std::make_shared<AllreduceRules>(AllreduceRules::Load(*env.allreduce_rules));
+  if (env.autotune) co.autotune_trials = ToInt(env.autotune, 2, "CDT_AUTOTUNE");
+  if (id.rank == 0)
+    co.log = [](const std::string& line) { std::fprintf(stderr, "cann-dist-train: %s\n", line.c_str()); };
   if (env.spin_us) co.spin = std::chrono::microseconds(ToInt(env.spin_us, 50, "CDT_SPIN_US"));
   if (env.socket_buffer_bytes)
     co.local_bulk_socket_buffer_bytes = ToInt(env.socket_buffer_bytes, 0, "CDT_SOCKET_BUFFER_BYTES");

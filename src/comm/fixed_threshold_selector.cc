@@ -16,6 +16,17 @@ class FixedThresholdSelector : public AllreduceSelector {
     if (s.bytes < t_.rhd_max_bytes) return AllreduceAlgorithm::kHalvingDoubling;
     return AllreduceAlgorithm::kRing;
   }
+  // Near a threshold the neighbouring size class's algorithm is the natural rival: the thresholds
+  // were measured on one machine and move with the hardware.
+  AllreduceAlgorithm RunnerUp(const AllreduceShape& s) const override {
+    const AllreduceAlgorithm mine = Select(s);
+    for (size_t neighbour : {s.bytes * 2, s.bytes / 2}) {
+      AllreduceShape n = s;
+      n.bytes = neighbour;
+      if (AllreduceAlgorithm other = Select(n); other != mine) return other;
+    }
+    return AllreduceAlgorithm::kAuto;
+  }
   std::string name() const override { return "fixed-thresholds"; }
 
  private:

@@ -9,9 +9,11 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <thread>
 
 #include "cdt/error.h"
+#include "comm/allreduce_autotuner.h"
 #include "comm/collective_fingerprint.h"
 #include "comm/collectives/algorithms.h"
 #include "comm/reduce.h"
@@ -40,7 +42,7 @@ class TcpCommunicator : public Communicator {
  public:
   TcpCommunicator(std::unique_ptr<TcpMesh> mesh, const CommunicatorOptions& o)
       : options_(o), mesh_(std::move(mesh)) {
-    if (!options_.selector) options_.selector = MakeFixedThresholdSelector();
+    selector_ = options_.selector ? options_.selector : MakeFixedThresholdSelector();
     // Node layout: nodes numbered by the first rank seen on them.
     std::map<std::string, int> ids;
     layout_.node_of_rank.resize(static_cast<size_t>(o.size));
@@ -73,24 +75,38 @@ class TcpCommunicator : public Communicator {
 
   std::shared_ptr<Work> Allreduce(void* data, size_t count, DataType dtype, ReduceOp op,
                                   AllreduceOptions opt) override {
-    const AllreduceAlgorithm algo = opt.algorithm != AllreduceAlgorithm::kAuto
-                                        ? opt.algorithm
-                                        : ResolveAllreduce(count, dtype);
+    // kAuto is resolved when the operation runs, not when it is queued: the autotuner's decision
+    // may land between the two.
+    const AllreduceAlgorithm requested = opt.algorithm != AllreduceAlgorithm::kAuto
+                                             ? opt.algorithm
+                                             : options_.default_algorithm;
     const size_t elem = ElementSize(dtype);
     Fingerprint fp{0, count, -1, static_cast<uint8_t>(OpKind::kAllreduce),
                    static_cast<uint8_t>(dtype), static_cast<uint8_t>(op)};
-    return Submit(AllreduceLabel(algo), fp, count * elem, [=, this](CollectiveContext& ctx) {
+    // The selector in force when the call is queued decides it, on every rank alike.
+    auto [selector, epoch] = CurrentSelector();
+    return Submit(AllreduceLabel(requested), fp, count * elem, [=, this](CollectiveContext& ctx) {
       Group world = Group::World(rank(), size());
       ReduceBuffer buf{data, count, dtype, op};
-      switch (algo) {
-        case AllreduceAlgorithm::kRing: AllreduceRing(ctx, world, buf); break;
-        case AllreduceAlgorithm::kRecursiveDoubling: AllreduceRecursiveDoubling(ctx, world, buf); break;
-        case AllreduceAlgorithm::kHalvingDoubling: AllreduceHalvingDoubling(ctx, world, buf); break;
-        case AllreduceAlgorithm::kTree: AllreduceTree(ctx, world, buf); break;
-        case AllreduceAlgorithm::kHierarchical:
-          AllreduceHierarchical(ctx, world, buf, layout_.node_of_rank);
-          break;
-        case AllreduceAlgorithm::kAuto: break;  // resolved above
+      AllreduceAutotuner::Step step{requested, false, epoch, -1};
+      if (requested == AllreduceAlgorithm::kAuto) {
+        const AllreduceShape shape = Shape(count, dtype);
+        if (auto ruled = RuledAlgorithm(shape))
+          step.algorithm = *ruled;
+        else
+          step = tuner_.Begin(epoch, shape.bytes, dtype, selector->Select(shape),
+                              selector->RunnerUp(shape));
+      }
+      const auto start = std::chrono::steady_clock::now();
+      RunAllreduce(ctx, world, buf, step.algorithm);
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (auto medians = tuner_.End(step, seconds)) {
+        // Every rank reaches this point at the same call: agree on the slowest rank's times.
+        ReduceBuffer agree{medians->data(), 2, DataType::kFloat64, ReduceOp::kMax};
+        AllreduceRecursiveDoubling(ctx, world, agree);
+        std::string report = tuner_.Decide(step, *medians);
+        if (options_.log && rank() == 0) options_.log(report);
       }
       if (op == ReduceOp::kAvg) FinishAverage(data, count, dtype, size());
     });
@@ -176,12 +192,45 @@ class TcpCommunicator : public Communicator {
 
   AllreduceAlgorithm ResolveAllreduce(size_t count, DataType dtype) const override {
     if (options_.default_algorithm != AllreduceAlgorithm::kAuto) return options_.default_algorithm;
-    return options_.selector->Select(
-        {count * ElementSize(dtype), dtype, size(), layout_.num_nodes, max_ranks_per_node_});
+    const AllreduceShape shape = Shape(count, dtype);
+    if (auto ruled = RuledAlgorithm(shape)) return *ruled;
+    auto [selector, epoch] = CurrentSelector();
+    if (auto decided = tuner_.Decided(epoch, shape.bytes, dtype)) return *decided;
+    return selector->Select(shape);
   }
 
   void SetAllreduceSelector(std::shared_ptr<AllreduceSelector> selector) override {
-    options_.selector = selector ? std::move(selector) : MakeFixedThresholdSelector();
+    std::lock_guard<std::mutex> lock(selector_mu_);
+    selector_ = selector ? std::move(selector) : MakeFixedThresholdSelector();
+    ++selector_epoch_;
+  }
+
+  std::pair<std::shared_ptr<AllreduceSelector>, uint64_t> CurrentSelector() const {
+    std::lock_guard<std::mutex> lock(selector_mu_);
+    return {selector_, selector_epoch_};
+  }
+
+  AllreduceShape Shape(size_t count, DataType dtype) const {
+    return {count * ElementSize(dtype), dtype, size(), layout_.num_nodes, max_ranks_per_node_};
+  }
+
+  std::optional<AllreduceAlgorithm> RuledAlgorithm(const AllreduceShape& shape) const {
+    if (!options_.rules) return std::nullopt;
+    return options_.rules->Match(shape.bytes, shape.num_nodes, shape.world_size);
+  }
+
+  void RunAllreduce(CollectiveContext& ctx, const Group& world, const ReduceBuffer& buf,
+                    AllreduceAlgorithm algo) {
+    switch (algo) {
+      case AllreduceAlgorithm::kRing: AllreduceRing(ctx, world, buf); break;
+      case AllreduceAlgorithm::kRecursiveDoubling: AllreduceRecursiveDoubling(ctx, world, buf); break;
+      case AllreduceAlgorithm::kHalvingDoubling: AllreduceHalvingDoubling(ctx, world, buf); break;
+      case AllreduceAlgorithm::kTree: AllreduceTree(ctx, world, buf); break;
+      case AllreduceAlgorithm::kHierarchical:
+        AllreduceHierarchical(ctx, world, buf, layout_.node_of_rank);
+        break;
+      case AllreduceAlgorithm::kAuto: break;  // selectors never return it
+    }
   }
 
   void Abort() override {
@@ -293,6 +342,10 @@ class TcpCommunicator : public Communicator {
 
   // Constant after construction.
   CommunicatorOptions options_;
+  mutable std::mutex selector_mu_;
+  std::shared_ptr<AllreduceSelector> selector_;  // guarded by selector_mu_
+  uint64_t selector_epoch_ = 0;                  // guarded by selector_mu_
+  AllreduceAutotuner tuner_{options_.autotune_trials};
   std::unique_ptr<TcpMesh> mesh_;
   NodeLayout layout_;
   int max_ranks_per_node_ = 1;

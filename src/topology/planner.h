@@ -25,11 +25,16 @@ struct PlanEntry {
   double predicted_us = 0;  // at min_bytes (1 KiB for the first range)
 };
 
+// Two candidates whose predictions are within this factor are both timed on the first calls
+// (online autotuning): the model's error on the emulated cluster was up to 13% (docs/benchmarks.md).
+inline constexpr double kAutotuneMargin = 1.25;
+
 class TopologyPlanner : public AllreduceSelector {
  public:
   explicit TopologyPlanner(CostModel model);
 
   AllreduceAlgorithm Select(const AllreduceShape& shape) const override;
+  AllreduceAlgorithm RunnerUp(const AllreduceShape& shape) const override;
   std::string name() const override { return "topology-planner"; }
 
   const std::vector<PlanEntry>& plan() const { return plan_; }
@@ -38,6 +43,8 @@ class TopologyPlanner : public AllreduceSelector {
  private:
   CostModel model_;
   std::vector<PlanEntry> plan_;  // sorted, contiguous, covering 0 .. SIZE_MAX
+  // Per power-of-two size class from 1 KiB (index 0) to 1 GiB: the runner-up worth timing, or kAuto.
+  std::vector<AllreduceAlgorithm> runner_up_;
 };
 
 }  // namespace cdt::topology
