@@ -66,6 +66,12 @@ int Main(int argc, char** argv) {
   scan_cmd->add_option("--cache-dir", scan.cache_dir, "strategy cache directory ('none' = off)");
   scan_cmd->add_flag("--rescan", scan.rescan, "ignore the strategy cache and probe again");
   scan_cmd->add_option("--json", scan.json, "write the scan to this file (rank 0)");
+  scan_cmd->add_flag("--gradient-compress", scan.gradient_compress,
+                     "recommend a gradient compression setting (see --gradient-size, --compute-ms)");
+  scan_cmd->add_option("--gradient-size", scan.gradient_size, "f32 gradient bytes per step (4K, 100M, 1G)")
+      ->capture_default_str();
+  scan_cmd->add_option("--compute-ms", scan.compute_ms,
+                       "backward time per step that can hide communication (0 = unknown)");
 
   try {
     app.parse(argc, argv);

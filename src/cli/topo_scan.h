@@ -13,6 +13,10 @@ struct TopoScanOptions {
   std::string cache_dir;  // "" = the default (~/.cache/cann-dist-train/strategies); "none" = off
   bool rescan = false;
   std::string json;
+  // --gradient-compress: recommend a compression setting for a gradient of this size.
+  bool gradient_compress = false;
+  std::string gradient_size = "100M";
+  double compute_ms = 0;  // backward time that can hide communication; 0 = unknown
 };
 
 // Runs discovery on every rank; rank 0 logs whether the cache was used.

@@ -121,3 +121,4 @@ TEST(LoadBalancer, EveryRankComputesTheSameSplitOverTheCommunicator) {
 
 }  // namespace
 }  // namespace cdt::topology
+
