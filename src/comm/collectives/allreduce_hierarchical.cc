@@ -11,6 +11,7 @@
 //     parallel on different ranks; a rank owning several does them in increasing shard order, so
 //     every wait points to a smaller shard and there is no deadlock.
 //  3. Intra-node allgather (direct): each owner sends its reduced shards to the other local ranks.
+// Buffers above 4 MiB run the three steps chunk by chunk (see kChunkBytes).
 // Only step 2 crosses the slow inter-node links, and it carries S·2(N-1)/N per node in total — the
 // 2(n-1)/n of a flat ring over all n ranks is what this saves on a cluster whose nodes are linked
 // more slowly than their ranks are.
@@ -26,6 +27,11 @@ namespace cdt {
 namespace {
 
 constexpr size_t kInnerRingMinBytes = 64 << 10;  // below this the per-shard allreduce uses rd
+// Large buffers go through the three steps 4 MiB at a time. Unchunked, the intra-node steps of a
+// 64 MiB allreduce ran out of cache and slowed the whole to 0.104 GB/s on the emulated 1 Gbit/s
+// cluster; in 4 MiB chunks it holds 0.119 GB/s (95% of the link) from 4 to 64 MiB
+// (docs/benchmarks.md, "Emulated cluster").
+constexpr size_t kChunkBytes = 4 << 20;
 
 struct ShardReducer {
   char* target;
@@ -41,8 +47,8 @@ void ReduceShardCopy(void* arg, const Transfer& t) {
 
 }  // namespace
 
-void AllreduceHierarchical(CollectiveContext& ctx, const Group& group, const ReduceBuffer& buf,
-                           const std::vector<int>& node_of_rank) {
+void AllreduceHierarchicalChunk(CollectiveContext& ctx, const Group& group, const ReduceBuffer& buf,
+                                const std::vector<int>& node_of_rank) {
   if (group.size() == 1 || buf.count == 0) return;
   // Local groups, nodes ordered by their first rank in the group.
   std::map<int, int> node_index;  // node id -> dense index
@@ -121,6 +127,15 @@ void AllreduceHierarchical(CollectiveContext& ctx, const Group& group, const Red
       }
     }
     Run(ctx, x);
+  }
+}
+
+void AllreduceHierarchical(CollectiveContext& ctx, const Group& group, const ReduceBuffer& buf,
+                           const std::vector<int>& node_of_rank) {
+  const size_t chunk = std::max<size_t>(1, kChunkBytes / buf.elem());
+  for (size_t first = 0; first < buf.count; first += chunk) {
+    ReduceBuffer part{buf.at(first), std::min(chunk, buf.count - first), buf.dtype, buf.op};
+    AllreduceHierarchicalChunk(ctx, group, part, node_of_rank);
   }
 }
 
