@@ -36,6 +36,8 @@ struct CommunicatorOptions {
   // Online autotuning (comm/allreduce_autotuner.h): where the selector names a runner-up, time
   // this many calls of each candidate per size class, then keep the faster. 0 = off (CDT_AUTOTUNE=0).
   int autotune_trials = 2;
+  // ... and until each candidate's timed calls moved this many bytes (small classes take more calls).
+  size_t autotune_min_bytes = 4 << 20;
   // Informational messages from rank 0 (autotuning decisions); null = silent.
   std::function<void(const std::string&)> log;
   size_t segment_bytes = 256 << 10;             // pipelining granularity

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cdt/error.h"
+#include "comm/allreduce_autotuner.h"
 #include "common/element_access.h"
 #include "common/units.h"
 
@@ -70,7 +71,10 @@ int RunBenchAllreduce(Communicator& comm, const BenchAllreduceOptions& o,
       int iters = o.iters > 0 ? o.iters
                               : static_cast<int>(std::clamp<size_t>((256u << 20) / real_bytes, 5, 200));
       int warmup = o.warmup > 0 ? o.warmup : std::max(2, iters / 5);
-      if (ao.algorithm == AllreduceAlgorithm::kAuto) warmup = std::max(warmup, o.autotune_calls + 1);
+      if (ao.algorithm == AllreduceAlgorithm::kAuto)
+        warmup = std::max(warmup, 1 + AllreduceAutotuner::CallsToDecide(
+                                          o.autotune_trials, AllreduceAutotuner::kDefaultMinBytes,
+                                          real_bytes));
       Fill(buf.data(), dtype, count, comm.rank());
       for (int i = 0; i < warmup; ++i) comm.Allreduce(buf.data(), count, dtype, ReduceOp::kSum, ao)->Wait();
       comm.Barrier()->Wait();

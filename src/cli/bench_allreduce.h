@@ -16,9 +16,8 @@ struct BenchAllreduceOptions {
   std::string max_bytes = "64M";
   int iters = 0;   // 0 = scale with size (about 256 MiB moved per size, 5..200 iterations)
   int warmup = 0;  // 0 = iters / 5, at least 2
-  // `auto` warms up for at least this many calls so that online autotuning (2 x CDT_AUTOTUNE
-  // trials per size class) finishes before the timed iterations.
-  int autotune_calls = 4;
+  // `auto` warms up until online autotuning (comm/allreduce_autotuner.h) has decided each size.
+  int autotune_trials = 2;  // CDT_AUTOTUNE
   bool check = false;
   std::string json;
 };

@@ -87,7 +87,7 @@ int Main(int argc, char** argv) {
   }
   if (bench_ar->parsed()) {
     ValidateLaunchOptions(bench_launch);
-    if (env.autotune) bench.autotune_calls = 2 * std::max(0, std::atoi(env.autotune->c_str()));
+    if (env.autotune) bench.autotune_trials = std::max(0, std::atoi(env.autotune->c_str()));
     if (!ShouldRunAsWorker(env)) return RunAsAgent(bench_launch, argc, argv);
     WorkerSession s = JoinGroup(env, bench_launch);
     if (adaptive) {

@@ -1,7 +1,8 @@
 // AllreduceAutotuner: checks the selector's choice by measurement where the selector is unsure.
 //
 // For a size class (power-of-two byte range and dtype) whose selector offers a runner-up, the
-// first 2·trials kAuto calls alternate between the choice and the runner-up and are timed. Then
+// first kAuto calls alternate between the choice and the runner-up; all but the first pair are
+// timed, `trials` per candidate and at least min_bytes moved per candidate. Then
 // every rank contributes its median time per candidate to a max-allreduce (the slowest rank
 // decides how long a collective takes), and all ranks keep the candidate with the lower agreed
 // time for the rest of the communicator's life. Because every rank sees the same sequence of
@@ -30,7 +31,17 @@ namespace cdt {
 class AllreduceAutotuner {
  public:
   // trials: timed calls per candidate; 0 disables tuning (Begin always returns the choice).
-  explicit AllreduceAutotuner(int trials) : trials_(trials) {}
+  // min_bytes: each candidate's timed calls must also move at least this much in total, so that
+  // small size classes are judged over many calls, not over a burst a shaped link or a cache
+  // absorbs (an idle tc-tbf link passes ~1.25 MB at full speed; see tools/emulate-cluster).
+  explicit AllreduceAutotuner(int trials, size_t min_bytes = kDefaultMinBytes)
+      : trials_(trials), min_bytes_(min_bytes) {}
+
+  static constexpr size_t kDefaultMinBytes = 4 << 20;
+
+  // How many kAuto calls of `bytes` it takes to decide a class: the untimed pair, then both
+  // candidates' timed calls. Benchmarks warm up for this long.
+  static int CallsToDecide(int trials, size_t min_bytes, size_t bytes);
 
   struct Step {
     AllreduceAlgorithm algorithm = AllreduceAlgorithm::kRing;
@@ -61,13 +72,17 @@ class AllreduceAutotuner {
   struct Class {
     AllreduceAlgorithm candidates[2] = {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kRing};
     std::vector<double> seconds[2];
+    size_t bytes = 0;  // one call's size (the first seen; the class spans a factor of two)
     int calls = 0;
     bool decided = false;
     AllreduceAlgorithm winner = AllreduceAlgorithm::kRing;
   };
   static int Key(size_t bytes, DataType dtype);
 
+  int TimedCallsPerCandidate(size_t bytes) const;
+
   const int trials_;
+  const size_t min_bytes_;
   mutable std::mutex mu_;
   std::map<std::pair<uint64_t, int>, Class> classes_;
 };

@@ -345,7 +345,7 @@ class TcpCommunicator : public Communicator {
   mutable std::mutex selector_mu_;
   std::shared_ptr<AllreduceSelector> selector_;  // guarded by selector_mu_
   uint64_t selector_epoch_ = 0;                  // guarded by selector_mu_
-  AllreduceAutotuner tuner_{options_.autotune_trials};
+  AllreduceAutotuner tuner_{options_.autotune_trials, options_.autotune_min_bytes};
   std::unique_ptr<TcpMesh> mesh_;
   NodeLayout layout_;
   int max_ranks_per_node_ = 1;

@@ -21,6 +21,12 @@ TEST(Autotuner, AlternatesCandidatesThenKeepsTheFasterAgreedOne) {
   std::vector<A> ran;
   std::optional<std::array<double, 2>> medians;
   AllreduceAutotuner::Step last;
+  for (int i = 0; i < 2; ++i) {  // the untimed warm-up pair
+    last = t.Begin(0, 5 << 20, DataType::kFloat32, A::kHierarchical, A::kRing);
+    EXPECT_FALSE(last.trial);
+    EXPECT_EQ(last.algorithm, i == 0 ? A::kHierarchical : A::kRing);
+    EXPECT_FALSE(t.End(last, 99.0).has_value());
+  }
   for (int i = 0; i < 6; ++i) {
     last = t.Begin(0, 5 << 20, DataType::kFloat32, A::kHierarchical, A::kRing);
     ASSERT_TRUE(last.trial);
@@ -46,6 +52,23 @@ TEST(Autotuner, AlternatesCandidatesThenKeepsTheFasterAgreedOne) {
   AllreduceAutotuner::Step after = t.Begin(0, 6 << 20, DataType::kFloat32, A::kHierarchical, A::kRing);
   EXPECT_FALSE(after.trial);
   EXPECT_EQ(after.algorithm, A::kRing);
+}
+
+TEST(Autotuner, SmallClassesAreJudgedOverEnoughBytes) {
+  EXPECT_EQ(AllreduceAutotuner::CallsToDecide(2, 4 << 20, 64 << 20), 2 + 2 * 2);
+  EXPECT_EQ(AllreduceAutotuner::CallsToDecide(2, 4 << 20, 16 << 10), 2 + 2 * 256);
+  EXPECT_EQ(AllreduceAutotuner::CallsToDecide(0, 4 << 20, 16 << 10), 0);
+  AllreduceAutotuner t(2, 64 << 10);  // 16 KiB calls: 4 timed per candidate
+  std::optional<std::array<double, 2>> medians;
+  int calls = 0;
+  while (!medians) {
+    ASSERT_LT(calls, 100);
+    auto s = t.Begin(0, 16 << 10, DataType::kFloat32, A::kHierarchical, A::kRecursiveDoubling);
+    medians = t.End(s, 0.001);
+    ++calls;
+  }
+  EXPECT_EQ(calls, AllreduceAutotuner::CallsToDecide(2, 64 << 10, 16 << 10));
+  EXPECT_EQ(calls, 10);
 }
 
 TEST(Autotuner, NoRunnerUpOrZeroTrialsMeansNoTiming) {
@@ -110,13 +133,14 @@ TEST(Autotuner, RanksAgreeInsideACommunicatorAndResultsStayExact) {
   testing::RankSetup setup;
   setup.base.selector = std::make_shared<UnsureSelector>();
   setup.base.autotune_trials = 2;
+  setup.base.autotune_min_bytes = 0;  // decide after 2 + 2 x 2 calls
   setup.base.log = [&](const std::string& line) {
     std::lock_guard<std::mutex> lock(mu);
     logs.push_back(line);
   };
   testing::RunRanks(4, [&](Communicator& comm) {
     const size_t count = 70000;  // 280 KB: one size class
-    for (int call = 0; call < 6; ++call) {
+    for (int call = 0; call < 7; ++call) {
       std::vector<float> v(count, static_cast<float>(comm.rank() + 1 + call));
       comm.Allreduce(v.data(), count, DataType::kFloat32, ReduceOp::kSum)->Wait();
       for (size_t i = 0; i < count; i += 997) ASSERT_EQ(v[i], 10.0f + 4 * call) << call;
