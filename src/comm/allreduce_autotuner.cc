@@ -22,14 +22,16 @@ int AllreduceAutotuner::Key(size_t bytes, DataType dtype) {
   return log2 * 16 + static_cast<int>(dtype);
 }
 
-int AllreduceAutotuner::CallsToDecide(int trials, size_t min_bytes, size_t bytes) {
+int AllreduceAutotuner::BlockCalls(int trials, size_t min_bytes, size_t bytes) {
   if (trials <= 0) return 0;
-  const size_t by_bytes = bytes == 0 ? 1 : (min_bytes + bytes - 1) / bytes;
-  return 2 + 2 * static_cast<int>(std::max<size_t>(static_cast<size_t>(trials), by_bytes));
+  const size_t per_candidate = std::max<size_t>(
+      static_cast<size_t>(trials), bytes == 0 ? 1 : (min_bytes + bytes - 1) / bytes);
+  const size_t per_block = (per_candidate + static_cast<size_t>(trials) - 1) / static_cast<size_t>(trials);
+  return 1 + static_cast<int>(per_block);
 }
 
-int AllreduceAutotuner::TimedCallsPerCandidate(size_t bytes) const {
-  return (CallsToDecide(trials_, min_bytes_, bytes) - 2) / 2;
+int AllreduceAutotuner::CallsToDecide(int trials, size_t min_bytes, size_t bytes) {
+  return 2 * trials * BlockCalls(trials, min_bytes, bytes);
 }
 
 AllreduceAutotuner::Step AllreduceAutotuner::Begin(uint64_t epoch, size_t bytes, DataType dtype,
@@ -44,28 +46,25 @@ AllreduceAutotuner::Step AllreduceAutotuner::Begin(uint64_t epoch, size_t bytes,
   if (fresh) {
     c.candidates[0] = choice;
     c.candidates[1] = runner_up;
-    c.bytes = bytes;
+    c.block_calls = BlockCalls(trials_, min_bytes_, bytes);
   }
   if (c.decided) return {c.winner, false, epoch, key};
-  // Alternate so that both candidates see the same conditions. The first pair runs untimed: first
-  // calls pay for page faults, cold caches and TCP slow start, and an idle shaped link (tc tbf on
-  // the emulated cluster) lets its first ~10 ms of traffic through at full speed.
-  const int which = c.calls % 2;
-  const bool timed = c.calls >= 2;
-  ++c.calls;
-  return {c.candidates[which], timed, epoch, key};
+  const bool timed = c.call_in_block > 0;  // the block's first call absorbs the switch
+  return {c.candidates[c.block % 2], timed, epoch, key};
 }
 
 std::optional<std::array<double, 2>> AllreduceAutotuner::End(const Step& step, double seconds) {
-  if (!step.trial) return std::nullopt;
+  if (step.key < 0) return std::nullopt;
   std::lock_guard<std::mutex> lock(mu_);
   Class& c = classes_.at({step.epoch, step.key});
-  const int which = step.algorithm == c.candidates[0] ? 0 : 1;
-  c.seconds[which].push_back(seconds);
-  const int need = TimedCallsPerCandidate(c.bytes);
-  if (static_cast<int>(c.seconds[0].size()) < need || static_cast<int>(c.seconds[1].size()) < need)
-    return std::nullopt;
-  return std::array<double, 2>{Median(c.seconds[0]), Median(c.seconds[1])};
+  if (c.decided) return std::nullopt;
+  if (step.trial) c.block_seconds += seconds;
+  if (++c.call_in_block < c.block_calls) return std::nullopt;
+  c.block_means[c.block % 2].push_back(c.block_seconds / (c.block_calls - 1));
+  c.block_seconds = 0;
+  c.call_in_block = 0;
+  if (++c.block < 2 * trials_) return std::nullopt;
+  return std::array<double, 2>{Median(c.block_means[0]), Median(c.block_means[1])};
 }
 
 std::string AllreduceAutotuner::Decide(const Step& step, const std::array<double, 2>& agreed) {
@@ -79,12 +78,12 @@ std::string AllreduceAutotuner::Decide(const Step& step, const std::array<double
   const size_t lo = size_t{1} << (key / 16);
   char line[256];
   std::snprintf(line, sizeof line,
-                "autotune: allreduce %s..%s %s: %s %.3f ms, %s %.3f ms (slowest rank, median of %zu)"
-                " -> %s",
+                "autotune: allreduce %s..%s %s: %s %.3f ms, %s %.3f ms per call (slowest rank, median"
+                " of %d blocks of %d) -> %s",
                 FormatBytes(lo).c_str(), FormatBytes(2 * lo).c_str(),
                 DataTypeName(static_cast<DataType>(key % 16)), AllreduceAlgorithmName(c.candidates[0]),
-                agreed[0] * 1e3, AllreduceAlgorithmName(c.candidates[1]), agreed[1] * 1e3,
-                c.seconds[0].size(),
+                agreed[0] * 1e3, AllreduceAlgorithmName(c.candidates[1]), agreed[1] * 1e3, trials_,
+                c.block_calls - 1,
                 AllreduceAlgorithmName(c.winner));
   return line;
 }

@@ -1,17 +1,23 @@
 // AllreduceAutotuner: checks the selector's choice by measurement where the selector is unsure.
 //
 // For a size class (power-of-two byte range and dtype) whose selector offers a runner-up, the
-// first kAuto calls alternate between the choice and the runner-up; all but the first pair are
-// timed, `trials` per candidate and at least min_bytes moved per candidate. Then
-// every rank contributes its median time per candidate to a max-allreduce (the slowest rank
-// decides how long a collective takes), and all ranks keep the candidate with the lower agreed
-// time for the rest of the communicator's life. Because every rank sees the same sequence of
-// collectives, all ranks trial and decide at the same call — the decision needs no extra
-// round beyond that one 2-element allreduce. This is Horovod's autotuner and NCCL's tuner plugins
-// in miniature: measure a few alternatives on the real job, then stop measuring.
+// first kAuto calls run the two candidates in alternating blocks — choice, runner-up, choice,
+// runner-up, `trials` blocks each. A block's first call is untimed: it absorbs the switch (the
+// previous algorithm's skew between ranks, cold caches, TCP slow start). The rest are timed, and
+// a block is long enough that each candidate's timed calls move at least min_bytes in total, so
+// small sizes are judged over many calls rather than over a burst a cache or a shaped link absorbs.
+// (Timing single alternating calls was wrong on the emulated cluster: each call inherited the
+// other algorithm's tail and a 16 KiB class picked recursive doubling, 2x slower in steady state.)
+//
+// Then every rank contributes its median block time per candidate to a max-allreduce (the slowest
+// rank decides how long a collective takes), and all ranks keep the candidate with the lower
+// agreed time for the rest of the communicator's life. Every rank sees the same sequence of
+// collectives, so all ranks trial and decide at the same call; the decision costs that one
+// 2-element allreduce. This is Horovod's autotuner and NCCL's tuner plugins in miniature: measure
+// alternatives on the real job, then stop measuring. Every trial call does the job's real work.
 //
 // Pure bookkeeping: the communicator runs the collectives and the agreement. Thread-safe (the
-// communicator thread updates it while user threads may ask Current()).
+// communicator thread updates it while user threads may ask Decided()).
 #pragma once
 
 #include <array>
@@ -39,8 +45,11 @@ class AllreduceAutotuner {
 
   static constexpr size_t kDefaultMinBytes = 4 << 20;
 
-  // How many kAuto calls of `bytes` it takes to decide a class: the untimed pair, then both
-  // candidates' timed calls. Benchmarks warm up for this long.
+  // Calls per block for `bytes`: one untimed, then enough timed ones for min_bytes over `trials`
+  // blocks (at least one).
+  static int BlockCalls(int trials, size_t min_bytes, size_t bytes);
+  // How many kAuto calls of `bytes` it takes to decide a class (2 · trials blocks). Benchmarks
+  // warm up for this long.
   static int CallsToDecide(int trials, size_t min_bytes, size_t bytes);
 
   struct Step {
@@ -56,8 +65,9 @@ class AllreduceAutotuner {
   Step Begin(uint64_t epoch, size_t bytes, DataType dtype, AllreduceAlgorithm choice,
              AllreduceAlgorithm runner_up);
 
-  // Records a trial's local time. Returns the local medians {choice, runner-up} in seconds once
-  // the class has all its trials: the caller max-allreduces them and calls Decide().
+  // Records a call's local time (any Step from Begin; untimed ones only advance the block). Returns
+  // the local medians of block means {choice, runner-up} in seconds once the class has all its
+  // blocks: the caller max-allreduces them and calls Decide().
   std::optional<std::array<double, 2>> End(const Step& step, double seconds);
 
   // Fixes the class's algorithm from the agreed (slowest-rank) medians; returns a one-line report.
@@ -71,15 +81,15 @@ class AllreduceAutotuner {
  private:
   struct Class {
     AllreduceAlgorithm candidates[2] = {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kRing};
-    std::vector<double> seconds[2];
-    size_t bytes = 0;  // one call's size (the first seen; the class spans a factor of two)
-    int calls = 0;
+    std::vector<double> block_means[2];
+    int block_calls = 2;  // from the first call's size (the class spans a factor of two)
+    int block = 0;        // blocks finished
+    int call_in_block = 0;
+    double block_seconds = 0;
     bool decided = false;
     AllreduceAlgorithm winner = AllreduceAlgorithm::kRing;
   };
   static int Key(size_t bytes, DataType dtype);
-
-  int TimedCallsPerCandidate(size_t bytes) const;
 
   const int trials_;
   const size_t min_bytes_;

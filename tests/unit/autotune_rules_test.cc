@@ -16,29 +16,31 @@ namespace {
 
 using A = AllreduceAlgorithm;
 
-TEST(Autotuner, AlternatesCandidatesThenKeepsTheFasterAgreedOne) {
+TEST(Autotuner, TimesBlocksOfEachCandidateThenKeepsTheFasterAgreedOne) {
+  // 5 MiB calls, 3 trials, 4 MiB minimum: blocks of 2 calls (one untimed), 6 blocks.
   AllreduceAutotuner t(3);
+  ASSERT_EQ(AllreduceAutotuner::BlockCalls(3, 4 << 20, 5 << 20), 2);
   std::vector<A> ran;
+  std::vector<bool> timed;
   std::optional<std::array<double, 2>> medians;
   AllreduceAutotuner::Step last;
-  for (int i = 0; i < 2; ++i) {  // the untimed warm-up pair
+  // Timed calls: hier 10, 30, 11 ms (median 11); ring 12, 12, 12 ms. Untimed ones say 99 s.
+  const double hier[] = {0.010, 0.030, 0.011}, ring[] = {0.012, 0.012, 0.012};
+  for (int i = 0; i < 12; ++i) {
     last = t.Begin(0, 5 << 20, DataType::kFloat32, A::kHierarchical, A::kRing);
-    EXPECT_FALSE(last.trial);
-    EXPECT_EQ(last.algorithm, i == 0 ? A::kHierarchical : A::kRing);
-    EXPECT_FALSE(t.End(last, 99.0).has_value());
-  }
-  for (int i = 0; i < 6; ++i) {
-    last = t.Begin(0, 5 << 20, DataType::kFloat32, A::kHierarchical, A::kRing);
-    ASSERT_TRUE(last.trial);
     ran.push_back(last.algorithm);
+    timed.push_back(last.trial);
     EXPECT_FALSE(t.Decided(0, 5 << 20, DataType::kFloat32).has_value());
-    // hier: 10, 30, 11 ms (median 11); ring: 12, 12, 12 ms.
-    const double times[] = {0.010, 0.012, 0.030, 0.012, 0.011, 0.012};
-    medians = t.End(last, times[i]);
-    if (i < 5) EXPECT_FALSE(medians.has_value()) << i;
+    const int block = i / 2;
+    const double s = !last.trial ? 99.0 : (block % 2 == 0 ? hier[block / 2] : ring[block / 2]);
+    medians = t.End(last, s);
+    if (i < 11) EXPECT_FALSE(medians.has_value()) << i;
   }
-  EXPECT_EQ(ran, (std::vector<A>{A::kHierarchical, A::kRing, A::kHierarchical, A::kRing,
-                                 A::kHierarchical, A::kRing}));
+  EXPECT_EQ(ran, (std::vector<A>{A::kHierarchical, A::kHierarchical, A::kRing, A::kRing,
+                                 A::kHierarchical, A::kHierarchical, A::kRing, A::kRing,
+                                 A::kHierarchical, A::kHierarchical, A::kRing, A::kRing}));
+  EXPECT_EQ(timed, (std::vector<bool>{false, true, false, true, false, true, false, true, false,
+                                      true, false, true}));
   ASSERT_TRUE(medians.has_value());
   EXPECT_DOUBLE_EQ((*medians)[0], 0.011);
   EXPECT_DOUBLE_EQ((*medians)[1], 0.012);
@@ -52,23 +54,28 @@ TEST(Autotuner, AlternatesCandidatesThenKeepsTheFasterAgreedOne) {
   AllreduceAutotuner::Step after = t.Begin(0, 6 << 20, DataType::kFloat32, A::kHierarchical, A::kRing);
   EXPECT_FALSE(after.trial);
   EXPECT_EQ(after.algorithm, A::kRing);
+  EXPECT_FALSE(t.End(after, 1.0).has_value());
 }
 
 TEST(Autotuner, SmallClassesAreJudgedOverEnoughBytes) {
-  EXPECT_EQ(AllreduceAutotuner::CallsToDecide(2, 4 << 20, 64 << 20), 2 + 2 * 2);
-  EXPECT_EQ(AllreduceAutotuner::CallsToDecide(2, 4 << 20, 16 << 10), 2 + 2 * 256);
+  EXPECT_EQ(AllreduceAutotuner::CallsToDecide(2, 4 << 20, 64 << 20), 2 * 2 * 2);
+  // 16 KiB: 256 timed calls per candidate in 2 blocks of 1 + 128.
+  EXPECT_EQ(AllreduceAutotuner::BlockCalls(2, 4 << 20, 16 << 10), 129);
+  EXPECT_EQ(AllreduceAutotuner::CallsToDecide(2, 4 << 20, 16 << 10), 2 * 2 * 129);
   EXPECT_EQ(AllreduceAutotuner::CallsToDecide(0, 4 << 20, 16 << 10), 0);
-  AllreduceAutotuner t(2, 64 << 10);  // 16 KiB calls: 4 timed per candidate
+  AllreduceAutotuner t(2, 64 << 10);  // 16 KiB calls: 4 timed per candidate, blocks of 1 + 2
   std::optional<std::array<double, 2>> medians;
   int calls = 0;
   while (!medians) {
     ASSERT_LT(calls, 100);
     auto s = t.Begin(0, 16 << 10, DataType::kFloat32, A::kHierarchical, A::kRecursiveDoubling);
-    medians = t.End(s, 0.001);
+    medians = t.End(s, s.algorithm == A::kHierarchical ? 0.001 : 0.002);
     ++calls;
   }
   EXPECT_EQ(calls, AllreduceAutotuner::CallsToDecide(2, 64 << 10, 16 << 10));
-  EXPECT_EQ(calls, 10);
+  EXPECT_EQ(calls, 12);
+  EXPECT_DOUBLE_EQ((*medians)[0], 0.001);
+  EXPECT_DOUBLE_EQ((*medians)[1], 0.002);
 }
 
 TEST(Autotuner, NoRunnerUpOrZeroTrialsMeansNoTiming) {
@@ -133,14 +140,14 @@ TEST(Autotuner, RanksAgreeInsideACommunicatorAndResultsStayExact) {
   testing::RankSetup setup;
   setup.base.selector = std::make_shared<UnsureSelector>();
   setup.base.autotune_trials = 2;
-  setup.base.autotune_min_bytes = 0;  // decide after 2 + 2 x 2 calls
+  setup.base.autotune_min_bytes = 0;  // decide after 2 x 2 blocks of 2 calls
   setup.base.log = [&](const std::string& line) {
     std::lock_guard<std::mutex> lock(mu);
     logs.push_back(line);
   };
   testing::RunRanks(4, [&](Communicator& comm) {
     const size_t count = 70000;  // 280 KB: one size class
-    for (int call = 0; call < 7; ++call) {
+    for (int call = 0; call < 9; ++call) {
       std::vector<float> v(count, static_cast<float>(comm.rank() + 1 + call));
       comm.Allreduce(v.data(), count, DataType::kFloat32, ReduceOp::kSum)->Wait();
       for (size_t i = 0; i < count; i += 997) ASSERT_EQ(v[i], 10.0f + 4 * call) << call;
