@@ -23,6 +23,7 @@ demo: build
 	@bash bench/run_allreduce_peers.sh --quick
 
 bench: build
+	@bash scripts/install-deps.sh --bench
 	@bash bench/run_allreduce_peers.sh
 
 # Sanitizer builds: ASan+UBSan for everything, TSan for the communication tests.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages cann-dist-train needs, only those missing (idempotent; quick when
 # nothing is missing). Run as root, or with sudo available. Set CDT_SKIP_DEPS=1 to skip entirely.
+# --bench also installs what only the benchmarks need (the PyTorch DDP baseline's python3-torch).
 set -euo pipefail
 
 [ "${CDT_SKIP_DEPS:-0}" = "1" ] && exit 0
@@ -10,8 +11,10 @@ packages=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libsodium-dev
   libopenmpi-dev openmpi-bin libgloo-dev
-  iproute2 python3
+  iproute2 python3 zlib1g-dev
+  libtorch-dev dataset-fashion-mnist
 )
+[ "${1:-}" = "--bench" ] && packages+=(python3-torch python3-numpy)
 
 missing=()
 for p in "${packages[@]}"; do

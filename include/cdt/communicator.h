@@ -48,6 +48,9 @@ class Work {
   virtual void Wait() = 0;
   // True once the operation finished, successfully or not. Never blocks.
   virtual bool Completed() const = 0;
+  // Seconds the operation ran on the communicator's thread (taken off the queue to finished);
+  // 0 until it completed. The trainer's overlap accounting adds these up.
+  virtual double run_seconds() const { return 0; }
 };
 
 struct AllreduceOptions {

@@ -70,7 +70,11 @@ int RunBenchAllreduce(Communicator& comm, const BenchAllreduceOptions& o,
       const size_t real_bytes = count * elem;
       int iters = o.iters > 0 ? o.iters
                               : static_cast<int>(std::clamp<size_t>((256u << 20) / real_bytes, 5, 200));
-      int warmup = o.warmup > 0 ? o.warmup : std::max(2, iters / 5);
+      // Default warm-up: iters / 5, and at least 4 MiB of traffic, so that every algorithm is
+      // timed in steady state (a shaped link's token bucket, as on the emulated cluster, otherwise
+      // lets the first ~1 MB of a small size through at full speed).
+      int warmup = o.warmup > 0 ? o.warmup
+                                : std::max({2, iters / 5, static_cast<int>((size_t{4} << 20) / real_bytes)});
       if (ao.algorithm == AllreduceAlgorithm::kAuto)
         warmup = std::max(warmup, 1 + AllreduceAutotuner::CallsToDecide(
                                           o.autotune_trials, AllreduceAutotuner::kDefaultMinBytes,

@@ -11,6 +11,7 @@
 #include "cli/environment.h"
 #include "cli/launch_options.h"
 #include "cli/topo_scan.h"
+#include "cli/train_command.h"
 #include "elastic/worker_group.h"
 
 namespace {
@@ -44,7 +45,7 @@ int Main(int argc, char** argv) {
   bench_ar->add_option("--min-bytes", bench.min_bytes, "smallest message (sizes step x4)")->capture_default_str();
   bench_ar->add_option("--max-bytes", bench.max_bytes, "largest message")->capture_default_str();
   bench_ar->add_option("--iters", bench.iters, "timed iterations per size (0 = by size)")->capture_default_str();
-  bench_ar->add_option("--warmup", bench.warmup, "untimed iterations per size (0 = iters/5)");
+  bench_ar->add_option("--warmup", bench.warmup, "untimed iterations per size (0 = iters/5, at least 4 MiB moved)");
   bench_ar->add_flag("--check", bench.check, "verify every element against the closed form");
   bench_ar->add_option("--json", bench.json, "write results to this file (rank 0)");
 
@@ -72,6 +73,13 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   scan_cmd->add_option("--compute-ms", scan.compute_ms,
                        "backward time per step that can hide communication (0 = unknown)");
+
+  // train.
+  LaunchOptions train_launch;
+  TrainCommandOptions train_opts;
+  CLI::App* train_cmd = app.add_subcommand("train", "data-parallel training (libtorch)");
+  AddLaunchOptions(train_cmd, &train_launch, env);
+  AddTrainOptions(train_cmd, &train_opts);
 
   try {
     app.parse(argc, argv);
@@ -102,6 +110,13 @@ int Main(int argc, char** argv) {
     if (!ShouldRunAsWorker(env)) return RunAsAgent(scan_launch, argc, argv);
     WorkerSession s = JoinGroup(env, scan_launch);
     return RunTopoScan(*s.comm, scan, env.strategy_cache_dir);
+  }
+  if (train_cmd->parsed()) {
+    ValidateLaunchOptions(train_launch);
+    if (!ShouldRunAsWorker(env)) return RunAsAgent(train_launch, argc, argv);
+    WorkerSession s = JoinGroup(env, train_launch);
+    const int local = env.worker ? env.worker->local_world_size : 1;
+    return RunTrainCommand(*s.comm, train_opts, local);
   }
   return 2;
 }

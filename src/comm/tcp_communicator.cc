@@ -319,6 +319,7 @@ class TcpCommunicator : public Communicator {
         // Every rank derives the same channel from the same size (p2p: both ends pass the size).
         mesh_->UseChannel(op.bytes >= options_.bulk_min_bytes ? TcpMesh::kBulkChannel
                                                               : TcpMesh::kLatencyChannel);
+        op.work->MarkStarted();
         op.run(ctx);
         op.work->Finish(nullptr);
       } catch (const Error& e) {

@@ -18,6 +18,11 @@ bool WorkImpl::Completed() const {
   return done_;
 }
 
+double WorkImpl::run_seconds() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return run_seconds_;
+}
+
 void WorkImpl::Finish(std::exception_ptr error) {
   std::optional<Error> copy;
   if (error) {
@@ -29,9 +34,13 @@ void WorkImpl::Finish(std::exception_ptr error) {
     } catch (...) {
     }
   }
+  const double ran = started_ == std::chrono::steady_clock::time_point{}
+                        ? 0.0
+                        : std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   {
     std::lock_guard<std::mutex> lock(mu_);
     done_ = true;
+    run_seconds_ = ran;
     error_ = std::move(copy);
     other_error_ = std::move(error);
   }

@@ -1,6 +1,7 @@
 // Work handle of one queued operation (see cdt::Work for the contract).
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -20,8 +21,10 @@ class WorkImpl : public Work {
   void Wait(std::chrono::milliseconds timeout) override;
   void Wait() override { Wait(default_wait_); }
   bool Completed() const override;
+  double run_seconds() const override;
 
-  // Called once by the communicator thread.
+  // Called by the communicator thread when the operation starts running, then once when it ends.
+  void MarkStarted() { started_ = std::chrono::steady_clock::now(); }
   void Finish(std::exception_ptr error);
 
  private:
@@ -30,6 +33,8 @@ class WorkImpl : public Work {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;          // guarded by mu_
+  std::chrono::steady_clock::time_point started_{};  // communicator thread only, before Finish
+  double run_seconds_ = 0;     // guarded by mu_
   // The failure, kept as a value: every Wait() throws its own copy, so no exception object is
   // shared between the communicator thread and waiting threads.
   std::optional<Error> error_;       // guarded by mu_

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace cdt::topology {
 
@@ -51,28 +52,52 @@ double CostModel::PredictUs(AllreduceAlgorithm algo, double n) const {
   const int steps = FloorLog2(pof2);
   // The intra part of a step: all k ranks of a node move `bytes` each at once.
   auto intra_step = [&](double bytes) { return IntraStep(intra, bytes, k); };
-  const double fold = pof2 == p ? 0 : 2 * (multi ? Step(intra, n) : intra_step(n));
+  // Ranks as the launcher places them: node by node.
+  std::vector<int> node_of;
+  for (int node = 0; node < N; ++node)
+    node_of.insert(node_of.end(), static_cast<size_t>(shape.ranks_per_node[static_cast<size_t>(node)]), node);
+  // Power-of-two fold (comm/collectives/power_of_two_fold.h): the first 2·rem ranks pair up, the
+  // odd one of each pair stays; survivor i is rank 2i+1 for i < rem, else i + rem.
+  const int rem = p - pof2;
+  auto survivor = [&](int i) { return i < rem ? 2 * i + 1 : i + rem; };
+  // One exchange step where survivor i swaps `bytes` with survivor i ^ mask. A node's uplink
+  // carries the bytes of every one of its ranks whose partner is elsewhere; the step takes as long
+  // as the busiest uplink, or an intra-node step when no pair crosses.
+  auto exchange_step = [&](int mask, double bytes) {
+    std::vector<int> crossing(static_cast<size_t>(N), 0);
+    for (int i = 0; i < pof2; ++i) {
+      const int a = survivor(i), b = survivor(i ^ mask);
+      if (node_of[static_cast<size_t>(a)] != node_of[static_cast<size_t>(b)])
+        ++crossing[static_cast<size_t>(node_of[static_cast<size_t>(a)])];
+    }
+    const int busiest = *std::max_element(crossing.begin(), crossing.end());
+    return busiest > 0 ? std::max(Step(inter, busiest * bytes), intra_step(bytes)) : intra_step(bytes);
+  };
+  double fold = 0;
+  if (rem > 0) {
+    bool fold_crosses = false;
+    for (int i = 0; i < rem; ++i)
+      fold_crosses |= node_of[static_cast<size_t>(2 * i)] != node_of[static_cast<size_t>(2 * i + 1)];
+    fold = 2 * (fold_crosses ? Step(inter, n) : intra_step(n));
+  }
 
   switch (algo) {
     case AllreduceAlgorithm::kRing:
       // 2(p-1) steps of n/p; on several nodes each step crosses an uplink with one stream.
       return 2.0 * (p - 1) * (multi ? std::max(Step(inter, n / p), intra_step(n / p)) : intra_step(n / p));
     case AllreduceAlgorithm::kRecursiveDoubling: {
+      // lg p exchanges of the whole buffer between partners `mask` apart.
       double t = fold;
-      for (int mask = 1; mask < pof2; mask <<= 1) {
-        bool crosses = multi && mask >= k;
-        t += crosses ? Step(inter, static_cast<double>(k) * n) : intra_step(n);
-      }
+      for (int mask = 1; mask < pof2; mask <<= 1) t += exchange_step(mask, n);
       return t;
     }
     case AllreduceAlgorithm::kHalvingDoubling: {
       double t = fold;
       double part = n;
-      for (int d = pof2 / 2, j = 0; d >= 1; d /= 2, ++j) {
+      for (int d = pof2 / 2; d >= 1; d /= 2) {
         part /= 2;
-        bool crosses = multi && d >= k;
         // Reduce-scatter step and the matching allgather step move the same bytes.
-        t += 2 * (crosses ? Step(inter, static_cast<double>(k) * part) : intra_step(part));
+        t += 2 * exchange_step(d, part);
       }
       return t;
     }

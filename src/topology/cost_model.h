@@ -5,9 +5,10 @@
 // Intra-node steps are bounded both by one stream (bytes per rank / β) and by the node as a whole
 // (bytes moved by all its ranks / node bandwidth): on one host every copy shares the same cores.
 // Inter-node terms count the bytes that cross a node's uplink, which all ranks of that node share:
-// a flat ring moves 2(p-1)/p·n across it, recursive doubling k·n per cross-node step (k ranks per
-// node all exchanging whole buffers), the hierarchical algorithm 2(N-1)/N·n in total. Ranks are
-// assumed placed node by node (as our launcher does).
+// a flat ring moves 2(p-1)/p·n across it; recursive doubling and halving-doubling, per step, the
+// buffer share of every rank of the node whose partner sits on another node (counted from the
+// actual placement, so 1 + 3 ranks differ from 2 + 2); the hierarchical algorithm 2(N-1)/N·n in
+// total. Ranks are assumed placed node by node (as our launcher does).
 #pragma once
 
 #include <string>

@@ -83,6 +83,28 @@ double ProbeNode(Communicator& comm, const std::vector<int>& local, const ProbeO
   return static_cast<double>(pairs) * o.stream_bytes * o.stream_iters / elapsed_us / 1e3;
 }
 
+// One-way stream from rank `from` to rank `to`, timed by the receiver from its "go" to the last
+// byte; every rank receives the bandwidth (GB/s).
+double ProbeStream(Communicator& comm, int to, int from, const ProbeOptions& o) {
+  double beta = 0;
+  const int me = comm.rank();
+  if (me == to || me == from) {
+    std::vector<char> data(o.stream_bytes, 1);
+    char go = 0;
+    if (me == to) {
+      auto start = Clock::now();
+      comm.Send(&go, 1, from)->Wait();
+      for (int i = 0; i < o.stream_iters; ++i) comm.Recv(data.data(), data.size(), from)->Wait();
+      beta = static_cast<double>(o.stream_bytes) * o.stream_iters / Micros(Clock::now() - start) / 1e3;
+    } else {
+      comm.Recv(&go, 1, to)->Wait();
+      for (int i = 0; i < o.stream_iters; ++i) comm.Send(data.data(), data.size(), to)->Wait();
+    }
+  }
+  comm.Broadcast(&beta, 1, DataType::kFloat64, to)->Wait();
+  return beta;
+}
+
 }  // namespace
 
 ClusterShape ShapeOf(const Communicator& comm) {
@@ -125,6 +147,13 @@ ProbeResult ProbeLinks(Communicator& comm, const ProbeOptions& o) {
     }
     r.has_inter = true;
     ProbePair(comm, ea, eb, o, &r.inter);
+    // The slowest uplink bounds every algorithm that crosses nodes: stream from the first rank of
+    // each further node (up to kMaxInterProbes) to rank `ea` and keep the minimum.
+    std::vector<int> leader(static_cast<size_t>(comm.layout().num_nodes), -1);
+    for (int rank = comm.size() - 1; rank >= 0; --rank) leader[static_cast<size_t>(node_of[static_cast<size_t>(rank)])] = rank;
+    const int last = std::min(comm.layout().num_nodes, 1 + kMaxInterProbes);
+    for (int node = 2; node < last; ++node)
+      r.inter.beta_GBps = std::min(r.inter.beta_GBps, ProbeStream(comm, ea, leader[static_cast<size_t>(node)], o));
   }
   // A level that does not exist borrows the other's numbers, so formulas never divide by zero.
   if (!r.has_intra) r.intra = {"intra", r.inter.alpha_us, r.inter.beta_GBps};

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "comm/store/tcp_store_server.h"
+#include "process_util.h"
 
 namespace cdt {
 namespace {
@@ -26,53 +27,6 @@ int64_t MonotonicNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
-std::string TempPath(const std::string& name) {
-  return ::testing::TempDir() + "cdt_it_" + std::to_string(getpid()) + "_" + name;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-struct Proc {
-  pid_t pid = -1;
-  std::string out;  // file with its stdout + stderr
-};
-
-Proc Spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-           const std::string& out) {
-  Proc p;
-  p.out = out;
-  p.pid = fork();
-  if (p.pid == 0) {
-    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-    FILE* f = freopen(out.c_str(), "w", stdout);
-    (void)f;
-    dup2(fileno(stdout), 2);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    _exit(127);
-  }
-  return p;
-}
-
-// Waits up to `limit` for pid; returns its exit code (128+sig if killed), or -1 on timeout.
-int WaitFor(pid_t pid, std::chrono::seconds limit) {
-  auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    int status = 0;
-    pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return -1;
 }
 
 int64_t Field(const std::string& text, const std::string& key) {

@@ -165,3 +165,32 @@ TEST(Discovery, ProbesOnceThenReusesTheCacheWithTheSamePlan) {
 
 }  // namespace
 }  // namespace cdt::topology
+
+namespace cdt::topology {
+namespace {
+
+// 1 + 3 ranks: recursive doubling's first step already pairs rank 0 (alone on node 0) with rank 1
+// across the uplink; with 2 + 2 the first step stays inside the nodes.
+TEST(CostModel, UnequalNodesCountTheExchangesThatReallyCross) {
+  CostModel even, uneven;
+  even.shape.ranks_per_node = {2, 2};
+  uneven.shape.ranks_per_node = {1, 3};
+  for (CostModel* m : {&even, &uneven}) {
+    m->intra = {"intra", 20, 2.0, 4.0};
+    m->inter = {"inter", 60, 0.118, 0};
+  }
+  const double n = 4 << 20;
+  // 2 + 2: one crossing step with 2 ranks per uplink; 1 + 3: two crossing steps, one rank each.
+  const double link_us = n / (0.118 * 1e3);
+  EXPECT_NEAR(even.PredictUs(AllreduceAlgorithm::kRecursiveDoubling, n), 2 * link_us, 0.1 * link_us);
+  EXPECT_NEAR(uneven.PredictUs(AllreduceAlgorithm::kRecursiveDoubling, n), 2 * link_us, 0.1 * link_us);
+  // Halving-doubling over 1 + 3: the n/2 step crosses (rank 0 with rank 2) and so does the n/4
+  // step (0 with 1): 2·(n/2 + n/4) over the uplink — more than hier's 2(N-1)/N·n = n.
+  EXPECT_GT(uneven.PredictUs(AllreduceAlgorithm::kHalvingDoubling, n),
+            uneven.PredictUs(AllreduceAlgorithm::kHierarchical, n));
+  TopologyPlanner planner(uneven);
+  EXPECT_EQ(planner.Select({n, DataType::kFloat32, 4, 2, 3}), AllreduceAlgorithm::kHierarchical);
+}
+
+}  // namespace
+}  // namespace cdt::topology

@@ -161,6 +161,7 @@ class MpiCommunicator : public Communicator {
     uint64_t seq = ++seq_;
     auto work = std::make_shared<WorkImpl>(std::string(name) + " #" + std::to_string(seq),
                                            std::chrono::hours(1));
+    work->MarkStarted();
     int rc = f();
     if (rc != MPI_SUCCESS) {
       char msg[MPI_MAX_ERROR_STRING];

@@ -1,0 +1,197 @@
+#!/usr/bin/python3
+"""PyTorch DDP (Gloo backend) baseline for `cann-dist-train train`: the same cnn, the same global
+data order (the GlobalSampler permutation, re-implemented below), per-rank batch, optimizer, LR
+schedule and steps. Debian python3-torch 1.13; run with /usr/bin/python3.
+
+  /usr/bin/python3 bench/peers/ddp_baseline.py --nproc-per-node 2 --steps 200 --batch-size 64 \
+      --json ddp.json
+  # on the emulated cluster (one process per node): CDT_NNODES / CDT_NODE_RANK / CDT_RDZV_ENDPOINT
+  # come from tools/emulate-cluster; GLOO_SOCKET_IFNAME=eth0 is set for the namespaces.
+
+Writes world_size, samples, steps, wall_s, samples_per_s, final_loss, loss_curve, test_accuracy,
+backward_s, params on rank 0 (the same keys as `train --json`, where they exist).
+"""
+import argparse
+import gzip
+import json
+import math
+import os
+import struct
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+import torch.nn.functional as F
+
+MASK = (1 << 64) - 1
+
+
+def splitmix64(state):
+    state = (state + 0x9E3779B97F4A7C15) & MASK
+    z = state
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+    return state, z ^ (z >> 31)
+
+
+def permutation(n, seed, epoch):
+    """src/train/global_sampler.cc: Fisher-Yates over SplitMix64 with rejection sampling."""
+    perm = list(range(n))
+    state = ((seed * 0x100000001B3) ^ ((epoch + 1) * 0x9E3779B97F4A7C15)) & MASK
+    for i in range(n, 1, -1):
+        limit = MASK - (MASK % i)
+        while True:
+            state, x = splitmix64(state)
+            if x < limit:
+                break
+        j = x % i
+        perm[i - 1], perm[j] = perm[j], perm[i - 1]
+    return perm
+
+
+def load_idx(path):
+    with gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb") as f:
+        data = f.read()
+    magic = struct.unpack(">I", data[:4])[0]
+    dims = struct.unpack(">" + "I" * (magic & 0xFF), data[4:4 + 4 * (magic & 0xFF)])
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * len(dims)).reshape(dims)
+
+
+def find(d, stem):
+    for suffix in (".gz", ""):
+        if os.path.exists(os.path.join(d, stem + suffix)):
+            return os.path.join(d, stem + suffix)
+    sys.exit(f"ddp_baseline: no {stem}[.gz] in {d}; install dataset-fashion-mnist")
+
+
+class Cnn(nn.Module):
+    """The same network as src/train/models.cc (421,642 parameters)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 32, 3, padding=1)
+        self.conv2 = nn.Conv2d(32, 64, 3, padding=1)
+        self.fc1 = nn.Linear(3136, 128)
+        self.fc2 = nn.Linear(128, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        return self.fc2(F.relu(self.fc1(x.flatten(1))))
+
+
+def lr_at(a, step, global_batch, total):
+    peak = a.lr * global_batch / a.lr_reference_batch if a.lr_reference_batch > 0 else a.lr
+    if step < a.warmup_steps:
+        return peak * (step + 1) / a.warmup_steps
+    if total <= a.warmup_steps:
+        return peak
+    t = min(1.0, max(0.0, (step - a.warmup_steps) / (total - a.warmup_steps)))
+    return peak * 0.5 * (1 + math.cos(math.pi * t))
+
+
+def worker(local_rank, a):
+    rank = a.node_rank * a.nproc_per_node + local_rank
+    world = a.nnodes * a.nproc_per_node
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // a.nproc_per_node))
+    dist.init_process_group("gloo", init_method=f"tcp://{a.master}", rank=rank, world_size=world)
+    if a.dataset == "fashion-mnist":
+        images = load_idx(find(a.data_dir, "train-images-idx3-ubyte"))
+        labels = load_idx(find(a.data_dir, "train-labels-idx1-ubyte"))
+        test_images = load_idx(find(a.data_dir, "t10k-images-idx3-ubyte"))
+        test_labels = load_idx(find(a.data_dir, "t10k-labels-idx1-ubyte"))
+    else:  # random data of the same shape: throughput only
+        g = np.random.default_rng(a.seed)
+        images = g.integers(0, 256, (a.synthetic_samples, 28, 28), dtype=np.uint8)
+        labels = g.integers(0, 10, a.synthetic_samples, dtype=np.uint8)
+        test_images, test_labels = images[:1000], labels[:1000]
+    x_all = (torch.from_numpy(images.astype(np.float32)) / 255.0 - 0.2860) / 0.3530
+    y_all = torch.from_numpy(labels.astype(np.int64))
+    n = len(y_all)
+    torch.manual_seed(a.seed)
+    model = nn.parallel.DistributedDataParallel(Cnn())
+    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
+    global_batch = a.batch_size * world
+    total = a.steps
+    epoch, pos, perm = 0, 0, permutation(n, a.seed, 0)
+    curve, backward_s = [], 0.0
+    dist.barrier()
+    start = time.perf_counter()
+    for step in range(total):
+        if pos >= n:
+            epoch, pos, perm = epoch + 1, 0, permutation(n, a.seed, epoch + 1)
+        take = min(global_batch, n - pos)
+        # Short last step: proportional split, as GlobalSampler::Shares (equal batches here).
+        shares = [take // world + (1 if r < take % world else 0) for r in range(world)]
+        first = pos + sum(shares[:rank])
+        idx = perm[first:first + shares[rank]]
+        for group in opt.param_groups:
+            group["lr"] = lr_at(a, step, global_batch, total)
+        x = x_all[idx].unsqueeze(1)
+        y = y_all[idx]
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), y)
+        t = time.perf_counter()
+        loss.backward()
+        backward_s += time.perf_counter() - t
+        opt.step()
+        reduced = loss.detach().clone() * len(idx)
+        dist.all_reduce(reduced)
+        curve.append([step, reduced.item() / take])
+        pos += take
+    wall = time.perf_counter() - start
+    with torch.no_grad():
+        tx = (torch.from_numpy(test_images.astype(np.float32)) / 255.0 - 0.2860) / 0.3530
+        mine = list(range(rank, len(test_labels), world))
+        pred = model.module(tx[mine].unsqueeze(1)).argmax(1)
+        counts = torch.tensor([float((pred == torch.from_numpy(test_labels.astype(np.int64))[mine]).sum()),
+                               float(len(mine))], dtype=torch.float64)
+        dist.all_reduce(counts)
+    if rank == 0:
+        result = {"peer": "pytorch-ddp-gloo", "torch": torch.__version__, "world_size": world,
+                  "model": "cnn", "params": sum(p.numel() for p in model.parameters()),
+                  "steps": total, "samples": total * global_batch, "wall_s": wall,
+                  "samples_per_s": total * global_batch / wall, "final_loss": curve[-1][1],
+                  "loss_curve": curve, "test_accuracy": (counts[0] / counts[1]).item(),
+                  "step_time": {"backward_s": backward_s}}
+        print(f"ddp: {world} ranks, {total} steps, {result['samples_per_s']:.1f} samples/s, "
+              f"final loss {result['final_loss']:.4f}, test accuracy {result['test_accuracy']:.4f}")
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(result, f, indent=2)
+    dist.destroy_process_group()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--nproc-per-node", type=int, default=1)
+    p.add_argument("--nnodes", type=int, default=int(os.environ.get("CDT_NNODES", "1")))
+    p.add_argument("--node-rank", type=int, default=int(os.environ.get("CDT_NODE_RANK", "0")))
+    p.add_argument("--master", default=None, help="HOST:PORT of rank 0 (default: the rendezvous "
+                   "endpoint's host, port 29510)")
+    p.add_argument("--dataset", default="fashion-mnist", choices=["fashion-mnist", "synthetic"])
+    p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--synthetic-samples", type=int, default=60000)
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--lr-reference-batch", type=int, default=256)
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--warmup-steps", type=int, default=0)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--json", default="")
+    a = p.parse_args()
+    if a.master is None:
+        host = os.environ.get("CDT_RDZV_ENDPOINT", "127.0.0.1:0").rsplit(":", 1)[0]
+        a.master = f"{host}:29510"
+    if "CDT_NODE_ADDR" in os.environ:
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "eth0")
+    mp.spawn(worker, args=(a,), nprocs=a.nproc_per_node, join=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Training throughput: `cann-dist-train train` beside PyTorch DDP (Gloo backend, Debian
+# python3-torch) on the same cnn, data order, per-rank batch, optimizer and steps, run alternately
+# REPS times in a rotating order; prints the medians (samples/s) and the ratio.
+#
+#   bash bench/run_train_peers.sh [--nproc 2] [--steps 200] [--batch-size 64] [--reps 3]
+#   sudo bash bench/run_train_peers.sh --nodes 2 --link 100mbit   # on tools/emulate-cluster,
+#                                                                  # one worker per node
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/rotate.sh
+BIN=$(pwd)/${BIN:-build/bin}
+NPROC=2 STEPS=200 BATCH=64 REPS=3 NODES=1 LINK=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --nproc) NPROC=$2; shift 2 ;;
+    --steps) STEPS=$2; shift 2 ;;
+    --batch-size) BATCH=$2; shift 2 ;;
+    --reps) REPS=$2; shift 2 ;;
+    --nodes) NODES=$2; NPROC=1; shift 2 ;;
+    --link) LINK=$2; shift 2 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+out=bench/results/train-$(date -u +%Y%m%dT%H%M%SZ)
+mkdir -p "$out"
+prefix=()
+if [ "$NODES" -gt 1 ]; then
+  prefix=(tools/emulate-cluster --nodes "$NODES" ${LINK:+--link "$LINK"} --)
+fi
+common=(--steps "$STEPS" --batch-size "$BATCH" --seed 1)
+run_cdt() {
+  "${prefix[@]}" "$BIN/cann-dist-train" train --model cnn --nproc-per-node "$NPROC" "${common[@]}" \
+      --no-progress --json "$(pwd)/$out/cdt_$1.json" > "$out/cdt_$1.txt" 2>&1
+}
+run_ddp() {
+  "${prefix[@]}" /usr/bin/python3 "$(pwd)/bench/peers/ddp_baseline.py" --nproc-per-node "$NPROC" \
+      "${common[@]}" --json "$(pwd)/$out/ddp_$1.json" > "$out/ddp_$1.txt" 2>&1
+}
+run_cdt_single() {  # one worker: the scaling-efficiency denominator
+  "$BIN/cann-dist-train" train --model cnn --nproc-per-node 1 "${common[@]}" --no-progress \
+      --json "$(pwd)/$out/single_$1.json" > "$out/single_$1.txt" 2>&1
+}
+steps=(run_cdt run_ddp)
+[ "$NODES" -gt 1 ] && steps+=(run_cdt_single)
+run_rotated "$REPS" "${steps[@]}"
+python3 - "$out" "$((NODES * NPROC))" <<'PY'
+import glob, json, os, statistics, sys
+d, workers = sys.argv[1], int(sys.argv[2])
+def med(prefix, key):
+    v = [json.load(open(p))[key] for p in sorted(glob.glob(os.path.join(d, prefix + "_*.json")))]
+    return statistics.median(v) if v else float("nan"), len(v)
+cdt, n = med("cdt", "samples_per_s")
+ddp, _ = med("ddp", "samples_per_s")
+print(f"results in {d}; medians of {n}")
+print(f"| workers | cann-dist-train samples/s | PyTorch DDP samples/s | ratio |")
+print(f"|---:|---:|---:|---:|")
+print(f"| {workers} | {cdt:.1f} | {ddp:.1f} | {cdt / ddp:.2f}x |")
+single, m = med("single", "samples_per_s")
+if m:
+    print(f"single worker: {single:.1f} samples/s; scaling efficiency cdt {cdt / (workers * single):.2f}, "
+          f"DDP {ddp / (workers * single):.2f}")
+for key in ("overlap_ratio",):
+    v = [json.load(open(p))["comm"][key] for p in glob.glob(os.path.join(d, "cdt_*.json"))]
+    if v: print(f"cdt overlap_ratio median {statistics.median(v):.2f}")
+v = [json.load(open(p))["sync_wait_fraction"] for p in glob.glob(os.path.join(d, "cdt_*.json"))]
+if v: print(f"cdt sync_wait_fraction median {statistics.median(v):.2f}")
+PY

@@ -1,0 +1,80 @@
+#include "cli/train_command.h"
+
+#include <cstdio>
+#include <fstream>
+
+#include "cdt/error.h"
+
+namespace cdt::cli {
+
+void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o) {
+  train::TrainOptions& t = o->train;
+  cmd->add_option("--model", t.model, "mlp | cnn | moe-transformer")->capture_default_str();
+  cmd->add_option("--dataset", t.dataset, "fashion-mnist | synthetic")->capture_default_str();
+  cmd->add_option("--data-dir", t.data_dir, "Fashion-MNIST idx files (default /usr/share/datasets/fashion-mnist)");
+  cmd->add_option("--synthetic-samples", t.synthetic_samples, "size of the synthetic training set")->capture_default_str();
+  cmd->add_option("--steps", t.steps, "optimizer steps (0 = from --epochs)")->capture_default_str();
+  cmd->add_option("--epochs", t.epochs, "passes over the training set when --steps is 0")->capture_default_str();
+  cmd->add_option("--batch-size", t.batch_size, "samples per rank per step")->capture_default_str();
+  cmd->add_option("--accumulate", t.accumulate, "micro-batches per step (gradient accumulation)")->capture_default_str();
+  cmd->add_option("--optimizer", t.optimizer, "sgd | adamw")->capture_default_str();
+  cmd->add_option("--lr", t.lr, "learning rate at --lr-reference-batch")->capture_default_str();
+  cmd->add_option("--lr-reference-batch", t.lr_reference_batch,
+                  "linear LR scaling: lr x global batch / this (0 = off)")->capture_default_str();
+  cmd->add_option("--momentum", t.momentum, "SGD momentum")->capture_default_str();
+  cmd->add_option("--weight-decay", t.weight_decay, "weight decay")->capture_default_str();
+  cmd->add_option("--warmup-steps", t.warmup_steps, "linear LR warmup")->capture_default_str();
+  cmd->add_flag("--cosine,!--no-cosine", t.cosine, "cosine LR decay after warmup (default on)");
+  cmd->add_option("--seed", t.seed, "model init and data order")->capture_default_str();
+  cmd->add_option("--bucket-mb", t.bucket_mb, "gradient bucket size (0 = a quarter of the model, 256 KiB..25 MiB)");
+  cmd->add_option("--eval-every", t.eval_every, "evaluate every N steps (0 = at the end)");
+  cmd->add_option("--checkpoint-dir", t.checkpoint_dir, "write checkpoint.pt here");
+  cmd->add_option("--checkpoint-every", t.checkpoint_every, "steps between checkpoints (0 = at the end)");
+  cmd->add_flag("--resume", t.resume, "continue from --checkpoint-dir/checkpoint.pt");
+  cmd->add_option("--stop-after", t.stop_after, "stop after this step (checkpointed); for resume tests");
+  cmd->add_option("--layers", t.layers, "moe-transformer layers")->capture_default_str();
+  cmd->add_option("--width", t.width, "moe-transformer width")->capture_default_str();
+  cmd->add_option("--heads", t.heads, "moe-transformer attention heads")->capture_default_str();
+  cmd->add_option("--experts", t.experts, "moe-transformer experts per layer")->capture_default_str();
+  cmd->add_option("--top-k", t.top_k, "moe-transformer experts per token")->capture_default_str();
+  cmd->add_option("--aux-loss-weight", t.aux_loss_weight, "MoE load-balancing loss weight")->capture_default_str();
+  cmd->add_option("--threads", t.threads, "torch threads per rank (0 = cores / ranks on this host)");
+  cmd->add_flag("--progress,!--no-progress", t.progress, "live progress line on rank 0 (default on)");
+  cmd->add_option("--json", o->json, "write the results here (rank 0)");
+}
+
+int RunTrainCommand(Communicator& comm, TrainCommandOptions o, int local_world_size) {
+#ifndef CDT_HAVE_TORCH
+  (void)comm;
+  (void)o;
+  (void)local_world_size;
+  throw Error(ErrorCode::kInvalidArgument,
+              "this build has no trainer: install libtorch-dev (scripts/install-deps.sh) and rebuild");
+#else
+  o.train.local_world_size = local_world_size;
+  train::TrainResult r = train::RunTraining(comm, o.train);
+  if (comm.rank() != 0) return r.params_consistent ? 0 : 1;
+  std::printf("trained %s (%lld parameters) on %d rank(s): %lld steps from step %lld, %lld samples in %.2f s"
+              " = %.1f samples/s\n",
+              r.model.c_str(), static_cast<long long>(r.params), r.world_size,
+              static_cast<long long>(r.steps), static_cast<long long>(r.first_step),
+              static_cast<long long>(r.samples), r.wall_s, r.samples_per_s);
+  std::printf("final loss %.4f", r.final_loss);
+  if (r.test_accuracy >= 0) std::printf(", test accuracy %.4f", r.test_accuracy);
+  std::printf("\nstep time: forward %.2f s, backward %.2f s, comm wait %.2f s (%.1f%% of wall), optimizer %.2f s\n",
+              r.step_time.forward_s, r.step_time.backward_s, r.step_time.comm_wait_s,
+              100 * r.sync_wait_fraction, r.step_time.optimizer_s);
+  std::printf("gradients: %d bucket(s), %.1f MB reduced, overlap ratio %.2f; parameters identical on all"
+              " ranks: %s\n",
+              r.buckets, r.bytes_fp32 / 1e6, r.overlap_ratio, r.params_consistent ? "yes" : "NO");
+  if (!r.checkpoint.empty()) std::printf("checkpoint: %s\n", r.checkpoint.c_str());
+  if (!o.json.empty()) {
+    std::ofstream f(o.json);
+    f << train::TrainResultJson(r) << "\n";
+    if (!f) throw Error(ErrorCode::kIo, "cannot write --json file '" + o.json + "'");
+  }
+  return r.params_consistent ? 0 : 1;
+#endif
+}
+
+}  // namespace cdt::cli

@@ -1,0 +1,23 @@
+// `cann-dist-train train`: options, and the worker side (join the group, train, report).
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "cdt/communicator.h"
+#include "train/trainer.h"
+
+namespace cdt::cli {
+
+struct TrainCommandOptions {
+  train::TrainOptions train;
+  std::string json;
+};
+
+void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o);
+
+// Rank 0 prints the summary and writes the JSON. Returns the exit code.
+int RunTrainCommand(Communicator& comm, TrainCommandOptions o, int local_world_size);
+
+}  // namespace cdt::cli

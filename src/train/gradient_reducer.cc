@@ -1,0 +1,142 @@
+#include "train/gradient_reducer.h"
+
+#include <chrono>
+#include <string>
+
+#include "cdt/error.h"
+
+namespace cdt::train {
+
+BucketHook AllreduceBucketHook() {
+  return [](Communicator& comm, torch::Tensor& flat) {
+    return comm.Allreduce(flat.data_ptr<float>(), static_cast<size_t>(flat.numel()),
+                          DataType::kFloat32, ReduceOp::kSum);
+  };
+}
+
+GradientReducer::GradientReducer(Communicator& comm, std::vector<torch::Tensor> params,
+                                 size_t bucket_bytes, BucketHook hook)
+    : comm_(comm), params_(std::move(params)), hook_(std::move(hook)) {
+  slots_.resize(params_.size());
+  ready_.assign(params_.size(), false);
+  // Reverse registration order: the last layers' gradients are ready first.
+  size_t bytes_in_bucket = 0;
+  for (size_t k = params_.size(); k-- > 0;) {
+    const torch::Tensor& p = params_[k];
+    if (p.scalar_type() != torch::kFloat32)
+      throw Error(ErrorCode::kInvalidArgument, "gradient reducer: parameter " + std::to_string(k) +
+                                                   " is not float32");
+    const size_t bytes = static_cast<size_t>(p.numel()) * 4;
+    if (buckets_.empty() || (bytes_in_bucket > 0 && bytes_in_bucket + bytes > bucket_bytes)) {
+      buckets_.emplace_back();
+      bytes_in_bucket = 0;
+    }
+    Bucket& b = buckets_.back();
+    slots_[k] = {static_cast<int>(buckets_.size() - 1), static_cast<int64_t>(bytes_in_bucket / 4)};
+    b.params.push_back(k);
+    bytes_in_bucket += bytes;
+  }
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    int64_t n = 0;
+    for (size_t k : buckets_[i].params) n += params_[k].numel();
+    buckets_[i].flat = torch::zeros({n}, torch::kFloat32);
+  }
+  stats_.buckets = static_cast<int>(buckets_.size());
+  for (size_t k = 0; k < params_.size(); ++k) {
+    if (!params_[k].requires_grad()) continue;
+    hooks_.push_back(
+        {k, params_[k].register_hook([this, k](const torch::Tensor& grad) { OnGradient(k, grad); })});
+  }
+}
+
+GradientReducer::~GradientReducer() {
+  // The hooks point at this object; the parameters may outlive it.
+  for (auto [k, handle] : hooks_) params_[k].remove_hook(handle);
+  // Outstanding work writes into our buffers: let it finish (or fail) before they go.
+  for (Bucket& b : buckets_)
+    if (b.work) try {
+        b.work->Wait();
+      } catch (const std::exception&) {
+      }
+}
+
+std::vector<size_t> GradientReducer::bucket_elements() const {
+  std::vector<size_t> out;
+  for (const Bucket& b : buckets_) out.push_back(static_cast<size_t>(b.flat.numel()));
+  return out;
+}
+
+void GradientReducer::PrepareForBackward(bool sync) {
+  sync_ = sync;
+  armed_ = sync;
+  if (!sync) return;
+  next_launch_ = 0;
+  std::fill(ready_.begin(), ready_.end(), false);
+  for (Bucket& b : buckets_) {
+    b.pending = b.params.size();
+    b.work.reset();
+  }
+}
+
+void GradientReducer::OnGradient(size_t k, const torch::Tensor& grad) {
+  if (!armed_ || ready_[k]) return;
+  const Slot& s = slots_[k];
+  Bucket& b = buckets_[static_cast<size_t>(s.bucket)];
+  auto dst = b.flat.narrow(0, s.offset, params_[k].numel());
+  torch::NoGradGuard no_grad;
+  const torch::Tensor& accumulated = params_[k].grad();
+  if (accumulated.defined())
+    dst.copy_((grad + accumulated).reshape({-1}));
+  else
+    dst.copy_(grad.reshape({-1}));
+  ready_[k] = true;
+  if (--b.pending == 0) LaunchReady();
+}
+
+void GradientReducer::LaunchReady() {
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
+    Bucket& b = buckets_[next_launch_++];
+    b.work = hook_(comm_, b.flat);
+    stats_.bytes_fp32 += static_cast<double>(b.flat.numel()) * 4;
+    stats_.bytes_wire += static_cast<double>(b.flat.numel()) * 4;
+  }
+}
+
+double GradientReducer::FinishBackward() {
+  if (!armed_)
+    throw Error(ErrorCode::kInvalidArgument,
+                "gradient reducer: FinishBackward without PrepareForBackward(true)");
+  const auto start = std::chrono::steady_clock::now();
+  // Parameters autograd did not reach this time: their gradient is what was accumulated, or zero.
+  for (size_t k = 0; k < params_.size(); ++k) {
+    if (ready_[k]) continue;
+    const Slot& s = slots_[k];
+    Bucket& b = buckets_[static_cast<size_t>(s.bucket)];
+    auto dst = b.flat.narrow(0, s.offset, params_[k].numel());
+    const torch::Tensor& accumulated = params_[k].grad();
+    if (accumulated.defined())
+      dst.copy_(accumulated.reshape({-1}));
+    else
+      dst.zero_();
+    ready_[k] = true;
+    --b.pending;
+  }
+  LaunchReady();
+  armed_ = false;
+  for (Bucket& b : buckets_) {
+    b.work->Wait();
+    stats_.comm_seconds += b.work->run_seconds();
+  }
+  torch::NoGradGuard no_grad;
+  for (size_t k = 0; k < params_.size(); ++k) {
+    const Slot& s = slots_[k];
+    auto summed = buckets_[static_cast<size_t>(s.bucket)].flat.narrow(0, s.offset, params_[k].numel());
+    if (!params_[k].grad().defined()) params_[k].mutable_grad() = torch::zeros_like(params_[k]);
+    params_[k].mutable_grad().copy_(summed.view_as(params_[k]));
+  }
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stats_.wait_seconds += waited;
+  return waited;
+}
+
+}  // namespace cdt::train

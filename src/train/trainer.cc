@@ -1,0 +1,440 @@
+// The training loop: data, model, optimizer, gradient reducer, checkpoints, metrics.
+#include "train/trainer.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+#include <tuple>
+
+#include "cdt/error.h"
+#include "train/global_sampler.h"
+#include "train/gradient_reducer.h"
+#include "train/image_dataset.h"
+#include "train/lr_schedule.h"
+#include "train/models.h"
+
+namespace cdt::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string Who(const Communicator& comm) { return "rank " + std::to_string(comm.rank()); }
+
+// Fashion-MNIST's mean and standard deviation of pixel values in [0, 1].
+constexpr float kMean = 0.2860f, kStd = 0.3530f;
+
+torch::Tensor Images(const ImageDataset& d, const std::vector<int64_t>& idx) {
+  const int64_t px = d.rows * d.cols;
+  auto out = torch::empty({static_cast<int64_t>(idx.size()), 1, d.rows, d.cols}, torch::kFloat32);
+  float* o = out.data_ptr<float>();
+  for (size_t i = 0; i < idx.size(); ++i) {
+    const uint8_t* src = d.pixels.data() + idx[i] * px;
+    for (int64_t j = 0; j < px; ++j) o[static_cast<int64_t>(i) * px + j] = (src[j] / 255.0f - kMean) / kStd;
+  }
+  return out;
+}
+
+torch::Tensor Labels(const ImageDataset& d, const std::vector<int64_t>& idx) {
+  auto out = torch::empty({static_cast<int64_t>(idx.size())}, torch::kInt64);
+  int64_t* o = out.data_ptr<int64_t>();
+  for (size_t i = 0; i < idx.size(); ++i) o[i] = d.labels[static_cast<size_t>(idx[i])];
+  return out;
+}
+
+std::vector<torch::Tensor> StateTensors(torch::nn::Module& m) {
+  std::vector<torch::Tensor> all = m.parameters();
+  for (auto& b : m.buffers()) all.push_back(b);
+  return all;
+}
+
+// Rank 0's initial parameters and buffers to everyone, in one broadcast.
+void BroadcastState(Communicator& comm, torch::nn::Module& m) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> all = StateTensors(m);
+  int64_t n = 0;
+  for (auto& t : all) n += t.numel();
+  auto flat = torch::empty({n}, torch::kFloat32);
+  int64_t at = 0;
+  for (auto& t : all) {
+    flat.narrow(0, at, t.numel()).copy_(t.reshape({-1}).to(torch::kFloat32));
+    at += t.numel();
+  }
+  comm.Broadcast(flat.data_ptr<float>(), static_cast<size_t>(n), DataType::kFloat32, 0)->Wait();
+  at = 0;
+  for (auto& t : all) {
+    t.copy_(flat.narrow(0, at, t.numel()).view_as(t));
+    at += t.numel();
+  }
+}
+
+// FNV-1a over every parameter's bytes: equal hashes on all ranks = bit-identical parameters.
+bool ParamsConsistent(Communicator& comm, torch::nn::Module& m) {
+  uint64_t h = 1469598103934665603ull;
+  for (auto& t : StateTensors(m)) {
+    auto c = t.contiguous();
+    const auto* p = static_cast<const unsigned char*>(c.data_ptr());
+    for (size_t i = 0; i < c.nbytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
+  }
+  std::vector<int64_t> all(static_cast<size_t>(comm.size()));
+  int64_t mine = static_cast<int64_t>(h);
+  comm.Allgatherv(&mine, all.data(), std::vector<size_t>(all.size(), 1), DataType::kInt64)->Wait();
+  for (int64_t x : all)
+    if (x != all[0]) return false;
+  return true;
+}
+
+std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const TrainOptions& o, torch::nn::Module& m) {
+  if (o.optimizer == "sgd")
+    return std::make_unique<torch::optim::SGD>(
+        m.parameters(), torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
+  if (o.optimizer == "adamw")
+    return std::make_unique<torch::optim::AdamW>(
+        m.parameters(), torch::optim::AdamWOptions(o.lr).weight_decay(o.weight_decay));
+  throw Error(ErrorCode::kInvalidArgument, "unknown optimizer '" + o.optimizer + "' (use sgd or adamw)");
+}
+
+void SetLr(torch::optim::Optimizer& opt, double lr) {
+  for (auto& group : opt.param_groups()) group.options().set_lr(lr);
+}
+
+// Accuracy on the test set: each rank scores every world-size-th image, the counts are summed.
+double Evaluate(Communicator& comm, ClassifierModel& model, const ImageDataset& test) {
+  torch::NoGradGuard no_grad;
+  double counts[2] = {0, 0};  // correct, seen
+  std::vector<int64_t> idx;
+  for (int64_t i = comm.rank(); i < test.count; i += comm.size()) idx.push_back(i);
+  for (size_t first = 0; first < idx.size(); first += 1000) {
+    std::vector<int64_t> part(idx.begin() + static_cast<long>(first),
+                              idx.begin() + static_cast<long>(std::min(idx.size(), first + 1000)));
+    auto logits = model.Forward(Images(test, part)).first;
+    counts[0] += logits.argmax(1).eq(Labels(test, part)).sum().item<double>();
+    counts[1] += static_cast<double>(part.size());
+  }
+  comm.Allreduce(counts, 2, DataType::kFloat64, ReduceOp::kSum)->Wait();
+  return counts[1] > 0 ? counts[0] / counts[1] : 0;
+}
+
+std::pair<ImageDataset, ImageDataset> SplitDataset(ImageDataset all, int64_t first_count) {
+  const size_t px = static_cast<size_t>(all.rows * all.cols);
+  ImageDataset a = all, b = all;
+  a.count = first_count;
+  b.count = all.count - first_count;
+  a.pixels.assign(all.pixels.begin(), all.pixels.begin() + static_cast<long>(first_count * px));
+  b.pixels.assign(all.pixels.begin() + static_cast<long>(first_count * px), all.pixels.end());
+  a.labels.assign(all.labels.begin(), all.labels.begin() + first_count);
+  b.labels.assign(all.labels.begin() + first_count, all.labels.end());
+  return {std::move(a), std::move(b)};
+}
+
+struct Position {
+  int64_t step = 0;
+  uint64_t epoch = 0;
+  size_t pos = 0;
+};
+
+// Everything needed to continue exactly: model, optimizer, position, RNG (format: a torch
+// archive; docs/training.md). Rank 0's copy is written; every rank holds the same state.
+std::string CaptureState(torch::nn::Module& model, torch::optim::Optimizer& opt, const Position& p,
+                         const TrainOptions& o) {
+  torch::serialize::OutputArchive archive, model_ar, opt_ar;
+  model.save(model_ar);
+  opt.save(opt_ar);
+  archive.write("model", model_ar);
+  archive.write("optimizer", opt_ar);
+  archive.write("step", torch::tensor(p.step));
+  archive.write("epoch", torch::tensor(static_cast<int64_t>(p.epoch)));
+  archive.write("position", torch::tensor(static_cast<int64_t>(p.pos)));
+  archive.write("seed", torch::tensor(static_cast<int64_t>(o.seed)));
+  {
+    auto gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    archive.write("torch_rng", gen.get_state());
+  }
+  std::ostringstream out;
+  archive.save_to(out);
+  return out.str();
+}
+
+Position RestoreState(const std::string& bytes, torch::nn::Module& model, torch::optim::Optimizer& opt,
+                      const TrainOptions& o, const std::string& source) {
+  torch::serialize::InputArchive archive, model_ar, opt_ar;
+  std::istringstream in(bytes);
+  try {
+    archive.load_from(in);
+    archive.read("model", model_ar);
+    archive.read("optimizer", opt_ar);
+    model.load(model_ar);
+    opt.load(opt_ar);
+    torch::Tensor t;
+    Position p;
+    archive.read("step", t);
+    p.step = t.item<int64_t>();
+    archive.read("epoch", t);
+    p.epoch = static_cast<uint64_t>(t.item<int64_t>());
+    archive.read("position", t);
+    p.pos = static_cast<size_t>(t.item<int64_t>());
+    archive.read("seed", t);
+    if (static_cast<uint64_t>(t.item<int64_t>()) != o.seed)
+      throw Error(ErrorCode::kInvalidArgument,
+                  "checkpoint '" + source + "' was written with --seed " +
+                      std::to_string(t.item<int64_t>()) + ", this run has --seed " +
+                      std::to_string(o.seed) + " (the data order would differ)");
+    archive.read("torch_rng", t);
+    auto gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(t);
+    return p;
+  } catch (const c10::Error& e) {
+    throw Error(ErrorCode::kProtocol, "checkpoint '" + source + "' cannot be loaded (does it belong to "
+                                      "this model and optimizer?): " + e.what_without_backtrace());
+  }
+}
+
+std::string CheckpointPath(const std::string& dir) { return dir + "/checkpoint.pt"; }
+
+// Atomic: a crash mid-write leaves the previous checkpoint intact.
+void WriteFileAtomically(const std::string& path, const std::string& bytes) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    f.flush();
+    if (!f) throw Error(ErrorCode::kIo, "cannot write checkpoint '" + tmp + "'");
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(ErrorCode::kIo, "cannot read checkpoint '" + path + "'");
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// Splits `n` samples into `parts` contiguous micro-batches differing by at most one.
+std::vector<size_t> MicroOffsets(size_t n, int parts) {
+  std::vector<size_t> off(static_cast<size_t>(parts) + 1, 0);
+  for (int i = 0; i < parts; ++i)
+    off[static_cast<size_t>(i) + 1] = off[static_cast<size_t>(i)] + n / static_cast<size_t>(parts) +
+                                      (static_cast<size_t>(i) < n % static_cast<size_t>(parts) ? 1 : 0);
+  return off;
+}
+
+void Validate(const TrainOptions& o) {
+  auto bad = [](const std::string& m) { throw Error(ErrorCode::kInvalidArgument, m); };
+  if (o.batch_size < 1) bad("--batch-size must be at least 1");
+  if (o.accumulate < 1 || o.accumulate > o.batch_size) bad("--accumulate must be in 1..batch-size");
+  if (o.steps < 0) bad("--steps must be >= 0");
+  if (o.steps == 0 && !(o.epochs > 0)) bad("give --steps N or --epochs E > 0");
+  if (!(o.lr > 0)) bad("--lr must be > 0");
+  if (o.bucket_mb < 0) bad("--bucket-mb must be >= 0");
+  if (o.resume && o.checkpoint_dir.empty()) bad("--resume needs --checkpoint-dir");
+  if (o.dataset != "fashion-mnist" && o.dataset != "synthetic")
+    bad("unknown dataset '" + o.dataset + "' (use fashion-mnist or synthetic)");
+}
+
+}  // namespace
+
+TrainResult RunTraining(Communicator& comm, const TrainOptions& o) {
+  Validate(o);
+  const int W = comm.size(), me = comm.rank();
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  torch::set_num_threads(o.threads > 0 ? o.threads
+                                       : std::max(1, static_cast<int>(cores) / std::max(1, o.local_world_size)));
+
+  // Data.
+  ImageDataset train_set, test_set;
+  if (o.dataset == "synthetic") {
+    // One draw split in two, so that the test images share the training images' class patterns.
+    const int64_t test_count = std::max<int64_t>(1000, o.synthetic_samples / 6);
+    ImageDataset all = SyntheticImages(o.synthetic_samples + test_count, o.seed);
+    std::tie(train_set, test_set) = SplitDataset(std::move(all), o.synthetic_samples);
+  } else {
+    const std::string dir = o.data_dir.empty() ? kFashionMnistDir : o.data_dir;
+    try {
+      train_set = LoadFashionMnist(dir, true);
+      test_set = LoadFashionMnist(dir, false);
+    } catch (const Error& e) {
+      throw Error(e.code(), Who(comm) + ": " + e.what());
+    }
+  }
+
+  // Model, identical everywhere: same seed, then rank 0's copy broadcast.
+  torch::manual_seed(o.seed);
+  ModelOptions mo{o.model, o.layers, o.width, o.heads, o.experts, o.top_k};
+  std::shared_ptr<ClassifierModel> model = MakeModel(mo);
+  BroadcastState(comm, *model);
+  std::unique_ptr<torch::optim::Optimizer> opt = MakeOptimizer(o, *model);
+
+  TrainResult r;
+  r.world_size = W;
+  r.model = o.model;
+  for (auto& p : model->parameters()) r.params += p.numel();
+
+  const std::vector<int> batches(static_cast<size_t>(W), o.batch_size);
+  const int64_t global_batch = static_cast<int64_t>(o.batch_size) * W;
+  const int64_t steps_per_epoch = (train_set.count + global_batch - 1) / global_batch;
+  const int64_t total_steps =
+      o.steps > 0 ? o.steps : static_cast<int64_t>(std::ceil(o.epochs * static_cast<double>(steps_per_epoch)));
+  LrSchedule schedule{o.lr, global_batch, o.lr_reference_batch, o.warmup_steps, total_steps, o.cosine};
+  GlobalSampler sampler(static_cast<size_t>(train_set.count), o.seed);
+
+  Position at;
+  if (o.resume) {
+    const std::string path = CheckpointPath(o.checkpoint_dir);
+    if (std::filesystem::exists(path)) {
+      at = RestoreState(ReadFile(path), *model, *opt, o, path);
+      r.resumed_from = path;
+    } else if (me == 0) {
+      std::fprintf(stderr, "cann-dist-train train: --resume: no checkpoint at '%s', starting at step 0\n",
+                   path.c_str());
+    }
+  }
+  r.first_step = at.step;
+
+  // Buckets: explicit --bucket-mb, else a quarter of the model (at least 256 KiB, at most DDP's
+  // 25 MiB) so that even a small model is cut into several buckets that can overlap backward.
+  const size_t model_bytes = static_cast<size_t>(r.params) * 4;
+  const size_t bucket_bytes =
+      o.bucket_mb > 0 ? static_cast<size_t>(o.bucket_mb * 1024 * 1024)
+                      : std::clamp<size_t>(model_bytes / 4, 256 << 10, 25 << 20);
+  GradientReducer reducer(comm, model->parameters(), bucket_bytes);
+  r.buckets = reducer.stats().buckets;
+  r.bucket_elements = reducer.bucket_elements();
+
+  const int64_t end_step = o.stop_after > 0 ? std::min(total_steps, o.stop_after) : total_steps;
+  const auto loop_start = Clock::now();
+  double eval_seconds = 0;
+  auto last_progress = Clock::now();
+  for (; at.step < end_step; ++at.step) {
+    if (at.pos >= sampler.dataset_size()) {
+      ++at.epoch;
+      at.pos = 0;
+    }
+    const size_t step_samples = sampler.StepSamples(at.pos, batches);
+    const std::vector<int64_t> idx = sampler.Indices(at.epoch, at.pos, batches, me);
+    SetLr(*opt, schedule.At(at.step));
+    for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
+
+    double loss_sum = 0;
+    const int parts = std::max(1, std::min<int>(o.accumulate, static_cast<int>(idx.size())));
+    const std::vector<size_t> off = MicroOffsets(idx.size(), parts);
+    for (int m = 0; m < parts; ++m) {
+      reducer.PrepareForBackward(m == parts - 1);
+      std::vector<int64_t> part(idx.begin() + static_cast<long>(off[static_cast<size_t>(m)]),
+                                idx.begin() + static_cast<long>(off[static_cast<size_t>(m) + 1]));
+      if (part.empty()) continue;  // this rank has no samples in a short last step
+      auto t0 = Clock::now();
+      auto [logits, aux] = model->Forward(Images(train_set, part));
+      auto ce = torch::nn::functional::cross_entropy(
+          logits, Labels(train_set, part),
+          torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+      // Divide by the global batch: the summed gradients are then the global mean's gradient.
+      auto loss = ce / static_cast<double>(step_samples);
+      if (aux.defined())
+        loss = loss + o.aux_loss_weight * aux * (static_cast<double>(part.size()) / step_samples);
+      loss_sum += ce.item<double>();
+      r.step_time.forward_s += Since(t0);
+      auto t1 = Clock::now();
+      loss.backward();
+      r.step_time.backward_s += Since(t1);
+    }
+    r.step_time.comm_wait_s += reducer.FinishBackward();
+    auto t2 = Clock::now();
+    opt->step();
+    r.step_time.optimizer_s += Since(t2);
+    comm.Allreduce(&loss_sum, 1, DataType::kFloat64, ReduceOp::kSum,
+                   {AllreduceAlgorithm::kRecursiveDoubling})->Wait();
+    const double mean_loss = loss_sum / static_cast<double>(step_samples);
+    if (!std::isfinite(mean_loss))
+      throw Error(ErrorCode::kInternal, Who(comm) + ": loss is " + std::to_string(mean_loss) +
+                                            " at step " + std::to_string(at.step) +
+                                            " (diverged: lower --lr?)");
+    r.loss_curve.push_back({at.step, mean_loss});
+    r.final_loss = mean_loss;
+    at.pos += step_samples;
+    r.samples += static_cast<int64_t>(step_samples);
+    ++r.steps;
+
+    const bool last = at.step + 1 == end_step;
+    if ((o.eval_every > 0 && (at.step + 1) % o.eval_every == 0) || last) {
+      auto te = Clock::now();
+      double acc = Evaluate(comm, *model, test_set);
+      r.eval_curve.push_back({at.step, acc});
+      r.test_accuracy = acc;
+      eval_seconds += Since(te);
+    }
+    if (!o.checkpoint_dir.empty() &&
+        ((o.checkpoint_every > 0 && (at.step + 1) % o.checkpoint_every == 0) || last)) {
+      Position next = at;
+      ++next.step;
+      if (me == 0) {
+        r.checkpoint = CheckpointPath(o.checkpoint_dir);
+        WriteFileAtomically(r.checkpoint, CaptureState(*model, *opt, next, o));
+      }
+      comm.Barrier()->Wait();  // nobody reads a half-written checkpoint
+    }
+    if (o.progress && me == 0 && (Since(last_progress) >= 1.0 || last)) {
+      last_progress = Clock::now();
+      const double elapsed = Since(loop_start) - eval_seconds;
+      const double rate = r.samples / std::max(1e-9, elapsed);
+      const double eta = (end_step - at.step - 1) * (elapsed / std::max<int64_t>(1, r.steps));
+      std::fprintf(stderr, "\rstep %lld/%lld  epoch %llu  loss %.4f  %.0f samples/s  ETA %.0fs   ",
+                   static_cast<long long>(at.step + 1), static_cast<long long>(end_step),
+                   static_cast<unsigned long long>(at.epoch), mean_loss, rate, eta);
+      if (last) std::fprintf(stderr, "\n");
+    }
+  }
+  r.wall_s = Since(loop_start) - eval_seconds;
+  r.samples_per_s = r.samples / std::max(1e-9, r.wall_s);
+  const ReducerStats& rs = reducer.stats();
+  r.bytes_fp32 = rs.bytes_fp32;
+  r.bytes_wire = rs.bytes_wire;
+  r.overlap_ratio = rs.comm_seconds > 0 ? std::clamp(1 - rs.wait_seconds / rs.comm_seconds, 0.0, 1.0) : 0;
+  r.sync_wait_fraction = r.wall_s > 0 ? r.step_time.comm_wait_s / r.wall_s : 0;
+  r.params_consistent = ParamsConsistent(comm, *model);
+  return r;
+}
+
+std::string TrainResultJson(const TrainResult& r) {
+  nlohmann::json loss = nlohmann::json::array(), evals = nlohmann::json::array();
+  for (auto& [s, l] : r.loss_curve) loss.push_back({s, l});
+  for (auto& [s, a] : r.eval_curve) evals.push_back({s, a});
+  nlohmann::json j = {
+      {"world_size", r.world_size},
+      {"model", r.model},
+      {"params", r.params},
+      {"steps", r.steps},
+      {"first_step", r.first_step},
+      {"samples", r.samples},
+      {"wall_s", r.wall_s},
+      {"samples_per_s", r.samples_per_s},
+      {"test_accuracy", r.test_accuracy < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.test_accuracy)},
+      {"final_loss", r.final_loss},
+      {"loss_curve", loss},
+      {"eval_curve", evals},
+      {"step_time", {{"forward_s", r.step_time.forward_s}, {"backward_s", r.step_time.backward_s},
+                     {"comm_wait_s", r.step_time.comm_wait_s}, {"optimizer_s", r.step_time.optimizer_s}}},
+      {"comm", {{"bytes_fp32", r.bytes_fp32}, {"bytes_wire", r.bytes_wire}, {"buckets", r.buckets},
+                {"bucket_elements", r.bucket_elements}, {"overlap_ratio", r.overlap_ratio}}},
+      {"sync_wait_fraction", r.sync_wait_fraction},
+      {"params_consistent", r.params_consistent},
+      {"resumed_from", r.resumed_from},
+      {"checkpoint", r.checkpoint}};
+  return j.dump(2);
+}
+
+}  // namespace cdt::train

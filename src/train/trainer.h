@@ -1,0 +1,81 @@
+// The data-parallel trainer behind `cann-dist-train train` (docs/training.md). This header is
+// free of libtorch so that the CLI and tests include it cheaply; the implementation is in
+// src/train/*.cc.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cdt/communicator.h"
+
+namespace cdt::train {
+
+struct TrainOptions {
+  std::string model = "cnn";          // mlp | cnn | moe-transformer
+  int layers = 2, width = 64, heads = 4, experts = 8, top_k = 2;  // moe-transformer
+  double aux_loss_weight = 0.01;      // moe load-balancing loss coefficient
+  std::string dataset = "fashion-mnist";  // fashion-mnist | synthetic
+  std::string data_dir;               // "" = /usr/share/datasets/fashion-mnist
+  int64_t synthetic_samples = 60000;
+  int64_t steps = 0;                  // 0 = from epochs
+  double epochs = 1;
+  int batch_size = 64;                // per rank
+  int accumulate = 1;                 // micro-batches per step (local batch split)
+  std::string optimizer = "sgd";      // sgd | adamw
+  double lr = 0.05;                   // at reference_batch
+  int64_t lr_reference_batch = 256;   // linear scaling; 0 = off
+  double momentum = 0.9;
+  double weight_decay = 0.0;
+  int64_t warmup_steps = 0;
+  bool cosine = true;
+  uint64_t seed = 1;
+  double bucket_mb = 0;               // 0 = from the communicator's plan (see trainer.cc)
+  int64_t eval_every = 0;             // steps; 0 = at the end only
+  std::string checkpoint_dir;         // "" = no checkpoints
+  int64_t checkpoint_every = 0;       // steps; 0 = at the end only (when a dir is given)
+  bool resume = false;
+  int64_t stop_after = 0;             // stop (and checkpoint) after this step; 0 = run to the end
+  bool progress = true;               // live progress line on rank 0 (stderr)
+  int threads = 0;                    // torch intra-op threads per rank; 0 = cores / local ranks
+  int local_world_size = 1;           // ranks sharing this host (for the thread default)
+};
+
+struct StepTimes {
+  double forward_s = 0, backward_s = 0, comm_wait_s = 0, optimizer_s = 0;
+};
+
+struct TrainResult {
+  int world_size = 1;
+  std::string model;
+  int64_t params = 0;
+  int64_t steps = 0;           // steps this run executed
+  int64_t first_step = 0;      // 0, or the step resumed from
+  int64_t samples = 0;         // global samples this run trained on
+  double wall_s = 0;
+  double samples_per_s = 0;
+  double test_accuracy = -1;   // -1 = not evaluated
+  double final_loss = 0;
+  std::vector<std::pair<int64_t, double>> loss_curve;   // (step, global mean loss)
+  std::vector<std::pair<int64_t, double>> eval_curve;   // (step, test accuracy)
+  StepTimes step_time;          // totals over the run
+  double bytes_fp32 = 0, bytes_wire = 0;
+  int buckets = 0;
+  std::vector<size_t> bucket_elements;
+  double overlap_ratio = 0;
+  double sync_wait_fraction = 0;
+  bool params_consistent = false;
+  std::string resumed_from;     // checkpoint file, if any
+  std::string checkpoint;       // last checkpoint written, if any
+};
+
+// Trains on every rank of `comm` (all ranks call it with the same options). Throws cdt::Error
+// with the rank and the cause on bad options, missing data or communication failures.
+TrainResult RunTraining(Communicator& comm, const TrainOptions& options);
+
+// The JSON document `train --json` writes (docs/training.md).
+std::string TrainResultJson(const TrainResult& r);
+
+}  // namespace cdt::train

@@ -1,0 +1,103 @@
+// `cann-dist-train train` end to end, in real processes: data-parallel equivalence with a single
+// larger batch, resume, accumulation, MoE with unused experts, and the error for missing data.
+// The synthetic dataset keeps these to seconds; Fashion-MNIST accuracy is measured by `make demo`
+// and docs/benchmarks.md, not here.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "process_util.h"
+
+namespace cdt {
+namespace {
+
+nlohmann::json Train(const std::string& tag, std::vector<std::string> args, int* exit_code = nullptr) {
+  const std::string out = TempPath(tag), json = TempPath(tag + ".json");
+  std::vector<std::string> argv = {CDT_CLI, "train", "--dataset", "synthetic", "--synthetic-samples",
+                                   "4000", "--no-progress", "--json", json};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Proc p = Spawn(argv, {}, out);
+  const int rc = WaitFor(p.pid, std::chrono::seconds(300));
+  if (exit_code) {
+    *exit_code = rc;
+    return nlohmann::json{{"output", ReadFile(out)}};
+  }
+  EXPECT_EQ(rc, 0) << ReadFile(out);
+  return nlohmann::json::parse(ReadFile(json));
+}
+
+std::vector<double> Losses(const nlohmann::json& j) {
+  std::vector<double> out;
+  for (auto& e : j["loss_curve"]) out.push_back(e[1].get<double>());
+  return out;
+}
+
+void ExpectCurvesClose(const std::vector<double>& a, const std::vector<double>& b, double rel) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_LE(std::fabs(a[i] - b[i]), rel * std::fabs(b[i])) << "step " << i << ": " << a[i] << " vs " << b[i];
+}
+
+const std::vector<std::string> kCommon = {"--model", "cnn", "--steps", "20", "--lr", "0.05",
+                                          "--lr-reference-batch", "0", "--seed", "3"};
+
+TEST(Train, TwoRanksFollowOneRankWithTheDoubleBatch) {
+  auto args1 = kCommon, args2 = kCommon;
+  args1.insert(args1.end(), {"--nproc-per-node", "1", "--batch-size", "32"});
+  args2.insert(args2.end(), {"--nproc-per-node", "2", "--batch-size", "16"});
+  nlohmann::json one = Train("one", args1), two = Train("two", args2);
+  EXPECT_TRUE(two["params_consistent"].get<bool>());
+  EXPECT_EQ(two["world_size"], 2);
+  EXPECT_EQ(two["samples"], 20 * 32);
+  EXPECT_EQ(two["params"], 421642);
+  ExpectCurvesClose(Losses(two), Losses(one), 1e-4);
+  EXPECT_LT(Losses(two).back(), Losses(two).front());  // it learns
+}
+
+TEST(Train, ResumeContinuesTheUninterruptedCurve) {
+  const std::string dir = TempPath("ckpt");
+  auto base = kCommon;
+  base[3] = "12";  // --steps 12
+  base.insert(base.end(), {"--nproc-per-node", "2", "--batch-size", "16"});
+  nlohmann::json whole = Train("whole", base);
+  auto first = base, second = base;
+  first.insert(first.end(), {"--checkpoint-dir", dir, "--stop-after", "6"});
+  second.insert(second.end(), {"--checkpoint-dir", dir, "--resume"});
+  nlohmann::json a = Train("first", first), b = Train("second", second);
+  EXPECT_EQ(a["steps"], 6);
+  EXPECT_EQ(b["first_step"], 6);
+  EXPECT_EQ(b["steps"], 6);
+  std::vector<double> stitched = Losses(a), tail = Losses(b);
+  stitched.insert(stitched.end(), tail.begin(), tail.end());
+  ExpectCurvesClose(stitched, Losses(whole), 1e-6);
+}
+
+TEST(Train, AccumulatedMicroBatchesMatchOneBatch) {
+  auto plain = kCommon, acc = kCommon;
+  plain.insert(plain.end(), {"--nproc-per-node", "2", "--batch-size", "16"});
+  acc.insert(acc.end(), {"--nproc-per-node", "2", "--batch-size", "16", "--accumulate", "4"});
+  ExpectCurvesClose(Losses(Train("acc", acc)), Losses(Train("plain", plain)), 1e-4);
+}
+
+TEST(Train, MoeTransformerWithUnusedExpertsStaysConsistent) {
+  nlohmann::json j = Train("moe", {"--model", "moe-transformer", "--layers", "1", "--width", "32",
+                                   "--experts", "8", "--steps", "8", "--batch-size", "4",
+                                   "--nproc-per-node", "3", "--optimizer", "adamw", "--lr", "0.001"});
+  EXPECT_TRUE(j["params_consistent"].get<bool>());
+  EXPECT_EQ(j["world_size"], 3);
+  for (double l : Losses(j)) EXPECT_TRUE(std::isfinite(l));
+}
+
+TEST(Train, MissingDatasetNamesThePackage) {
+  int rc = 0;
+  nlohmann::json j = Train("nodata", {"--dataset", "fashion-mnist", "--data-dir", "/nonexistent/fm",
+                                      "--steps", "1"}, &rc);
+  EXPECT_NE(rc, 0);
+  const std::string out = j["output"];
+  EXPECT_NE(out.find("dataset-fashion-mnist"), std::string::npos) << out;
+  EXPECT_NE(out.find("/nonexistent/fm"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace cdt
