@@ -13,6 +13,7 @@ const char* ErrorCodeName(ErrorCode code) {
     case ErrorCode::kAuth: return "authentication failed";
     case ErrorCode::kProtocol: return "protocol error";
     case ErrorCode::kIo: return "I/O error";
+    case ErrorCode::kDiverged: return "diverged";
   }
   return "unknown error";
 }

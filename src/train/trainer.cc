@@ -176,20 +176,23 @@ Position RestoreState(const std::string& bytes, torch::nn::Module& model, torch:
     archive.read("optimizer", opt_ar);
     model.load(model_ar);
     opt.load(opt_ar);
-    torch::Tensor t;
+    // A fresh tensor per key: reading into a defined tensor resizes its (archive-owned) storage.
+    auto read_int = [&](const char* key) {
+      torch::Tensor t;
+      archive.read(key, t);
+      return t.item<int64_t>();
+    };
     Position p;
-    archive.read("step", t);
-    p.step = t.item<int64_t>();
-    archive.read("epoch", t);
-    p.epoch = static_cast<uint64_t>(t.item<int64_t>());
-    archive.read("position", t);
-    p.pos = static_cast<size_t>(t.item<int64_t>());
-    archive.read("seed", t);
-    if (static_cast<uint64_t>(t.item<int64_t>()) != o.seed)
+    p.step = read_int("step");
+    p.epoch = static_cast<uint64_t>(read_int("epoch"));
+    p.pos = static_cast<size_t>(read_int("position"));
+    const int64_t seed = read_int("seed");
+    if (static_cast<uint64_t>(seed) != o.seed)
       throw Error(ErrorCode::kInvalidArgument,
-                  "checkpoint '" + source + "' was written with --seed " +
-                      std::to_string(t.item<int64_t>()) + ", this run has --seed " +
-                      std::to_string(o.seed) + " (the data order would differ)");
+                  "checkpoint '" + source + "' was written with --seed " + std::to_string(seed) +
+                      ", this run has --seed " + std::to_string(o.seed) +
+                      " (the data order would differ)");
+    torch::Tensor t;
     archive.read("torch_rng", t);
     auto gen = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(gen.mutex());
@@ -360,7 +363,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o) {
                    {AllreduceAlgorithm::kRecursiveDoubling})->Wait();
     const double mean_loss = loss_sum / static_cast<double>(step_samples);
     if (!std::isfinite(mean_loss))
-      throw Error(ErrorCode::kInternal, Who(comm) + ": loss is " + std::to_string(mean_loss) +
+      throw Error(ErrorCode::kDiverged, Who(comm) + ": loss is " + std::to_string(mean_loss) +
                                             " at step " + std::to_string(at.step) +
                                             " (diverged: lower --lr?)");
     r.loss_curve.push_back({at.step, mean_loss});

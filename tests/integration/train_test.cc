@@ -4,6 +4,7 @@
 // and docs/benchmarks.md, not here.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -14,8 +15,9 @@ namespace {
 
 nlohmann::json Train(const std::string& tag, std::vector<std::string> args, int* exit_code = nullptr) {
   const std::string out = TempPath(tag), json = TempPath(tag + ".json");
-  std::vector<std::string> argv = {CDT_CLI, "train", "--dataset", "synthetic", "--synthetic-samples",
-                                   "4000", "--no-progress", "--json", json};
+  std::vector<std::string> argv = {CDT_CLI, "train", "--no-progress", "--json", json};
+  if (std::find(args.begin(), args.end(), "--dataset") == args.end())
+    argv.insert(argv.end(), {"--dataset", "synthetic", "--synthetic-samples", "4000"});
   argv.insert(argv.end(), args.begin(), args.end());
   Proc p = Spawn(argv, {}, out);
   const int rc = WaitFor(p.pid, std::chrono::seconds(300));
