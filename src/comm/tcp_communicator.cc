@@ -93,6 +93,8 @@ class TcpCommunicator : public Communicator {
         const AllreduceShape shape = Shape(count, dtype);
         if (auto ruled = RuledAlgorithm(shape))
           step.algorithm = *ruled;
+        else if (size() == 1)
+          step.algorithm = selector->Select(shape);  // nothing to tune: no peer, no traffic
         else
           step = tuner_.Begin(epoch, shape.bytes, dtype, selector->Select(shape),
                               selector->RunnerUp(shape));
