@@ -4,18 +4,10 @@
 #include <bit>
 #include <cstdio>
 
+#include "common/median.h"
 #include "common/units.h"
 
 namespace cdt {
-
-namespace {
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
-}  // namespace
 
 int AllreduceAutotuner::Key(size_t bytes, DataType dtype) {
   const int log2 = bytes == 0 ? 0 : std::bit_width(bytes) - 1;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cdt/error.h"
+#include "common/median.h"
 
 namespace cdt::topology {
 
@@ -19,11 +20,6 @@ class SteadyClock : public StepClock {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   }
 };
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
 
 double StdDev(const std::vector<double>& v) {
   if (v.empty()) return 0;
