@@ -26,7 +26,8 @@ struct PlanEntry {
 };
 
 // Two candidates whose predictions are within this factor are both timed on the first calls
-// (online autotuning): the model's error on the emulated cluster was up to 13% (docs/benchmarks.md).
+// (online autotuning): on the emulated cluster the model is within 10% from 1 MiB up, but far off
+// for small messages (docs/benchmarks.md).
 inline constexpr double kAutotuneMargin = 1.25;
 
 class TopologyPlanner : public AllreduceSelector {
