@@ -10,8 +10,8 @@
 // other algorithm's tail and a 16 KiB class picked recursive doubling, 2x slower in steady state.)
 //
 // Then every rank contributes its median block time per candidate to a max-allreduce (the slowest
-// rank decides how long a collective takes), and all ranks keep the candidate with the lower
-// agreed time for the rest of the communicator's life. Every rank sees the same sequence of
+// rank decides how long a collective takes), and all ranks keep the selector's choice unless the
+// runner-up's agreed time is at least kSwitchMargin lower, for the rest of the communicator's life. Every rank sees the same sequence of
 // collectives, so all ranks trial and decide at the same call; the decision costs that one
 // 2-element allreduce. This is Horovod's autotuner and NCCL's tuner plugins in miniature: measure
 // alternatives on the real job, then stop measuring. Every trial call does the job's real work.
@@ -44,6 +44,8 @@ class AllreduceAutotuner {
       : trials_(trials), min_bytes_(min_bytes) {}
 
   static constexpr size_t kDefaultMinBytes = 4 << 20;
+  // The runner-up replaces the selector's choice only when at least this much faster (10%).
+  static constexpr double kSwitchMargin = 0.10;
 
   // Calls per block for `bytes`: one untimed, then enough timed ones for min_bytes over `trials`
   // blocks (at least one).

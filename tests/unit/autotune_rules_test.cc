@@ -57,6 +57,22 @@ TEST(Autotuner, TimesBlocksOfEachCandidateThenKeepsTheFasterAgreedOne) {
   EXPECT_FALSE(t.End(after, 1.0).has_value());
 }
 
+TEST(Autotuner, NearTiesKeepTheSelectorsChoice) {
+  for (double runner_up_s : {0.0095, 0.0085}) {  // 5% and 15% faster than the choice's 0.010 s
+    AllreduceAutotuner t(1, 0);
+    AllreduceAutotuner::Step s;
+    std::optional<std::array<double, 2>> medians;
+    while (!medians) {
+      s = t.Begin(0, 1 << 20, DataType::kFloat32, A::kHalvingDoubling, A::kRing);
+      medians = t.End(s, s.algorithm == A::kRing ? runner_up_s : 0.010);
+    }
+    t.Decide(s, *medians);
+    EXPECT_EQ(t.Decided(0, 1 << 20, DataType::kFloat32),
+              runner_up_s > 0.009 ? A::kHalvingDoubling : A::kRing)
+        << runner_up_s;
+  }
+}
+
 TEST(Autotuner, SmallClassesAreJudgedOverEnoughBytes) {
   EXPECT_EQ(AllreduceAutotuner::CallsToDecide(2, 4 << 20, 64 << 20), 2 * 2 * 2);
   // 16 KiB: 256 timed calls per candidate in 2 blocks of 1 + 128.
