@@ -10,6 +10,7 @@
 #include "cdt/allreduce_selector.h"
 #include "cdt/communicator.h"
 #include "cdt/store.h"
+#include "cdt/traffic_gate.h"
 
 namespace cdt {
 
@@ -50,6 +51,10 @@ struct CommunicatorOptions {
   int remote_socket_buffer_bytes = 0;
   // Busy-wait (with yields) this long for data before sleeping in poll(); see TcpMesh.
   std::chrono::microseconds spin{500};
+  // Shared with another communicator over the same ranks (cdt/traffic_gate.h): the `urgent` one
+  // holds the gate while it has bytes ready to send; the other yields to it.
+  std::shared_ptr<TrafficGate> traffic_gate;
+  bool urgent = false;
 };
 
 // Connects to every other rank (blocking, bounded by options.timeout) and returns a ready

@@ -26,6 +26,7 @@ namespace {
 
 constexpr auto kWaitMargin = std::chrono::seconds(5);
 
+
 const char* AllreduceLabel(AllreduceAlgorithm a) {
   switch (a) {
     case AllreduceAlgorithm::kRing: return "allreduce(ring)";
@@ -382,6 +383,8 @@ std::unique_ptr<Communicator> ConnectTcpCommunicator(Store& store, const Communi
   m.local_bulk_socket_buffer_bytes = o.local_bulk_socket_buffer_bytes;
   m.remote_socket_buffer_bytes = o.remote_socket_buffer_bytes;
   m.spin = o.spin;
+  m.traffic_gate = o.traffic_gate;
+  m.urgent = o.urgent;
   return std::make_unique<TcpCommunicator>(TcpMesh::Connect(store, m), o);
 }
 

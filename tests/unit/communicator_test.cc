@@ -39,6 +39,48 @@ TEST(Communicator, OperationsCompleteInSubmissionOrder) {
   });
 }
 
+// A yielding communicator hands no byte to the network while the gate is held, and it does not
+// mistake the pause for a silent peer; it finishes once the gate is released. The urgent one runs
+// while the other waits.
+TEST(Communicator, YieldingCommunicatorPausesWhileTheGateIsHeld) {
+  MemoryStore store;
+  std::vector<std::shared_ptr<TrafficGate>> gates = {std::make_shared<TrafficGate>(),
+                                                     std::make_shared<TrafficGate>()};
+  std::vector<std::unique_ptr<Communicator>> bulk(2), urgent(2);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 2; ++r)
+    ts.emplace_back([&, r] {
+      CommunicatorOptions o = Opts(r, 2, 0, 300);  // pauses below are longer than the timeout
+      o.traffic_gate = gates[static_cast<size_t>(r)];
+      bulk[static_cast<size_t>(r)] = ConnectTcpCommunicator(store, o);
+      o.job_id = "t/urgent";
+      o.urgent = true;
+      urgent[static_cast<size_t>(r)] = ConnectTcpCommunicator(store, o);
+    });
+  for (auto& t : ts) t.join();
+  for (auto& g : gates) g->Enter();  // as if each rank's urgent side had bytes to send
+  std::vector<std::vector<float>> big(2, std::vector<float>(1 << 20, 1.0f));
+  std::vector<std::shared_ptr<Work>> works;
+  for (int r = 0; r < 2; ++r)
+    works.push_back(bulk[static_cast<size_t>(r)]->Allreduce(big[static_cast<size_t>(r)].data(), 1 << 20,
+                                                           DataType::kFloat32, ReduceOp::kSum));
+  std::this_thread::sleep_for(milliseconds(600));
+  for (auto& w : works) EXPECT_FALSE(w->Completed());
+  // The urgent communicators are not held back by their own gate.
+  std::vector<std::vector<float>> small(2, std::vector<float>(1000, 2.0f));
+  std::vector<std::shared_ptr<Work>> quick;
+  for (int r = 0; r < 2; ++r)
+    quick.push_back(urgent[static_cast<size_t>(r)]->Allreduce(small[static_cast<size_t>(r)].data(), 1000,
+                                                             DataType::kFloat32, ReduceOp::kSum));
+  for (auto& w : quick) w->Wait();
+  EXPECT_EQ(small[1][999], 4.0f);
+  for (auto& w : works) EXPECT_FALSE(w->Completed());
+  for (auto& g : gates) g->Leave();
+  for (auto& w : works) w->Wait();
+  EXPECT_EQ(big[0][12345], 2.0f);
+  EXPECT_EQ(big[1][(1 << 20) - 1], 2.0f);
+}
+
 TEST(Communicator, SilentPeerTimesOutNamingPeerAndOperation) {
   MemoryStore store;
   std::atomic<bool> done{false};

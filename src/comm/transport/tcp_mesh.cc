@@ -1,5 +1,7 @@
 #include "comm/transport/tcp_mesh.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sched.h>
 #include <sys/eventfd.h>
@@ -18,6 +20,24 @@
 namespace cdt {
 
 namespace {
+
+// The urgent mesh's hold on its TrafficGate, released when the exchange ends however it ends.
+class GateHold {
+ public:
+  explicit GateHold(TrafficGate* gate) : gate_(gate) {}
+  ~GateHold() { Set(false); }
+  GateHold(const GateHold&) = delete;
+  GateHold& operator=(const GateHold&) = delete;
+  void Set(bool held) {
+    if (!gate_ || held == held_) return;
+    held_ = held;
+    held ? gate_->Enter() : gate_->Leave();
+  }
+
+ private:
+  TrafficGate* gate_;
+  bool held_ = false;
+};
 
 std::string ReadFirstLine(const char* path) {
   std::ifstream in(path);
@@ -50,6 +70,8 @@ std::unique_ptr<TcpMesh> TcpMesh::Connect(Store& store, const MeshOptions& o) {
   mesh->size_ = o.size;
   mesh->timeout_ = o.timeout;
   mesh->spin_ = o.spin;
+  mesh->gate_ = o.traffic_gate;
+  mesh->urgent_ = o.urgent;
   mesh->send_socks_.resize(static_cast<size_t>(kChannels) * o.size);
   mesh->recv_socks_.resize(static_cast<size_t>(kChannels) * o.size);
   mesh->addresses_.resize(o.size);
@@ -188,6 +210,13 @@ std::unique_ptr<TcpMesh> TcpMesh::Connect(Store& store, const MeshOptions& o) {
         ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buffer, sizeof(int));
       }
     }
+    if (o.traffic_gate && !o.urgent) {
+      // Bytes queued in the kernel and the network would still go out ahead of the urgent side's.
+      const int fd = mesh->send_socks_[slot].fd();
+      int sndbuf = o.yield_send_buffer_bytes, lowat = o.yield_unsent_bytes;
+      ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof lowat);
+    }
   }
   return mesh;
 }
@@ -242,6 +271,7 @@ void TcpMesh::Exchange(Transfer* t, size_t n, const OpLabel& label) {
     if (t[i].bytes == 0 && t[i].on_complete) t[i].on_complete(t[i].arg, t[i]);
   // A zero-byte transfer is complete at once, gated or not (it carries no bytes to order).
   auto last_progress = net::Clock::now();
+  GateHold hold(gate_.get());  // released however this returns
   for (;;) {
     if (aborted_.load())
       throw Error(ErrorCode::kAborted,
@@ -250,13 +280,18 @@ void TcpMesh::Exchange(Transfer* t, size_t n, const OpLabel& label) {
                   {rank_, -1, "", label.name, label.seq});
     bool pending = false;
     bool progressed = false;
+    // Yielding to the urgent mesh: hand over no new bytes (receives go on).
+    const bool paused = gate_ && !urgent_ && gate_->urgent();
+    bool sending = false;  // urgent mesh: some send can go now
     size_t npoll = 0;
     for (size_t i = 0; i < n; ++i) {
       Transfer& x = t[i];
-      if (x.done >= x.bytes || !head(i) || (x.gate && *x.gate > 0)) {
+      if (x.done >= x.bytes || !head(i) || (x.gate && *x.gate > 0) ||
+          (paused && x.kind == Transfer::Kind::kSend)) {
         if (x.done < x.bytes) pending = true;
         continue;
       }
+      if (x.kind == Transfer::Kind::kSend) sending = true;
       pending = true;
       int fd = (x.kind == Transfer::Kind::kSend ? send_socks_ : recv_socks_)[Slot(channel_, x.peer)].fd();
       char* p = static_cast<char*>(x.data) + x.done;
@@ -277,10 +312,19 @@ void TcpMesh::Exchange(Transfer* t, size_t n, const OpLabel& label) {
       poll_owner_[npoll] = static_cast<int>(i);
       ++npoll;
     }
+    if (urgent_ && gate_) hold.Set(sending && pending);
     if (!pending) return;
     auto now = net::Clock::now();
     if (progressed) {
       last_progress = now;
+      continue;
+    }
+    if (paused) {
+      // Not silence: look again shortly (the urgent side holds the gate for one operation).
+      last_progress = now;
+      pollfds_[npoll] = {wake_fd_, POLLIN, 0};
+      if (::poll(pollfds_.data(), npoll + 1, 1) < 0 && errno != EINTR)
+        throw Error(ErrorCode::kIo, std::string("poll: ") + strerror(errno));
       continue;
     }
     if (now - last_progress < spin_) {
