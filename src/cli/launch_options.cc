@@ -86,7 +86,7 @@ AgentConfig ToAgentConfig(const LaunchOptions& o) {
 
 bool ShouldRunAsWorker(const Environment& env) { return env.is_worker || env.worker.has_value(); }
 
-WorkerSession JoinGroup(const Environment& env, const LaunchOptions& o) {
+WorkerSession JoinGroup(const Environment& env, const LaunchOptions& o, bool priority_channel) {
   WorkerSession s;
   WorkerIdentity id = env.worker.value_or(WorkerIdentity{"single", 0, 1, 0, 1, 0});
   bool mpi_launch = id.launcher == "mpirun" || id.launcher == "srun";
@@ -148,7 +148,17 @@ WorkerSession JoinGroup(const Environment& env, const LaunchOptions& o) {
       s.hosted_store = std::make_unique<TcpStoreServer>("0.0.0.0", hp.port, secret);
     s.store = std::make_unique<TcpStoreClient>(hp, secret, timeout);
   }
+  const bool two_channels = priority_channel && id.world_size > 1;
+  if (two_channels) co.traffic_gate = std::make_shared<TrafficGate>();
   s.comm = ConnectTcpCommunicator(*s.store, co);
+  if (two_channels) {
+    co.job_id += "/priority";
+    co.urgent = true;
+    if (co.log) co.log = [](const std::string& line) {
+        std::fprintf(stderr, "cann-dist-train: priority channel: %s\n", line.c_str());
+      };
+    s.priority_comm = ConnectTcpCommunicator(*s.store, co);
+  }
   return s;
 }
 

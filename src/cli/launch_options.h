@@ -45,10 +45,14 @@ struct WorkerSession {
   std::unique_ptr<TcpStoreServer> hosted_store;  // rank 0 hosts the store when no agent does
   std::unique_ptr<Store> store;
   std::unique_ptr<Communicator> comm;
+  // A second TCP communicator over the same ranks (own connections and thread) for traffic that
+  // must not queue behind bulk transfers; null unless asked for, alone, or on MPI.
+  std::unique_ptr<Communicator> priority_comm;
 };
 
-// Joins the group described by the environment (see environment.h), with the TCP or MPI backend.
-WorkerSession JoinGroup(const Environment& env, const LaunchOptions& o);
+// Joins the group described by the environment (see environment.h), with the TCP or MPI backend;
+// `priority_channel` also connects WorkerSession::priority_comm.
+WorkerSession JoinGroup(const Environment& env, const LaunchOptions& o, bool priority_channel = false);
 
 // Runs this same program (same argv) as the workers of this node, with CDT_WORKER=1; returns the
 // process exit code and prints failures.

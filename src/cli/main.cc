@@ -13,6 +13,7 @@
 #include "cli/topo_scan.h"
 #include "cli/train_command.h"
 #include "elastic/worker_group.h"
+#include "topology/bucket_size.h"
 
 namespace {
 
@@ -80,6 +81,13 @@ int Main(int argc, char** argv) {
   CLI::App* train_cmd = app.add_subcommand("train", "data-parallel training (libtorch)");
   AddLaunchOptions(train_cmd, &train_launch, env);
   AddTrainOptions(train_cmd, &train_opts);
+  bool train_adaptive = false;
+  TopoScanOptions train_topo;
+  train_cmd->add_flag("--adaptive-comm", train_adaptive,
+                      "measure the topology (or read the strategy cache): allreduce algorithms "
+                      "from its planner, gradient bucket size from its cost model");
+  train_cmd->add_option("--cache-dir", train_topo.cache_dir, "strategy cache directory ('none' = off)");
+  train_cmd->add_flag("--rescan", train_topo.rescan, "ignore the strategy cache and probe again");
 
   try {
     app.parse(argc, argv);
@@ -114,9 +122,15 @@ int Main(int argc, char** argv) {
   if (train_cmd->parsed()) {
     ValidateLaunchOptions(train_launch);
     if (!ShouldRunAsWorker(env)) return RunAsAgent(train_launch, argc, argv);
-    WorkerSession s = JoinGroup(env, train_launch);
+    WorkerSession s = JoinGroup(env, train_launch, train_opts.train.overlap_next_forward);
     const int local = env.worker ? env.worker->local_world_size : 1;
-    return RunTrainCommand(*s.comm, train_opts, local);
+    if (train_adaptive) {
+      topology::Discovery d = DiscoverTopology(*s.comm, train_topo, env.strategy_cache_dir);
+      s.comm->SetAllreduceSelector(d.planner);
+      if (s.priority_comm) s.priority_comm->SetAllreduceSelector(d.planner);
+      train_opts.train.planned_bucket_bytes = topology::RecommendedBucketBytes(d.planner->model());
+    }
+    return RunTrainCommand(*s.comm, s.priority_comm.get(), train_opts, local);
   }
   return 2;
 }

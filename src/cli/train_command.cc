@@ -26,7 +26,10 @@ void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o) {
   cmd->add_option("--warmup-steps", t.warmup_steps, "linear LR warmup")->capture_default_str();
   cmd->add_flag("--cosine,!--no-cosine", t.cosine, "cosine LR decay after warmup (default on)");
   cmd->add_option("--seed", t.seed, "model init and data order")->capture_default_str();
-  cmd->add_option("--bucket-mb", t.bucket_mb, "gradient bucket size (0 = a quarter of the model, 256 KiB..25 MiB)");
+  cmd->add_option("--bucket-mb", t.bucket_mb, "gradient bucket size (0 = from the topology plan with --adaptive-comm, else a quarter of the model, 256 KiB..25 MiB)");
+  cmd->add_flag("--overlap-next-forward,!--no-overlap-next-forward", t.overlap_next_forward,
+                "apply each bucket's update just before the next forward uses it; early layers' "
+                "gradients on a second connection (default on)");
   cmd->add_option("--eval-every", t.eval_every, "evaluate every N steps (0 = at the end)");
   cmd->add_option("--checkpoint-dir", t.checkpoint_dir, "write checkpoint.pt here");
   cmd->add_option("--checkpoint-every", t.checkpoint_every, "steps between checkpoints (0 = at the end)");
@@ -43,16 +46,18 @@ void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o) {
   cmd->add_option("--json", o->json, "write the results here (rank 0)");
 }
 
-int RunTrainCommand(Communicator& comm, TrainCommandOptions o, int local_world_size) {
+int RunTrainCommand(Communicator& comm, Communicator* priority, TrainCommandOptions o,
+                    int local_world_size) {
 #ifndef CDT_HAVE_TORCH
   (void)comm;
+  (void)priority;
   (void)o;
   (void)local_world_size;
   throw Error(ErrorCode::kInvalidArgument,
               "this build has no trainer: install libtorch-dev (scripts/install-deps.sh) and rebuild");
 #else
   o.train.local_world_size = local_world_size;
-  train::TrainResult r = train::RunTraining(comm, o.train);
+  train::TrainResult r = train::RunTraining(comm, o.train, priority);
   if (comm.rank() != 0) return r.params_consistent ? 0 : 1;
   std::printf("trained %s (%lld parameters) on %d rank(s): %lld steps from step %lld, %lld samples in %.2f s"
               " = %.1f samples/s\n",
@@ -64,9 +69,10 @@ int RunTrainCommand(Communicator& comm, TrainCommandOptions o, int local_world_s
   std::printf("\nstep time: forward %.2f s, backward %.2f s, comm wait %.2f s (%.1f%% of wall), optimizer %.2f s\n",
               r.step_time.forward_s, r.step_time.backward_s, r.step_time.comm_wait_s,
               100 * r.sync_wait_fraction, r.step_time.optimizer_s);
-  std::printf("gradients: %d bucket(s), %.1f MB reduced, overlap ratio %.2f; parameters identical on all"
+  std::printf("gradients: %d bucket(s) of up to %.2f MiB (%s), %.1f MB reduced, overlap ratio %.2f; parameters identical on all"
               " ranks: %s\n",
-              r.buckets, r.bytes_fp32 / 1e6, r.overlap_ratio, r.params_consistent ? "yes" : "NO");
+              r.buckets, r.bucket_bytes / 1048576.0, r.bucket_source.c_str(), r.bytes_fp32 / 1e6,
+              r.overlap_ratio, r.params_consistent ? "yes" : "NO");
   if (!r.checkpoint.empty()) std::printf("checkpoint: %s\n", r.checkpoint.c_str());
   if (!o.json.empty()) {
     std::ofstream f(o.json);

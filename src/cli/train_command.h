@@ -17,7 +17,8 @@ struct TrainCommandOptions {
 
 void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o);
 
-// Rank 0 prints the summary and writes the JSON. Returns the exit code.
-int RunTrainCommand(Communicator& comm, TrainCommandOptions o, int local_world_size);
+// Rank 0 prints the summary and writes the JSON. Returns the exit code. `priority` may be null.
+int RunTrainCommand(Communicator& comm, Communicator* priority, TrainCommandOptions o,
+                    int local_world_size);
 
 }  // namespace cdt::cli

@@ -46,10 +46,7 @@ double CostModel::PredictUs(AllreduceAlgorithm algo, double n) const {
   const int k = shape.max_ranks_per_node();
   if (p <= 1 || n <= 0) return 0;
   const bool multi = N > 1;
-  // On several nodes the slow level bounds every flat step that crosses nodes.
-  const LinkLevel& flat = multi ? inter : intra;
   const int pof2 = 1 << FloorLog2(p);
-  const int steps = FloorLog2(pof2);
   // The intra part of a step: all k ranks of a node move `bytes` each at once.
   auto intra_step = [&](double bytes) { return IntraStep(intra, bytes, k); };
   // Ranks as the launcher places them: node by node.

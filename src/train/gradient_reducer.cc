@@ -14,9 +14,13 @@ BucketHook AllreduceBucketHook() {
   };
 }
 
-GradientReducer::GradientReducer(Communicator& comm, std::vector<torch::Tensor> params,
-                                 size_t bucket_bytes, BucketHook hook)
-    : comm_(comm), params_(std::move(params)), hook_(std::move(hook)) {
+GradientReducer::GradientReducer(Communicator& comm, Communicator* priority,
+                                 std::vector<torch::Tensor> params, size_t bucket_bytes,
+                                 BucketHook hook)
+    : comm_(comm), priority_(priority), params_(std::move(params)), hook_(std::move(hook)) {
+  if (priority_ && (priority_->size() != comm_.size() || priority_->rank() != comm_.rank()))
+    throw Error(ErrorCode::kInvalidArgument,
+                "gradient reducer: the priority channel connects a different group");
   slots_.resize(params_.size());
   ready_.assign(params_.size(), false);
   // Reverse registration order: the last layers' gradients are ready first.
@@ -36,12 +40,19 @@ GradientReducer::GradientReducer(Communicator& comm, std::vector<torch::Tensor> 
     b.params.push_back(k);
     bytes_in_bucket += bytes;
   }
+  int64_t total = 0, before = 0;
+  for (size_t k = 0; k < params_.size(); ++k) total += params_[k].numel();
   for (size_t i = 0; i < buckets_.size(); ++i) {
     int64_t n = 0;
     for (size_t k : buckets_[i].params) n += params_[k].numel();
     buckets_[i].flat = torch::zeros({n}, torch::kFloat32);
+    // Early layers (the second half of the bytes in backward order) go first in the next forward.
+    buckets_[i].priority = priority_ != nullptr && i > 0 && 2 * before >= total;
+    before += n;
   }
   stats_.buckets = static_cast<int>(buckets_.size());
+  stats_.bucket_comm_seconds.assign(buckets_.size(), 0);
+  stats_.bucket_wait_seconds.assign(buckets_.size(), 0);
   for (size_t k = 0; k < params_.size(); ++k) {
     if (!params_[k].requires_grad()) continue;
     hooks_.push_back(
@@ -66,15 +77,26 @@ std::vector<size_t> GradientReducer::bucket_elements() const {
   return out;
 }
 
+std::vector<bool> GradientReducer::bucket_priority() const {
+  std::vector<bool> out;
+  for (const Bucket& b : buckets_) out.push_back(b.priority);
+  return out;
+}
+
 void GradientReducer::PrepareForBackward(bool sync) {
   sync_ = sync;
   armed_ = sync;
   if (!sync) return;
+  for (size_t i = 0; i < buckets_.size(); ++i)
+    if (outstanding(i))
+      throw Error(ErrorCode::kInvalidArgument, "gradient reducer: bucket " + std::to_string(i) +
+                                                   " of the previous backward was never collected");
   next_launch_ = 0;
   std::fill(ready_.begin(), ready_.end(), false);
   for (Bucket& b : buckets_) {
     b.pending = b.params.size();
     b.work.reset();
+    b.collected = false;
   }
 }
 
@@ -96,17 +118,16 @@ void GradientReducer::OnGradient(size_t k, const torch::Tensor& grad) {
 void GradientReducer::LaunchReady() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
     Bucket& b = buckets_[next_launch_++];
-    b.work = hook_(comm_, b.flat);
+    b.work = hook_(b.priority ? *priority_ : comm_, b.flat);
     stats_.bytes_fp32 += static_cast<double>(b.flat.numel()) * 4;
     stats_.bytes_wire += static_cast<double>(b.flat.numel()) * 4;
   }
 }
 
-double GradientReducer::FinishBackward() {
+void GradientReducer::LaunchRemaining() {
   if (!armed_)
     throw Error(ErrorCode::kInvalidArgument,
-                "gradient reducer: FinishBackward without PrepareForBackward(true)");
-  const auto start = std::chrono::steady_clock::now();
+                "gradient reducer: LaunchRemaining without PrepareForBackward(true)");
   // Parameters autograd did not reach this time: their gradient is what was accumulated, or zero.
   for (size_t k = 0; k < params_.size(); ++k) {
     if (ready_[k]) continue;
@@ -123,19 +144,35 @@ double GradientReducer::FinishBackward() {
   }
   LaunchReady();
   armed_ = false;
-  for (Bucket& b : buckets_) {
-    b.work->Wait();
-    stats_.comm_seconds += b.work->run_seconds();
-  }
-  torch::NoGradGuard no_grad;
-  for (size_t k = 0; k < params_.size(); ++k) {
-    const Slot& s = slots_[k];
-    auto summed = buckets_[static_cast<size_t>(s.bucket)].flat.narrow(0, s.offset, params_[k].numel());
-    if (!params_[k].grad().defined()) params_[k].mutable_grad() = torch::zeros_like(params_[k]);
-    params_[k].mutable_grad().copy_(summed.view_as(params_[k]));
-  }
+}
+
+double GradientReducer::Collect(size_t i) {
+  Bucket& b = buckets_.at(i);
+  if (!b.work || b.collected) return 0;
+  const auto start = std::chrono::steady_clock::now();
+  b.collected = true;  // even if Wait throws: the communicator is broken then, nothing to retry
+  b.work->Wait();
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stats_.comm_seconds += b.work->run_seconds();
   stats_.wait_seconds += waited;
+  stats_.bucket_comm_seconds[i] += b.work->run_seconds();
+  stats_.bucket_wait_seconds[i] += waited;
+  torch::NoGradGuard no_grad;
+  for (size_t k : b.params) {
+    auto summed = b.flat.narrow(0, slots_[k].offset, params_[k].numel());
+    torch::Tensor& grad = params_[k].mutable_grad();
+    if (!grad.defined())
+      grad = summed.view_as(params_[k]).clone();
+    else
+      grad.copy_(summed.view_as(params_[k]));
+  }
+  return waited;
+}
+
+double GradientReducer::FinishBackward() {
+  LaunchRemaining();
+  double waited = 0;
+  for (size_t i = 0; i < buckets_.size(); ++i) waited += Collect(i);
   return waited;
 }
 

@@ -16,6 +16,14 @@
 // Micro-batches: PrepareForBackward(false) makes hooks do nothing, so gradients accumulate locally
 // in .grad (DDP's no_sync); the next PrepareForBackward(true) backward adds the accumulated .grad
 // into the bucket.
+//
+// Two channels (optional): buckets that start past the first half of the gradient bytes in launch
+// order — the layers nearest the input, which the next forward needs first — run on a second
+// communicator, so that they are not queued behind the big late-used buckets (ByteScheduler's
+// priorities, SOSP'19, with two levels). Each channel keeps its own submission order, identical on
+// every rank; TCP shares the link between them. Collecting results bucket by bucket
+// (LaunchRemaining, then Collect per bucket) lets the trainer apply each bucket's update just
+// before the next forward uses it (train/update_scheduler.h).
 #pragma once
 
 #include <torch/torch.h>
@@ -38,26 +46,44 @@ struct ReducerStats {
   double bytes_fp32 = 0;     // gradient bytes reduced (all steps)
   double bytes_wire = 0;     // bytes handed to the network (= fp32 without compression)
   double comm_seconds = 0;   // sum of the buckets' run time on the communicator thread
-  double wait_seconds = 0;   // training thread blocked in FinishBackward (exposed communication)
+  double wait_seconds = 0;   // training thread blocked on buckets (exposed communication)
+  std::vector<double> bucket_comm_seconds;  // per bucket, totals of the two above
+  std::vector<double> bucket_wait_seconds;
 };
 
 class GradientReducer {
  public:
-  GradientReducer(Communicator& comm, std::vector<torch::Tensor> params, size_t bucket_bytes,
-                  BucketHook hook = AllreduceBucketHook());
+  // `priority` (may be null: one channel) carries the early-layer buckets; it must connect the
+  // same ranks as `comm`.
+  GradientReducer(Communicator& comm, Communicator* priority, std::vector<torch::Tensor> params,
+                  size_t bucket_bytes, BucketHook hook = AllreduceBucketHook());
   ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
 
-  // Before each backward: sync = false accumulates locally (a micro-batch before the last).
+  // Before each backward: sync = false accumulates locally (a micro-batch before the last). A
+  // syncing backward needs every result of the previous one collected (throws otherwise: its
+  // buffers are about to be reused).
   void PrepareForBackward(bool sync);
-  // After a syncing backward: launches what is left, waits for every bucket, writes the summed
-  // gradients into .grad. Returns the seconds it blocked.
+  // After a syncing backward: launches what is left (unused parameters count as zero) and returns
+  // at once.
+  void LaunchRemaining();
+  // Waits for bucket `b` and writes its summed gradients into its parameters' .grad. Once per
+  // backward; later calls return 0 at once. Returns the seconds it blocked.
+  double Collect(size_t b);
+  // LaunchRemaining, then Collect every bucket. Returns the seconds it blocked.
   double FinishBackward();
 
   const ReducerStats& stats() const { return stats_; }
-  // Bucket sizes in elements, in launch order.
+  size_t num_buckets() const { return buckets_.size(); }
+  // The bucket holding parameter `index` (an index into the constructor's `params`).
+  size_t bucket_of(size_t index) const { return static_cast<size_t>(slots_[index].bucket); }
+  const std::vector<size_t>& bucket_params(size_t b) const { return buckets_[b].params; }
+  // Whether bucket `b` still has a result not yet collected.
+  bool outstanding(size_t b) const { return buckets_[b].work && !buckets_[b].collected; }
+  // Bucket sizes in elements, in launch order; and which run on the priority channel.
   std::vector<size_t> bucket_elements() const;
+  std::vector<bool> bucket_priority() const;
 
  private:
   struct Slot {
@@ -68,13 +94,16 @@ class GradientReducer {
     std::vector<size_t> params;  // indices into params_
     torch::Tensor flat;          // f32, contiguous
     size_t pending = 0;          // gradients still to arrive this backward
+    bool priority = false;       // runs on the priority channel
     std::shared_ptr<Work> work;  // set once launched
+    bool collected = false;      // its result was written into .grad
   };
 
   void OnGradient(size_t index, const torch::Tensor& grad);
   void LaunchReady();
 
   Communicator& comm_;
+  Communicator* priority_;
   std::vector<torch::Tensor> params_;
   BucketHook hook_;
   std::vector<Slot> slots_;
@@ -83,7 +112,7 @@ class GradientReducer {
   std::vector<bool> ready_;     // per parameter, this backward
   size_t next_launch_ = 0;
   bool sync_ = true;
-  bool armed_ = false;          // between PrepareForBackward(true) and FinishBackward
+  bool armed_ = false;          // between PrepareForBackward(true) and LaunchRemaining
   ReducerStats stats_;
 };
 

@@ -16,8 +16,11 @@ class Mlp : public ClassifierModel {
     fc3_ = register_module("fc3", nn::Linear(256, 10));
   }
   std::pair<torch::Tensor, torch::Tensor> Forward(const torch::Tensor& x) override {
+    BeforeUse(*fc1_);
     auto h = torch::relu(fc1_(x.flatten(1)));
+    BeforeUse(*fc2_);
     h = torch::relu(fc2_(h));
+    BeforeUse(*fc3_);
     return {fc3_(h), {}};
   }
 
@@ -34,9 +37,13 @@ class Cnn : public ClassifierModel {
     fc2_ = register_module("fc2", nn::Linear(128, 10));
   }
   std::pair<torch::Tensor, torch::Tensor> Forward(const torch::Tensor& x) override {
+    BeforeUse(*conv1_);
     auto h = torch::max_pool2d(torch::relu(conv1_(x)), 2);
+    BeforeUse(*conv2_);
     h = torch::max_pool2d(torch::relu(conv2_(h)), 2);
+    BeforeUse(*fc1_);
     h = torch::relu(fc1_(h.flatten(1)));
+    BeforeUse(*fc2_);
     return {fc2_(h), {}};
   }
 
@@ -105,15 +112,23 @@ class MoeTransformer : public ClassifierModel {
     const int64_t B = x.size(0);
     // [B, 1, 28, 28] -> 16 patches of 7x7 -> [16, B, 49] (sequence first, as MultiheadAttention wants).
     auto patches = x.view({B, 4, 7, 4, 7}).permute({1, 3, 0, 2, 4}).reshape({16, B, 49});
+    BeforeUse(*embed_);
+    BeforeUse(position_);
     auto h = embed_(patches) + position_;
     torch::Tensor aux = torch::zeros({}, x.options());
     for (size_t l = 0; l < attn_.size(); ++l) {
+      BeforeUse(*norm1_[l]);
       auto n = norm1_[l](h);
+      BeforeUse(*attn_[l]);
       h = h + std::get<0>(attn_[l](n, n, n));
+      BeforeUse(*norm2_[l]);
+      BeforeUse(*moe_[l]);
       auto [y, layer_aux] = moe_[l]->forward(norm2_[l](h).view({16 * B, width_}));
       h = h + y.view({16, B, width_});
       aux = aux + layer_aux;
     }
+    BeforeUse(*final_norm_);
+    BeforeUse(*head_);
     return {head_(final_norm_(h.mean(0))), aux / static_cast<double>(attn_.size())};
   }
 

@@ -11,8 +11,10 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace cdt::train {
 
@@ -27,9 +29,26 @@ struct ModelOptions {
 
 // Every model maps [B, 1, 28, 28] images to [B, 10] logits; MoE models also report an auxiliary
 // (load-balancing) loss, others return an undefined tensor for it.
+//
+// Forward announces each group of parameters just before it first uses them (UseHook), in the order
+// it uses them; the trainer defers optimizer updates until then (train/update_scheduler.h). Every
+// parameter is announced in every forward (tested), so none is ever used before its update.
 class ClassifierModel : public torch::nn::Module {
  public:
+  using UseHook = std::function<void(const std::vector<torch::Tensor>&)>;
   virtual std::pair<torch::Tensor, torch::Tensor> Forward(const torch::Tensor& images) = 0;
+  void set_use_hook(UseHook hook) { use_hook_ = std::move(hook); }
+
+ protected:
+  void BeforeUse(torch::nn::Module& m) {
+    if (use_hook_) use_hook_(m.parameters());
+  }
+  void BeforeUse(const torch::Tensor& parameter) {
+    if (use_hook_) use_hook_({parameter});
+  }
+
+ private:
+  UseHook use_hook_;
 };
 
 // Throws cdt::Error(kInvalidArgument) for an unknown name or bad sizes.

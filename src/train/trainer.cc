@@ -20,6 +20,7 @@
 #include "train/image_dataset.h"
 #include "train/lr_schedule.h"
 #include "train/models.h"
+#include "train/update_scheduler.h"
 
 namespace cdt::train {
 
@@ -102,10 +103,6 @@ std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const TrainOptions& o, to
     return std::make_unique<torch::optim::AdamW>(
         m.parameters(), torch::optim::AdamWOptions(o.lr).weight_decay(o.weight_decay));
   throw Error(ErrorCode::kInvalidArgument, "unknown optimizer '" + o.optimizer + "' (use sgd or adamw)");
-}
-
-void SetLr(torch::optim::Optimizer& opt, double lr) {
-  for (auto& group : opt.param_groups()) group.options().set_lr(lr);
 }
 
 // Accuracy on the test set: each rank scores every world-size-th image, the counts are summed.
@@ -251,7 +248,7 @@ void Validate(const TrainOptions& o) {
 
 }  // namespace
 
-TrainResult RunTraining(Communicator& comm, const TrainOptions& o) {
+TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator* priority) {
   Validate(o);
   const int W = comm.size(), me = comm.rank();
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
@@ -308,20 +305,74 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o) {
   }
   r.first_step = at.step;
 
-  // Buckets: explicit --bucket-mb, else a quarter of the model (at least 256 KiB, at most DDP's
-  // 25 MiB) so that even a small model is cut into several buckets that can overlap backward.
+  // Buckets: explicit --bucket-mb, else the topology plan's size, else a quarter of the model (at
+  // least 256 KiB, at most DDP's 25 MiB) so that even a small model is cut into several buckets
+  // that can overlap backward.
   const size_t model_bytes = static_cast<size_t>(r.params) * 4;
-  const size_t bucket_bytes =
-      o.bucket_mb > 0 ? static_cast<size_t>(o.bucket_mb * 1024 * 1024)
-                      : std::clamp<size_t>(model_bytes / 4, 256 << 10, 25 << 20);
-  GradientReducer reducer(comm, model->parameters(), bucket_bytes);
+  size_t bucket_bytes = std::clamp<size_t>(model_bytes / 4, 256 << 10, 25 << 20);
+  r.bucket_source = "a quarter of the model";
+  if (o.bucket_mb > 0) {
+    bucket_bytes = static_cast<size_t>(o.bucket_mb * 1024 * 1024);
+    r.bucket_source = "--bucket-mb";
+  } else if (o.planned_bucket_bytes > 0) {
+    bucket_bytes = o.planned_bucket_bytes;
+    r.bucket_source = "topology plan";
+  }
+  r.bucket_bytes = bucket_bytes;
+  GradientReducer reducer(comm, priority, model->parameters(), bucket_bytes);
+  UpdateScheduler updates(reducer, *opt, model->parameters());
+  if (o.overlap_next_forward)
+    model->set_use_hook([&updates](const std::vector<torch::Tensor>& p) { updates.BeforeUse(p); });
   r.buckets = reducer.stats().buckets;
   r.bucket_elements = reducer.bucket_elements();
+  r.bucket_priority = reducer.bucket_priority();
 
+  // The global loss of a step travels behind its early-layer gradients and is read when the next
+  // step has launched its own (or at once without deferral): reading it right away would wait for
+  // every bucket and undo the overlap. A diverged loss is therefore reported one step late.
+  struct PendingLoss {
+    int64_t step = 0;
+    double sum = 0;
+    size_t samples = 0;
+    std::shared_ptr<Work> work;
+  } loss_in_flight;
+  Communicator& small = priority ? *priority : comm;
   const int64_t end_step = o.stop_after > 0 ? std::min(total_steps, o.stop_after) : total_steps;
   const auto loop_start = Clock::now();
-  double eval_seconds = 0;
+  double eval_seconds = 0, loss_wait = 0;
   auto last_progress = Clock::now();
+  auto record_loss = [&] {
+    PendingLoss& l = loss_in_flight;
+    if (!l.work) return;
+    auto t = Clock::now();
+    l.work->Wait();
+    l.work.reset();
+    loss_wait += Since(t);
+    const double mean_loss = l.sum / static_cast<double>(l.samples);
+    if (!std::isfinite(mean_loss))
+      throw Error(ErrorCode::kDiverged, Who(comm) + ": loss is " + std::to_string(mean_loss) +
+                                            " at step " + std::to_string(l.step) +
+                                            " (diverged: lower --lr?)");
+    r.loss_curve.push_back({l.step, mean_loss});
+    r.final_loss = mean_loss;
+    const bool last = l.step + 1 == end_step;
+    if (o.progress && me == 0 && (Since(last_progress) >= 1.0 || last)) {
+      last_progress = Clock::now();
+      const double elapsed = Since(loop_start) - eval_seconds;
+      const double rate = r.samples / std::max(1e-9, elapsed);
+      const double eta = (end_step - l.step - 1) * (elapsed / std::max<int64_t>(1, r.steps));
+      std::fprintf(stderr, "\rstep %lld/%lld  epoch %llu  loss %.4f  %.0f samples/s  ETA %.0fs   ",
+                   static_cast<long long>(l.step + 1), static_cast<long long>(end_step),
+                   static_cast<unsigned long long>(at.epoch), mean_loss, rate, eta);
+      if (last) std::fprintf(stderr, "\n");
+    }
+  };
+  // Every parameter current and every loss recorded: before eval, checkpoints and the end.
+  auto settle = [&] {
+    updates.ApplyAll();
+    record_loss();
+  };
+
   for (; at.step < end_step; ++at.step) {
     if (at.pos >= sampler.dataset_size()) {
       ++at.epoch;
@@ -329,51 +380,51 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o) {
     }
     const size_t step_samples = sampler.StepSamples(at.pos, batches);
     const std::vector<int64_t> idx = sampler.Indices(at.epoch, at.pos, batches, me);
-    SetLr(*opt, schedule.At(at.step));
-    for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
 
     double loss_sum = 0;
     const int parts = std::max(1, std::min<int>(o.accumulate, static_cast<int>(idx.size())));
     const std::vector<size_t> off = MicroOffsets(idx.size(), parts);
     for (int m = 0; m < parts; ++m) {
-      reducer.PrepareForBackward(m == parts - 1);
       std::vector<int64_t> part(idx.begin() + static_cast<long>(off[static_cast<size_t>(m)]),
                                 idx.begin() + static_cast<long>(off[static_cast<size_t>(m) + 1]));
-      if (part.empty()) continue;  // this rank has no samples in a short last step
-      auto t0 = Clock::now();
-      auto [logits, aux] = model->Forward(Images(train_set, part));
-      auto ce = torch::nn::functional::cross_entropy(
-          logits, Labels(train_set, part),
-          torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
-      // Divide by the global batch: the summed gradients are then the global mean's gradient.
-      auto loss = ce / static_cast<double>(step_samples);
-      if (aux.defined())
-        loss = loss + o.aux_loss_weight * aux * (static_cast<double>(part.size()) / step_samples);
-      loss_sum += ce.item<double>();
-      r.step_time.forward_s += Since(t0);
-      auto t1 = Clock::now();
-      loss.backward();
-      r.step_time.backward_s += Since(t1);
+      if (!part.empty()) {  // empty: this rank has no samples in a short last step
+        auto t0 = Clock::now();
+        const double in_updates = updates.wait_seconds() + updates.optimizer_seconds();
+        auto [logits, aux] = model->Forward(Images(train_set, part));
+        auto ce = torch::nn::functional::cross_entropy(
+            logits, Labels(train_set, part),
+            torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+        // Divide by the global batch: the summed gradients are then the global mean's gradient.
+        auto loss = ce / static_cast<double>(step_samples);
+        if (aux.defined())
+          loss = loss + o.aux_loss_weight * aux * (static_cast<double>(part.size()) / step_samples);
+        loss_sum += ce.item<double>();
+        // The updates forward applied count as communication wait and optimizer time.
+        r.step_time.forward_s +=
+            Since(t0) - (updates.wait_seconds() + updates.optimizer_seconds() - in_updates);
+        updates.ApplyAll();  // whatever forward did not announce (none of our models)
+        reducer.PrepareForBackward(m == parts - 1);
+        auto t1 = Clock::now();
+        loss.backward();
+        r.step_time.backward_s += Since(t1);
+      } else {
+        updates.ApplyAll();
+        reducer.PrepareForBackward(m == parts - 1);
+      }
     }
-    r.step_time.comm_wait_s += reducer.FinishBackward();
-    auto t2 = Clock::now();
-    opt->step();
-    r.step_time.optimizer_s += Since(t2);
-    comm.Allreduce(&loss_sum, 1, DataType::kFloat64, ReduceOp::kSum,
-                   {AllreduceAlgorithm::kRecursiveDoubling})->Wait();
-    const double mean_loss = loss_sum / static_cast<double>(step_samples);
-    if (!std::isfinite(mean_loss))
-      throw Error(ErrorCode::kDiverged, Who(comm) + ": loss is " + std::to_string(mean_loss) +
-                                            " at step " + std::to_string(at.step) +
-                                            " (diverged: lower --lr?)");
-    r.loss_curve.push_back({at.step, mean_loss});
-    r.final_loss = mean_loss;
+    updates.BackwardDone(schedule.At(at.step));
+    record_loss();  // the previous step's
+    loss_in_flight = {at.step, loss_sum, step_samples, nullptr};
+    loss_in_flight.work = small.Allreduce(&loss_in_flight.sum, 1, DataType::kFloat64, ReduceOp::kSum,
+                                          {AllreduceAlgorithm::kRecursiveDoubling});
     at.pos += step_samples;
     r.samples += static_cast<int64_t>(step_samples);
     ++r.steps;
+    if (!o.overlap_next_forward) settle();
 
     const bool last = at.step + 1 == end_step;
     if ((o.eval_every > 0 && (at.step + 1) % o.eval_every == 0) || last) {
+      settle();
       auto te = Clock::now();
       double acc = Evaluate(comm, *model, test_set);
       r.eval_curve.push_back({at.step, acc});
@@ -382,6 +433,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o) {
     }
     if (!o.checkpoint_dir.empty() &&
         ((o.checkpoint_every > 0 && (at.step + 1) % o.checkpoint_every == 0) || last)) {
+      settle();
       Position next = at;
       ++next.step;
       if (me == 0) {
@@ -390,20 +442,15 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o) {
       }
       comm.Barrier()->Wait();  // nobody reads a half-written checkpoint
     }
-    if (o.progress && me == 0 && (Since(last_progress) >= 1.0 || last)) {
-      last_progress = Clock::now();
-      const double elapsed = Since(loop_start) - eval_seconds;
-      const double rate = r.samples / std::max(1e-9, elapsed);
-      const double eta = (end_step - at.step - 1) * (elapsed / std::max<int64_t>(1, r.steps));
-      std::fprintf(stderr, "\rstep %lld/%lld  epoch %llu  loss %.4f  %.0f samples/s  ETA %.0fs   ",
-                   static_cast<long long>(at.step + 1), static_cast<long long>(end_step),
-                   static_cast<unsigned long long>(at.epoch), mean_loss, rate, eta);
-      if (last) std::fprintf(stderr, "\n");
-    }
   }
+  settle();
+  r.step_time.comm_wait_s = updates.wait_seconds() + loss_wait;
+  r.step_time.optimizer_s = updates.optimizer_seconds();
   r.wall_s = Since(loop_start) - eval_seconds;
   r.samples_per_s = r.samples / std::max(1e-9, r.wall_s);
   const ReducerStats& rs = reducer.stats();
+  r.bucket_comm_s = rs.bucket_comm_seconds;
+  r.bucket_wait_s = rs.bucket_wait_seconds;
   r.bytes_fp32 = rs.bytes_fp32;
   r.bytes_wire = rs.bytes_wire;
   r.overlap_ratio = rs.comm_seconds > 0 ? std::clamp(1 - rs.wait_seconds / rs.comm_seconds, 0.0, 1.0) : 0;
@@ -432,7 +479,10 @@ std::string TrainResultJson(const TrainResult& r) {
       {"step_time", {{"forward_s", r.step_time.forward_s}, {"backward_s", r.step_time.backward_s},
                      {"comm_wait_s", r.step_time.comm_wait_s}, {"optimizer_s", r.step_time.optimizer_s}}},
       {"comm", {{"bytes_fp32", r.bytes_fp32}, {"bytes_wire", r.bytes_wire}, {"buckets", r.buckets},
-                {"bucket_elements", r.bucket_elements}, {"overlap_ratio", r.overlap_ratio}}},
+                {"bucket_bytes", r.bucket_bytes}, {"bucket_source", r.bucket_source},
+                {"bucket_elements", r.bucket_elements}, {"bucket_priority", r.bucket_priority},
+                {"bucket_comm_s", r.bucket_comm_s}, {"bucket_wait_s", r.bucket_wait_s},
+                {"overlap_ratio", r.overlap_ratio}}},
       {"sync_wait_fraction", r.sync_wait_fraction},
       {"params_consistent", r.params_consistent},
       {"resumed_from", r.resumed_from},

@@ -32,7 +32,11 @@ struct TrainOptions {
   int64_t warmup_steps = 0;
   bool cosine = true;
   uint64_t seed = 1;
-  double bucket_mb = 0;               // 0 = from the communicator's plan (see trainer.cc)
+  double bucket_mb = 0;               // 0 = planned_bucket_bytes, else a quarter of the model
+  size_t planned_bucket_bytes = 0;    // from the topology plan (`--adaptive-comm`); 0 = none
+  // Apply each bucket's update just before the next forward uses it, so that communication also
+  // overlaps the next forward (train/update_scheduler.h). Same arithmetic either way.
+  bool overlap_next_forward = true;
   int64_t eval_every = 0;             // steps; 0 = at the end only
   std::string checkpoint_dir;         // "" = no checkpoints
   int64_t checkpoint_every = 0;       // steps; 0 = at the end only (when a dir is given)
@@ -63,7 +67,12 @@ struct TrainResult {
   StepTimes step_time;          // totals over the run
   double bytes_fp32 = 0, bytes_wire = 0;
   int buckets = 0;
+  size_t bucket_bytes = 0;
+  std::string bucket_source;   // "--bucket-mb", "topology plan" or "a quarter of the model"
   std::vector<size_t> bucket_elements;
+  std::vector<bool> bucket_priority;  // which buckets ran on the priority channel
+  std::vector<double> bucket_comm_s;  // per bucket: seconds on the communicator (totals)
+  std::vector<double> bucket_wait_s;  // per bucket: seconds the training thread waited for it
   double overlap_ratio = 0;
   double sync_wait_fraction = 0;
   bool params_consistent = false;
@@ -71,9 +80,12 @@ struct TrainResult {
   std::string checkpoint;       // last checkpoint written, if any
 };
 
-// Trains on every rank of `comm` (all ranks call it with the same options). Throws cdt::Error
-// with the rank and the cause on bad options, missing data or communication failures.
-TrainResult RunTraining(Communicator& comm, const TrainOptions& options);
+// Trains on every rank of `comm` (all ranks call it with the same options). `priority`, when
+// given, is a second communicator over the same ranks that carries the gradients the next
+// forward needs first (train/gradient_reducer.h). Throws cdt::Error with the rank and the cause
+// on bad options, missing data or communication failures.
+TrainResult RunTraining(Communicator& comm, const TrainOptions& options,
+                        Communicator* priority = nullptr);
 
 // The JSON document `train --json` writes (docs/training.md).
 std::string TrainResultJson(const TrainResult& r);

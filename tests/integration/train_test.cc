@@ -57,6 +57,23 @@ TEST(Train, TwoRanksFollowOneRankWithTheDoubleBatch) {
   EXPECT_LT(Losses(two).back(), Losses(two).front());  // it learns
 }
 
+// Deferring each bucket's update into the next forward (and the early layers' gradients on the
+// priority channel) changes when the arithmetic happens, not what it computes: the curves of the
+// two schedules are the same to the last bit.
+TEST(Train, OverlapIntoTheNextForwardKeepsTheArithmetic) {
+  auto args = kCommon;
+  args.insert(args.end(), {"--nproc-per-node", "2", "--batch-size", "16", "--accumulate", "2"});
+  auto plain_args = args;
+  plain_args.push_back("--no-overlap-next-forward");
+  nlohmann::json deferred = Train("deferred", args), plain = Train("plain", plain_args);
+  EXPECT_TRUE(deferred["params_consistent"].get<bool>());
+  EXPECT_EQ(Losses(deferred), Losses(plain));
+  EXPECT_EQ(deferred["test_accuracy"], plain["test_accuracy"]);
+  // Three buckets: the last (conv layers, needed first) on the priority channel.
+  EXPECT_EQ(deferred["comm"]["bucket_priority"], nlohmann::json({false, false, true}));
+  EXPECT_EQ(plain["comm"]["bucket_priority"], nlohmann::json({false, false, false}));
+}
+
 TEST(Train, ResumeContinuesTheUninterruptedCurve) {
   const std::string dir = TempPath("ckpt");
   auto base = kCommon;

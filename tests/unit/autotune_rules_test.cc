@@ -34,7 +34,9 @@ TEST(Autotuner, TimesBlocksOfEachCandidateThenKeepsTheFasterAgreedOne) {
     const int block = i / 2;
     const double s = !last.trial ? 99.0 : (block % 2 == 0 ? hier[block / 2] : ring[block / 2]);
     medians = t.End(last, s);
-    if (i < 11) EXPECT_FALSE(medians.has_value()) << i;
+    if (i < 11) {
+      EXPECT_FALSE(medians.has_value()) << i;
+    }
   }
   EXPECT_EQ(ran, (std::vector<A>{A::kHierarchical, A::kHierarchical, A::kRing, A::kRing,
                                  A::kHierarchical, A::kHierarchical, A::kRing, A::kRing,

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "comm_test_util.h"
+#include "topology/bucket_size.h"
 #include "topology/discovery.h"
 #include "topology/strategy_cache.h"
 
@@ -189,7 +190,42 @@ TEST(CostModel, UnequalNodesCountTheExchangesThatReallyCross) {
   EXPECT_GT(uneven.PredictUs(AllreduceAlgorithm::kHalvingDoubling, n),
             uneven.PredictUs(AllreduceAlgorithm::kHierarchical, n));
   TopologyPlanner planner(uneven);
-  EXPECT_EQ(planner.Select({n, DataType::kFloat32, 4, 2, 3}), AllreduceAlgorithm::kHierarchical);
+  EXPECT_EQ(planner.Select({static_cast<size_t>(n), DataType::kFloat32, 4, 2, 3}), AllreduceAlgorithm::kHierarchical);
+}
+
+}  // namespace
+}  // namespace cdt::topology
+
+namespace cdt::topology {
+namespace {
+
+TEST(BucketSize, SlowLinksGetSmallBucketsFastOnesBigger) {
+  CostModel slow;
+  slow.shape.ranks_per_node = {1, 1};
+  slow.inter = {"inter", 100, 0.0125, 0};  // 100 Mbit/s, 100 us
+  EXPECT_EQ(RecommendedBucketBytes(slow), kMinBucketBytes);
+
+  CostModel fast;  // 100 Gbit/s between two hosts, 50 us
+  fast.shape.ranks_per_node = {1, 1};
+  fast.inter = {"inter", 50, 12.5, 0};
+  const size_t b = RecommendedBucketBytes(fast);
+  EXPECT_GT(b, kMinBucketBytes);
+  EXPECT_LE(b, kMaxBucketBytes);
+  // The chosen size reaches the efficiency, the next smaller one does not.
+  auto rate = [&](double n) {
+    double best = 1e300;
+    for (auto a : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kRecursiveDoubling,
+                   AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kTree,
+                   AllreduceAlgorithm::kHierarchical})
+      best = std::min(best, fast.PredictUs(a, n));
+    return n / best;
+  };
+  EXPECT_GE(rate(double(b)), 0.8 * rate(double(1 << 30)));
+  EXPECT_LT(rate(double(b / 2)), 0.8 * rate(double(1 << 30)));
+
+  CostModel alone;
+  alone.shape.ranks_per_node = {1};
+  EXPECT_EQ(RecommendedBucketBytes(alone), kMaxBucketBytes);
 }
 
 }  // namespace
