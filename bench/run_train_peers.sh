@@ -6,11 +6,15 @@
 #   bash bench/run_train_peers.sh [--nproc 2] [--steps 200] [--batch-size 64] [--reps 3]
 #   sudo bash bench/run_train_peers.sh --nodes 2 --link 100mbit   # on tools/emulate-cluster,
 #                                                                  # one worker per node
+#   [--threads T]  torch threads per worker for every run, the single-worker one included
+#                  (default: this machine's cores / all workers, so that the single worker
+#                  computes as fast as one of many does: the emulated nodes share these cores)
+#   [--extra "ARGS"]  more `train` options for our runs (e.g. --no-overlap-next-forward)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/rotate.sh
 BIN=$(pwd)/${BIN:-build/bin}
-NPROC=2 STEPS=200 BATCH=64 REPS=3 NODES=1 LINK=
+NPROC=2 STEPS=200 BATCH=64 REPS=3 NODES=1 LINK= THREADS= EXTRA=
 while [ $# -gt 0 ]; do
   case "$1" in
     --nproc) NPROC=$2; shift 2 ;;
@@ -19,6 +23,8 @@ while [ $# -gt 0 ]; do
     --reps) REPS=$2; shift 2 ;;
     --nodes) NODES=$2; NPROC=1; shift 2 ;;
     --link) LINK=$2; shift 2 ;;
+    --threads) THREADS=$2; shift 2 ;;
+    --extra) EXTRA=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -28,17 +34,28 @@ prefix=()
 if [ "$NODES" -gt 1 ]; then
   prefix=(tools/emulate-cluster --nodes "$NODES" ${LINK:+--link "$LINK"} --)
 fi
-common=(--steps "$STEPS" --batch-size "$BATCH" --seed 1)
+[ -n "$THREADS" ] || THREADS=$(( $(nproc) / (NODES * NPROC) )); [ "$THREADS" -ge 1 ] || THREADS=1
+common=(--steps "$STEPS" --batch-size "$BATCH" --seed 1 --threads "$THREADS")
+echo "threads per worker: $THREADS" | tee "$out/setup.txt"
 run_cdt() {
   "${prefix[@]}" "$BIN/cann-dist-train" train --model cnn --nproc-per-node "$NPROC" "${common[@]}" \
-      --no-progress --json "$(pwd)/$out/cdt_$1.json" > "$out/cdt_$1.txt" 2>&1
+      $EXTRA --no-progress --json "$(pwd)/$out/cdt_$1.json" > "$out/cdt_$1.txt" 2>&1
 }
 run_ddp() {
-  "${prefix[@]}" /usr/bin/python3 "$(pwd)/bench/peers/ddp_baseline.py" --nproc-per-node "$NPROC" \
-      "${common[@]}" --json "$(pwd)/$out/ddp_$1.json" > "$out/ddp_$1.txt" 2>&1
+  # PyTorch 1.13's Gloo rendezvous has hung here now and then before the first step: bound each
+  # run, keep its output, and try once more.
+  local try
+  for try in 1 2; do
+    timeout --kill-after=10 900 "${prefix[@]}" /usr/bin/python3 "$(pwd)/bench/peers/ddp_baseline.py" \
+        --nproc-per-node "$NPROC" "${common[@]}" --json "$(pwd)/$out/ddp_$1.json" \
+        > "$out/ddp_$1.txt" 2>&1 && return 0
+    mv "$out/ddp_$1.txt" "$out/ddp_$1.failed$try.txt"
+    echo "   DDP run $1 failed (kept in $out/ddp_$1.failed$try.txt)"
+  done
+  return 1
 }
 run_cdt_single() {  # one worker: the scaling-efficiency denominator
-  "$BIN/cann-dist-train" train --model cnn --nproc-per-node 1 "${common[@]}" --no-progress \
+  "$BIN/cann-dist-train" train --model cnn --nproc-per-node 1 "${common[@]}" $EXTRA --no-progress \
       --json "$(pwd)/$out/single_$1.json" > "$out/single_$1.txt" 2>&1
 }
 steps=(run_cdt run_ddp)
@@ -60,9 +77,11 @@ single, m = med("single", "samples_per_s")
 if m:
     print(f"single worker: {single:.1f} samples/s; scaling efficiency cdt {cdt / (workers * single):.2f}, "
           f"DDP {ddp / (workers * single):.2f}")
-for key in ("overlap_ratio",):
-    v = [json.load(open(p))["comm"][key] for p in glob.glob(os.path.join(d, "cdt_*.json"))]
-    if v: print(f"cdt overlap_ratio median {statistics.median(v):.2f}")
-v = [json.load(open(p))["sync_wait_fraction"] for p in glob.glob(os.path.join(d, "cdt_*.json"))]
-if v: print(f"cdt sync_wait_fraction median {statistics.median(v):.2f}")
+for who in ("cdt", "ddp"):
+    runs = [json.load(open(p)) for p in glob.glob(os.path.join(d, who + "_*.json"))]
+    o = [r["comm"]["overlap_ratio"] for r in runs if "overlap_ratio" in r.get("comm", {})]
+    w = [r["sync_wait_fraction"] for r in runs if "sync_wait_fraction" in r]
+    if o and w:
+        print(f"{who}: overlap_ratio median {statistics.median(o):.2f}, "
+              f"sync_wait_fraction median {statistics.median(w):.2f}")
 PY

@@ -12,6 +12,7 @@ Writes world_size, samples, steps, wall_s, samples_per_s, final_loss, loss_curve
 backward_s, params on rank 0 (the same keys as `train --json`, where they exist).
 """
 import argparse
+import datetime
 import gzip
 import json
 import math
@@ -97,8 +98,9 @@ def lr_at(a, step, global_batch, total):
 def worker(local_rank, a):
     rank = a.node_rank * a.nproc_per_node + local_rank
     world = a.nnodes * a.nproc_per_node
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // a.nproc_per_node))
-    dist.init_process_group("gloo", init_method=f"tcp://{a.master}", rank=rank, world_size=world)
+    torch.set_num_threads(a.threads or max(1, (os.cpu_count() or 1) // a.nproc_per_node))
+    dist.init_process_group("gloo", init_method=f"tcp://{a.master}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=120))
     if a.dataset == "fashion-mnist":
         images = load_idx(find(a.data_dir, "train-images-idx3-ubyte"))
         labels = load_idx(find(a.data_dir, "train-labels-idx1-ubyte"))
@@ -114,11 +116,26 @@ def worker(local_rank, a):
     n = len(y_all)
     torch.manual_seed(a.seed)
     model = nn.parallel.DistributedDataParallel(Cnn())
+    # DDP's own allreduce hook (average, then allreduce), timed: comm_s sums each bucket's time
+    # from launch to completion; what backward() spends after the last launch is exposed
+    # communication (our comm_wait_s). The hook adds one Python call per bucket.
+    timing = {"comm_s": 0.0, "last_launch": 0.0}
+
+    def timed_allreduce(state, bucket):
+        t0 = time.perf_counter()
+        timing["last_launch"] = t0
+        fut = dist.all_reduce(bucket.buffer().div_(world), async_op=True).get_future()
+
+        def done(f):
+            timing["comm_s"] += time.perf_counter() - t0
+            return f.value()[0]
+        return fut.then(done)
+    model.register_comm_hook(None, timed_allreduce)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
     global_batch = a.batch_size * world
     total = a.steps
     epoch, pos, perm = 0, 0, permutation(n, a.seed, 0)
-    curve, backward_s = [], 0.0
+    curve, backward_s, exposed_s = [], 0.0, 0.0
     dist.barrier()
     start = time.perf_counter()
     for step in range(total):
@@ -137,7 +154,9 @@ def worker(local_rank, a):
         loss = F.cross_entropy(model(x), y)
         t = time.perf_counter()
         loss.backward()
-        backward_s += time.perf_counter() - t
+        end = time.perf_counter()
+        backward_s += end - t
+        exposed_s += end - max(t, timing["last_launch"])
         opt.step()
         reduced = loss.detach().clone() * len(idx)
         dist.all_reduce(reduced)
@@ -157,7 +176,10 @@ def worker(local_rank, a):
                   "steps": total, "samples": total * global_batch, "wall_s": wall,
                   "samples_per_s": total * global_batch / wall, "final_loss": curve[-1][1],
                   "loss_curve": curve, "test_accuracy": (counts[0] / counts[1]).item(),
-                  "step_time": {"backward_s": backward_s}}
+                  "step_time": {"backward_s": backward_s, "comm_wait_s": exposed_s},
+                  "comm": {"overlap_ratio": max(0.0, 1 - exposed_s / timing["comm_s"])
+                           if timing["comm_s"] > 0 else 0.0},
+                  "sync_wait_fraction": exposed_s / wall}
         print(f"ddp: {world} ranks, {total} steps, {result['samples_per_s']:.1f} samples/s, "
               f"final loss {result['final_loss']:.4f}, test accuracy {result['test_accuracy']:.4f}")
         if a.json:
@@ -183,6 +205,7 @@ def main():
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--warmup-steps", type=int, default=0)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--threads", type=int, default=0, help="torch threads per rank (0 = cores / ranks)")
     p.add_argument("--json", default="")
     a = p.parse_args()
     if a.master is None:
