@@ -15,6 +15,7 @@ enum class DataType : uint8_t {
   kBFloat16 = 3,  // bfloat16; reduced in float32 precision, rounded to nearest even
   kInt32 = 4,
   kInt64 = 5,
+  kInt8 = 6,      // wraps on overflow: the caller bounds the sum (gradient compression's int8)
 };
 
 enum class ReduceOp : uint8_t {

@@ -58,6 +58,8 @@ void ReduceInto(void* dst, const void* src, size_t count, DataType dtype, Reduce
       return ReduceTyped(static_cast<int32_t*>(dst), static_cast<const int32_t*>(src), count, op);
     case DataType::kInt64:
       return ReduceTyped(static_cast<int64_t*>(dst), static_cast<const int64_t*>(src), count, op);
+    case DataType::kInt8:
+      return ReduceTyped(static_cast<int8_t*>(dst), static_cast<const int8_t*>(src), count, op);
     case DataType::kFloat16:
       return Reduce16<HalfToFloat, FloatToHalf>(static_cast<uint16_t*>(dst),
                                                 static_cast<const uint16_t*>(src), count, op);
@@ -74,6 +76,7 @@ void FinishAverage(void* data, size_t count, DataType dtype, int divisor) {
     case DataType::kFloat64: return DivideTyped(static_cast<double*>(data), count, divisor);
     case DataType::kInt32: return DivideTyped(static_cast<int32_t*>(data), count, divisor);
     case DataType::kInt64: return DivideTyped(static_cast<int64_t*>(data), count, divisor);
+    case DataType::kInt8: return DivideTyped(static_cast<int8_t*>(data), count, divisor);
     case DataType::kFloat16:
       return Divide16<HalfToFloat, FloatToHalf>(static_cast<uint16_t*>(data), count, divisor);
     case DataType::kBFloat16:

@@ -20,6 +20,7 @@ inline void StoreElement(void* base, DataType t, size_t i, double v) {
       break;
     case DataType::kInt32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v); break;
     case DataType::kInt64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v); break;
+    case DataType::kInt8: static_cast<int8_t*>(base)[i] = static_cast<int8_t>(v); break;
   }
 }
 
@@ -31,6 +32,7 @@ inline double LoadElement(const void* base, DataType t, size_t i) {
     case DataType::kBFloat16: return BFloat16ToFloat(static_cast<const uint16_t*>(base)[i]);
     case DataType::kInt32: return static_cast<const int32_t*>(base)[i];
     case DataType::kInt64: return static_cast<double>(static_cast<const int64_t*>(base)[i]);
+    case DataType::kInt8: return static_cast<const int8_t*>(base)[i];
   }
   return 0;
 }

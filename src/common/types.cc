@@ -14,6 +14,7 @@ size_t ElementSize(DataType dtype) {
     case DataType::kBFloat16: return 2;
     case DataType::kInt32: return 4;
     case DataType::kInt64: return 8;
+    case DataType::kInt8: return 1;
   }
   throw Error(ErrorCode::kInvalidArgument, "unknown data type code " +
                                                std::to_string(static_cast<int>(dtype)));
@@ -27,6 +28,7 @@ const char* DataTypeName(DataType dtype) {
     case DataType::kBFloat16: return "bf16";
     case DataType::kInt32: return "i32";
     case DataType::kInt64: return "i64";
+    case DataType::kInt8: return "i8";
   }
   return "?";
 }
@@ -43,11 +45,11 @@ const char* ReduceOpName(ReduceOp op) {
 
 DataType ParseDataType(std::string_view name) {
   for (DataType d : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
-                     DataType::kBFloat16, DataType::kInt32, DataType::kInt64}) {
+                     DataType::kBFloat16, DataType::kInt32, DataType::kInt64, DataType::kInt8}) {
     if (name == DataTypeName(d)) return d;
   }
   throw Error(ErrorCode::kInvalidArgument,
-              "unknown dtype '" + std::string(name) + "' (use f32, f64, f16, bf16, i32 or i64)");
+              "unknown dtype '" + std::string(name) + "' (use f32, f64, f16, bf16, i32, i64 or i8)");
 }
 
 ReduceOp ParseReduceOp(std::string_view name) {

@@ -143,6 +143,7 @@ class MpiCommunicator : public Communicator {
       case DataType::kFloat64: return MPI_DOUBLE;
       case DataType::kInt32: return MPI_INT32_T;
       case DataType::kInt64: return MPI_INT64_T;
+      case DataType::kInt8: return MPI_INT8_T;
       case DataType::kFloat16:
       case DataType::kBFloat16: return MPI_UINT16_T;
     }
