@@ -1,0 +1,82 @@
+// AdaptiveController: `train --compress adaptive` — which compressor each bucket uses, decided
+// every `interval` steps from the training phase and from how communication-bound the job is.
+//
+// Phases (documented in docs/compression.md):
+//   warmup      the first interval and the LR warmup: low compression (PowerSGD rank
+//               `low_rank`, as Accordion's low setting), and the interval that measures compute;
+//   stable      high compression (PowerSGD rank `high_rank`) — except buckets in a *critical
+//               regime*, Accordion's rule (Agarwal et al., MLSys'21): the mean gradient norm of
+//               the bucket changed by r = |‖g_prev‖ − ‖g_now‖| / ‖g_prev‖ >= `critical_change`
+//               between two intervals; those get low compression (PowerSGD rank `low_rank`);
+//   converging  the LR has decayed below `converging_lr` of its peak: moderate compression
+//               (rank `low_rank`) for the fine end of training.
+// Bandwidth awareness: from an uncompressed allreduce of the whole gradient timed before training
+// (or, without it, the interval's communication seconds per wire byte) and the interval's compute
+// seconds it predicts the step time without compression; when that
+// predicted exposed communication is below `min_exposed` of the step, or the compressed steps
+// were no faster than the uncompressed prediction (encode/decode cost included: it is part of
+// the measured communication time), it sends uncompressed ("none") — compression must not lose
+// where the network is not the bottleneck (the MLSys'22 study's lesson).
+//
+// Every rank must decide the same: the trainer sums the observations of all ranks before Decide
+// (one small allreduce per interval), and Decide is a deterministic function of them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cdt::compress {
+
+struct AdaptiveOptions {
+  int64_t interval = 50;          // steps between decisions
+  int64_t warmup_steps = 0;       // the LR warmup; the warmup phase lasts at least one interval
+  double critical_change = 0.5;   // Accordion's eta
+  double converging_lr = 0.25;    // share of the peak LR below which training is converging
+  double min_exposed = 0.05;      // compress only if uncompressed communication would be exposed
+                                  // for at least this share of the step
+  int high_rank = 2, low_rank = 4;  // PowerSGD ranks
+};
+
+// One interval's measurements, summed over its steps and over ranks (the trainer allreduces).
+struct IntervalObservation {
+  int64_t last_step = 0;              // the interval's last step (same on every rank)
+  double steps = 0;                   // steps x ranks
+  std::vector<double> bucket_norms;   // per bucket: sum of local gradient norms
+  double compute_s = 0;               // forward + backward
+  double wait_s = 0;                  // exposed communication
+  double comm_s = 0;                  // buckets' run time (encode + collectives + decode)
+  double bytes_fp32 = 0, bytes_wire = 0;
+  double lr_fraction = 1;             // of the interval's last step (not summed)
+  double plain_comm_s = 0;            // one uncompressed allreduce of all buckets (not summed;
+                                      // 0 = unknown: extrapolate from comm_s / bytes_wire)
+};
+
+struct BucketChoice {
+  std::string compressor = "none";  // a MakeCompressor name
+  int powersgd_rank = 0;            // for powersgd
+};
+
+struct Decision {
+  int64_t from_step = 0;
+  std::string phase;                 // warmup | stable | converging
+  std::vector<BucketChoice> buckets;
+  std::string reason;                // one line for the log
+};
+
+class AdaptiveController {
+ public:
+  AdaptiveController(AdaptiveOptions options, size_t buckets);
+  // The choice for the first interval.
+  Decision Initial() const;
+  // After an interval: the choice from the next step on. Deterministic in its input.
+  Decision Decide(const IntervalObservation& o);
+  const AdaptiveOptions& options() const { return options_; }
+
+ private:
+  AdaptiveOptions options_;
+  size_t buckets_;
+  std::vector<double> prev_norms_;   // mean norm per bucket in the previous interval
+};
+
+}  // namespace cdt::compress

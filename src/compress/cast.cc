@@ -1,0 +1,41 @@
+// "fp16" / "bf16": the gradient travels as 16-bit floats; every addition along the way is done
+// in float32 and rounded back (the communicator's f16/bf16 reduction, src/comm/reduce.cc).
+// PyTorch's fp16_compress_hook does the same cast (it divides first; we sum, as the trainer's
+// loss is already divided by the global batch). Half the bytes; float16's range (6e-8 .. 65504)
+// covers gradients of a loss divided by the batch, bfloat16 has float32's range and 8 bits of
+// mantissa.
+#include <vector>
+
+#include "common/half.h"
+#include "compress/compressors.h"
+
+namespace cdt::compress {
+namespace {
+
+class Cast : public Compressor {
+ public:
+  explicit Cast(DataType wire) : wire_(wire) {}
+  std::string name() const override { return wire_ == DataType::kFloat16 ? "fp16" : "bf16"; }
+
+  size_t Reduce(Communicator& comm, float* grad, float* local, size_t n) override {
+    const bool half = wire_ == DataType::kFloat16;
+    buf_.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      buf_[i] = half ? FloatToHalf(grad[i]) : FloatToBFloat16(grad[i]);
+      local[i] = half ? HalfToFloat(buf_[i]) : BFloat16ToFloat(buf_[i]);
+    }
+    if (n > 0) comm.Allreduce(buf_.data(), n, wire_, ReduceOp::kSum)->Wait();
+    for (size_t i = 0; i < n; ++i) grad[i] = half ? HalfToFloat(buf_[i]) : BFloat16ToFloat(buf_[i]);
+    return 2 * n;
+  }
+
+ private:
+  DataType wire_;
+  std::vector<uint16_t> buf_;
+};
+
+}  // namespace
+
+std::unique_ptr<Compressor> MakeCast(DataType wire) { return std::make_unique<Cast>(wire); }
+
+}  // namespace cdt::compress

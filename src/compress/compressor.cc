@@ -1,0 +1,39 @@
+#include "compress/compressor.h"
+
+#include "cdt/error.h"
+#include "compress/compressors.h"
+#include "compress/error_feedback.h"
+
+namespace cdt::compress {
+
+const std::vector<std::string>& CompressorNames() {
+  static const std::vector<std::string> names = {"none", "fp16", "bf16", "int8", "topk",
+                                                 "randomk", "powersgd", "signsgd"};
+  return names;
+}
+
+std::unique_ptr<Compressor> MakeCompressor(const std::string& name, const CompressorOptions& o,
+                                           const std::vector<TensorView>& tensors) {
+  if (!(o.ratio > 0 && o.ratio <= 1) && (name == "topk" || name == "randomk"))
+    throw Error(ErrorCode::kInvalidArgument, name + ": the ratio must be in (0, 1], got " + std::to_string(o.ratio));
+  if (o.powersgd_rank < 1 && name == "powersgd")
+    throw Error(ErrorCode::kInvalidArgument, "powersgd: the rank must be at least 1");
+  std::unique_ptr<Compressor> c;
+  if (name == "none") return MakePlainAllreduce();  // exact: nothing to feed back
+  if (name == "fp16") c = MakeCast(DataType::kFloat16);
+  else if (name == "bf16") c = MakeCast(DataType::kBFloat16);
+  else if (name == "int8") c = MakeInt8(o.int8_chunk, o.seed);
+  else if (name == "topk") c = MakeTopK(o.ratio);
+  else if (name == "randomk") c = MakeRandomK(o.ratio, o.seed);
+  else if (name == "powersgd") c = MakePowerSgd(o.powersgd_rank, o.seed, tensors);
+  else if (name == "signsgd") c = MakeSignSgd();
+  else {
+    std::string all;
+    for (const auto& n : CompressorNames()) all += (all.empty() ? "" : ", ") + n;
+    throw Error(ErrorCode::kInvalidArgument, "unknown compressor '" + name + "' (use " + all + ")");
+  }
+  if (!o.error_feedback) return c;
+  return std::make_unique<ErrorFeedback>(std::move(c));
+}
+
+}  // namespace cdt::compress

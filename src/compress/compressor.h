@@ -1,0 +1,68 @@
+// Gradient compression: the Compressor contract (GRACE's split — a compressor owns the encoding
+// and the collective that sums encoded gradients; error feedback is a wrapper, error_feedback.h;
+// choosing compressors over time is the adaptive controller's job, adaptive_controller.h).
+//
+// Framework-free: compressors work on raw float32 buffers and a Communicator, so they are tested
+// without libtorch and used by the trainer through its bucket hook (train/gradient_reducer.h).
+//
+// Wire bytes: the size of what this rank contributes per call (its encoded gradient), the
+// measure GRACE and the PowerSGD paper report. Compressors whose encodings cannot be summed in
+// transit (top-k, sign) exchange them with an allgather, so each rank *receives* world − 1 such
+// payloads; their files say so.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cdt/communicator.h"
+
+namespace cdt::compress {
+
+// One tensor inside a bucket: its first element and its matrix view (rows x cols; PyTorch's
+// PowerSGD views a tensor as shape[0] x rest; a vector is n x 1).
+struct TensorView {
+  size_t offset = 0;
+  size_t rows = 0;
+  size_t cols = 1;
+  size_t numel() const { return rows * cols; }
+};
+
+class Compressor {
+ public:
+  virtual ~Compressor() = default;
+  virtual std::string name() const = 0;
+
+  // Replaces `grad` (n floats) with the lossy sum over all ranks of `comm`. Blocking: submits
+  // collectives and waits, so run it off the training thread. `local` (n floats) receives this
+  // rank's contribution to that sum as decoded (error feedback keeps grad − local); the local
+  // contributions of all ranks add up to the result (up to the rounding of sums carried in
+  // 16-bit floats). Every rank calls it with the same n.
+  // Returns the wire bytes of this call.
+  virtual size_t Reduce(Communicator& comm, float* grad, float* local, size_t n) = 0;
+
+  // State that must survive a checkpoint (error-feedback residuals, PowerSGD's Q).
+  virtual std::vector<float> GetState() const { return {}; }
+  virtual void SetState(const std::vector<float>& /*state*/) {}
+};
+
+struct CompressorOptions {
+  double ratio = 0.01;       // top-k / random-k: share of elements sent
+  int powersgd_rank = 2;     // PowerSGD: rank of the approximation
+  size_t int8_chunk = 512;   // int8: elements per scale
+  uint64_t seed = 1;         // random draws shared by all ranks (random-k, PowerSGD's first Q)
+  bool error_feedback = true;  // wrap lossy compressors in ErrorFeedback
+};
+
+// The compressors `train --compress` names. `tensors` describe the bucket (PowerSGD uses them;
+// the others only need the total). Throws cdt::Error(kInvalidArgument) for an unknown name.
+// "none" returns the plain allreduce.
+std::unique_ptr<Compressor> MakeCompressor(const std::string& name, const CompressorOptions& options,
+                                           const std::vector<TensorView>& tensors);
+
+// The names MakeCompressor accepts, for help texts and errors.
+const std::vector<std::string>& CompressorNames();
+
+}  // namespace cdt::compress

@@ -1,0 +1,304 @@
+// Gradient compressors (src/compress/): every compressor at sizes {0, 1, odd, large} and world
+// sizes {1, 2, 3, 4}, over real communicators (threads in one process, TCP on loopback).
+// Properties: each result is within its compressor's bound of the exact sum (exact for none,
+// top-k, random-k and sign, whose decoding is exact arithmetic); every rank gets the same bits;
+// error feedback conserves mass; PowerSGD reproduces rank-r sums; int8 rounding is unbiased;
+// top-k keeps the largest magnitudes.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <numeric>
+#include <random>
+
+#include "cdt/error.h"
+#include "comm_test_util.h"
+#include "compress/compressor.h"
+#include "compress/compressors.h"
+#include "compress/error_feedback.h"
+
+namespace cdt::compress {
+namespace {
+
+// Rank r's gradient: deterministic, so every rank can compute the others' (for the exact sum).
+std::vector<float> Gradient(int rank, size_t n, uint64_t step = 0) {
+  std::mt19937_64 rng(1000 * static_cast<uint64_t>(rank) + 7 + 31 * step);
+  std::normal_distribution<float> d(0.0f, 1e-2f);
+  std::vector<float> g(n);
+  for (auto& x : g) x = d(rng);
+  return g;
+}
+
+std::vector<double> ExactSum(int world, size_t n, uint64_t step = 0) {
+  std::vector<double> s(n, 0.0);
+  for (int r = 0; r < world; ++r) {
+    auto g = Gradient(r, n, step);
+    for (size_t i = 0; i < n; ++i) s[i] += g[i];
+  }
+  return s;
+}
+
+const std::vector<size_t> kSizes = {0, 1, 1001, 100000};
+
+CompressorOptions NoFeedback() {
+  CompressorOptions o;
+  o.error_feedback = false;
+  o.ratio = 0.05;
+  return o;
+}
+
+// Runs `name` once on `world` ranks with rank r's Gradient(r, n); returns every rank's result and
+// local contribution.
+struct Outcome {
+  std::vector<std::vector<float>> result, local;
+  std::vector<size_t> wire;
+};
+Outcome RunOnce(const std::string& name, int world, size_t n, CompressorOptions o = NoFeedback(),
+                std::vector<TensorView> tensors = {}) {
+  Outcome out;
+  out.result.resize(static_cast<size_t>(world));
+  out.local.resize(static_cast<size_t>(world));
+  out.wire.resize(static_cast<size_t>(world));
+  testing::RunRanks(world, [&](Communicator& comm) {
+    auto c = MakeCompressor(name, o, tensors);
+    auto g = Gradient(comm.rank(), n);
+    std::vector<float> local(n);
+    const size_t r = static_cast<size_t>(comm.rank());
+    out.wire[r] = c->Reduce(comm, g.data(), local.data(), n);
+    out.result[r] = g;
+    out.local[r] = local;
+  });
+  return out;
+}
+
+void ExpectSameOnEveryRank(const Outcome& o, const std::string& what) {
+  for (size_t r = 1; r < o.result.size(); ++r)
+    EXPECT_EQ(o.result[r], o.result[0]) << what << ": rank " << r << " differs";
+}
+
+TEST(Compress, EveryCompressorWithinItsBoundAtEverySizeAndWorld) {
+  for (int world = 1; world <= 4; ++world)
+    for (size_t n : kSizes)
+      for (const std::string& name : CompressorNames()) {
+        const std::string what = name + " n=" + std::to_string(n) + " world=" + std::to_string(world);
+        Outcome o = RunOnce(name, world, n);
+        ExpectSameOnEveryRank(o, what);
+        if (n == 0) continue;
+        const auto exact = ExactSum(world, n);
+        // The local contributions add up to the result (rounding of 16-bit sums aside).
+        double worst_mass = 0, worst_err = 0, sum_abs = 0;
+        for (size_t i = 0; i < n; ++i) {
+          double s = 0;
+          for (const auto& l : o.local) s += l[i];
+          worst_mass = std::max(worst_mass, std::fabs(s - o.result[0][i]));
+          worst_err = std::max(worst_err, std::fabs(o.result[0][i] - exact[i]));
+          sum_abs += std::fabs(exact[i]);
+        }
+        const double mean_abs = sum_abs / static_cast<double>(n);
+        if (name == "none") {
+          EXPECT_LE(worst_err, 1e-6) << what;
+        } else if (name == "fp16") {
+          EXPECT_LE(worst_err, 4e-3 * 0.05 * world) << what;  // |g| < 0.05: 11-bit mantissa
+          EXPECT_LE(worst_mass, 1e-3 * 0.05 * world) << what;
+        } else if (name == "bf16") {
+          EXPECT_LE(worst_err, 3e-2 * 0.05 * world) << what;  // 8-bit mantissa
+        } else if (name == "int8") {
+          // Each code is off by less than one level of its chunk's shared scale.
+          double max_abs = 0;
+          for (int r = 0; r < world; ++r)
+            for (float x : Gradient(r, n)) max_abs = std::max(max_abs, std::fabs(double(x)));
+          EXPECT_LE(worst_err, world * max_abs / (127 / world) + 1e-7) << what;
+          EXPECT_LE(worst_mass, 1e-6) << what;
+        } else {
+          // topk, randomk, signsgd, powersgd: decoding is exact; what they drop is error
+          // feedback's business. Their results are the sum of the local contributions.
+          EXPECT_LE(worst_mass, 1e-5 + 1e-4 * mean_abs * world) << what;
+        }
+        EXPECT_LE(o.wire[0], 4 * n + 64) << what;
+      }
+}
+
+TEST(Compress, TopKKeepsTheLargestMagnitudes) {
+  for (int world : {1, 3}) {
+    const size_t n = 1001;
+    CompressorOptions opt = NoFeedback();
+    opt.ratio = 0.01;  // k = 11
+    Outcome o = RunOnce("topk", world, n, opt);
+    for (int r = 0; r < world; ++r) {
+      auto g = Gradient(r, n);
+      std::vector<float> mags(n);
+      for (size_t i = 0; i < n; ++i) mags[i] = std::fabs(g[i]);
+      std::vector<float> sorted = mags;
+      std::sort(sorted.rbegin(), sorted.rend());
+      const float kth = sorted[10];
+      size_t kept = 0;
+      for (size_t i = 0; i < n; ++i) {
+        const float l = o.local[static_cast<size_t>(r)][i];
+        if (l != 0.0f) {
+          ++kept;
+          EXPECT_GE(mags[i], kth);
+          EXPECT_EQ(l, g[i]);
+        }
+      }
+      EXPECT_EQ(kept, 11u);
+      EXPECT_EQ(o.wire[static_cast<size_t>(r)], 8u * 11u);
+    }
+  }
+}
+
+TEST(Compress, SignAndRandomKEncodeWhatTheySay) {
+  const size_t n = 1001;
+  Outcome sign = RunOnce("signsgd", 3, n);
+  Outcome rk = RunOnce("randomk", 3, n);  // ratio 0.05: k = 51
+  std::vector<size_t> first_indices;
+  for (int r = 0; r < 3; ++r) {
+    auto g = Gradient(r, n);
+    double l1 = 0;
+    for (float x : g) l1 += std::fabs(x);
+    const double scale = l1 / n;
+    std::vector<size_t> indices;
+    for (size_t i = 0; i < n; ++i) {
+      EXPECT_NEAR(sign.local[static_cast<size_t>(r)][i], g[i] < 0 ? -scale : scale, 1e-7);
+      const float l = rk.local[static_cast<size_t>(r)][i];
+      if (l != 0.0f) {
+        EXPECT_EQ(l, g[i]);
+        indices.push_back(i);
+      }
+    }
+    EXPECT_EQ(indices.size(), 51u);
+    if (r == 0) first_indices = indices;
+    EXPECT_EQ(indices, first_indices) << "random-k ranks must pick the same indices";
+  }
+  EXPECT_EQ(sign.wire[0], 4u + (n + 7) / 8);
+  EXPECT_EQ(rk.wire[0], 4u * 51u);
+}
+
+TEST(Compress, TopKPastDensityOneStaysCorrect) {
+  // k × world > n: the dense path; the result is still the sum of the local contributions.
+  CompressorOptions opt = NoFeedback();
+  opt.ratio = 0.6;
+  Outcome o = RunOnce("topk", 4, 101, opt);
+  ExpectSameOnEveryRank(o, "topk dense");
+  for (size_t i = 0; i < 101; ++i) {
+    double s = 0;
+    for (const auto& l : o.local) s += l[i];
+    EXPECT_NEAR(o.result[0][i], s, 1e-6);
+  }
+}
+
+TEST(Compress, PowerSgdIsExactOnRankRSums) {
+  // Every rank holds u_r v_rᵀ with v_r from a 2-dimensional space: the sum has rank <= 2.
+  const size_t rows = 64, cols = 48, n = rows * cols + 5;  // + a bias of 5, sent uncompressed
+  std::vector<TensorView> tensors = {{0, rows, cols}, {rows * cols, 5, 1}};
+  for (int world : {1, 2, 3, 4}) {
+    std::vector<std::vector<float>> inputs(static_cast<size_t>(world));
+    std::mt19937_64 rng(5);
+    std::normal_distribution<float> d(0, 1);
+    std::vector<float> b1(cols), b2(cols);
+    for (auto& x : b1) x = d(rng);
+    for (auto& x : b2) x = d(rng);
+    std::vector<double> exact(n, 0);
+    for (auto& in : inputs) {
+      in.resize(n);
+      std::vector<float> u(rows), w(rows);
+      for (auto& x : u) x = d(rng);
+      for (auto& x : w) x = d(rng);
+      for (size_t i = 0; i < rows; ++i)
+        for (size_t j = 0; j < cols; ++j) in[i * cols + j] = u[i] * b1[j] + w[i] * b2[j];
+      for (size_t i = rows * cols; i < n; ++i) in[i] = d(rng);
+      for (size_t i = 0; i < n; ++i) exact[i] += in[i];
+    }
+    std::vector<std::vector<float>> results(static_cast<size_t>(world));
+    testing::RunRanks(world, [&](Communicator& comm) {
+      CompressorOptions o = NoFeedback();
+      o.powersgd_rank = 2;
+      auto c = MakeCompressor("powersgd", o, tensors);
+      auto g = inputs[static_cast<size_t>(comm.rank())];
+      std::vector<float> local(n);
+      const size_t wire = c->Reduce(comm, g.data(), local.data(), n);
+      EXPECT_EQ(wire, 4 * ((rows + cols) * 2 + 5));
+      results[static_cast<size_t>(comm.rank())] = g;
+    });
+    double scale = 0;
+    for (double x : exact) scale = std::max(scale, std::fabs(x));
+    for (size_t i = 0; i < n; ++i) EXPECT_NEAR(results[0][i], exact[i], 1e-4 * scale) << "world " << world << " i " << i;
+    for (int r = 1; r < world; ++r) EXPECT_EQ(results[static_cast<size_t>(r)], results[0]);
+  }
+}
+
+TEST(Compress, ErrorFeedbackConservesMass) {
+  // Over several steps: what every rank sent (its local contributions) plus its final residual
+  // equals the sum of its gradients.
+  const size_t n = 1001;
+  for (const std::string& name : CompressorNames()) {
+    if (name == "none") continue;
+    testing::RunRanks(3, [&](Communicator& comm) {
+      CompressorOptions o;
+      o.ratio = 0.05;
+      auto c = MakeCompressor(name, o, {});
+      auto* ef = dynamic_cast<ErrorFeedback*>(c.get());
+      ASSERT_NE(ef, nullptr) << name;
+      std::vector<double> sent(n, 0), fed(n, 0);
+      for (uint64_t step = 0; step < 6; ++step) {
+        auto g = Gradient(comm.rank(), n, step);
+        for (size_t i = 0; i < n; ++i) fed[i] += g[i];
+        std::vector<float> local(n);
+        c->Reduce(comm, g.data(), local.data(), n);
+        for (size_t i = 0; i < n; ++i) sent[i] += local[i];
+      }
+      for (size_t i = 0; i < n; ++i)
+        ASSERT_NEAR(sent[i] + ef->residual()[i], fed[i], 1e-5) << name << " element " << i;
+    });
+  }
+}
+
+TEST(Compress, Int8RoundingIsUnbiased) {
+  const size_t n = 257;
+  testing::RunRanks(2, [&](Communicator& comm) {
+    CompressorOptions o = NoFeedback();
+    auto c = MakeCompressor("int8", o, {});
+    const auto g = Gradient(comm.rank(), n);
+    std::vector<double> mean(n, 0);
+    const int draws = 2000;
+    for (int t = 0; t < draws; ++t) {
+      auto x = g;
+      std::vector<float> local(n);
+      c->Reduce(comm, x.data(), local.data(), n);
+      for (size_t i = 0; i < n; ++i) mean[i] += local[i] / draws;
+    }
+    double max_abs = 0;
+    for (float x : g) max_abs = std::max(max_abs, std::fabs(double(x)));
+    // One level is max|g| / 63 here (shared scale >= own max); the mean of 2000 draws is within a
+    // few standard errors (level / 2 / sqrt(2000)) of the input.
+    for (size_t i = 0; i < n; ++i) EXPECT_NEAR(mean[i], g[i], 0.1 * 2 * max_abs / 63) << i;
+  });
+}
+
+TEST(Compress, StateRoundTripsThroughGetAndSet) {
+  testing::RunRanks(2, [&](Communicator& comm) {
+    CompressorOptions o;
+    std::vector<TensorView> t = {{0, 40, 30}};
+    for (const std::string& name : {std::string("powersgd"), std::string("topk"), std::string("randomk")}) {
+      auto a = MakeCompressor(name, o, t), b = MakeCompressor(name, o, t);
+      auto g = Gradient(comm.rank(), 1200);
+      std::vector<float> local(1200);
+      a->Reduce(comm, g.data(), local.data(), 1200);
+      b->SetState(a->GetState());
+      auto g1 = Gradient(comm.rank(), 1200, 1), g2 = g1;
+      a->Reduce(comm, g1.data(), local.data(), 1200);
+      b->Reduce(comm, g2.data(), local.data(), 1200);
+      EXPECT_EQ(g1, g2) << name;
+    }
+  });
+}
+
+TEST(Compress, UnknownNamesAndBadRatiosAreRejected) {
+  EXPECT_THROW(MakeCompressor("zip", {}, {}), Error);
+  CompressorOptions o;
+  o.ratio = 0;
+  EXPECT_THROW(MakeCompressor("topk", o, {}), Error);
+}
+
+}  // namespace
+}  // namespace cdt::compress
