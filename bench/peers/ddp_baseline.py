@@ -27,6 +27,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
 MASK = (1 << 64) - 1
 
@@ -124,11 +125,15 @@ def worker(local_rank, a):
     def timed_allreduce(state, bucket):
         t0 = time.perf_counter()
         timing["last_launch"] = t0
-        fut = dist.all_reduce(bucket.buffer().div_(world), async_op=True).get_future()
+        if a.fp16_hook:  # PyTorch's fp16_compress_hook, timed
+            fut = default_hooks.fp16_compress_hook(None, bucket)
+        else:
+            fut = dist.all_reduce(bucket.buffer().div_(world), async_op=True).get_future()
 
         def done(f):
             timing["comm_s"] += time.perf_counter() - t0
-            return f.value()[0]
+            v = f.value()
+            return v[0] if isinstance(v, list) else v
         return fut.then(done)
     model.register_comm_hook(None, timed_allreduce)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
@@ -136,6 +141,17 @@ def worker(local_rank, a):
     total = a.steps
     epoch, pos, perm = 0, 0, permutation(n, a.seed, 0)
     curve, backward_s, exposed_s = [], 0.0, 0.0
+    tx = (torch.from_numpy(test_images.astype(np.float32)) / 255.0 - 0.2860) / 0.3530
+    ty = torch.from_numpy(test_labels.astype(np.int64))
+
+    def evaluate():
+        with torch.no_grad():
+            mine = list(range(rank, len(test_labels), world))
+            pred = model.module(tx[mine].unsqueeze(1)).argmax(1)
+            counts = torch.tensor([float((pred == ty[mine]).sum()), float(len(mine))], dtype=torch.float64)
+            dist.all_reduce(counts)
+        return (counts[0] / counts[1]).item()
+    eval_s, time_to_target, evals = 0.0, None, []
     dist.barrier()
     start = time.perf_counter()
     for step in range(total):
@@ -162,20 +178,24 @@ def worker(local_rank, a):
         dist.all_reduce(reduced)
         curve.append([step, reduced.item() / take])
         pos += take
-    wall = time.perf_counter() - start
-    with torch.no_grad():
-        tx = (torch.from_numpy(test_images.astype(np.float32)) / 255.0 - 0.2860) / 0.3530
-        mine = list(range(rank, len(test_labels), world))
-        pred = model.module(tx[mine].unsqueeze(1)).argmax(1)
-        counts = torch.tensor([float((pred == torch.from_numpy(test_labels.astype(np.int64))[mine]).sum()),
-                               float(len(mine))], dtype=torch.float64)
-        dist.all_reduce(counts)
+        steps_done = step + 1
+        if a.eval_every and (step + 1) % a.eval_every == 0 and step + 1 < total:
+            te = time.perf_counter()
+            acc = evaluate()
+            evals.append([step, acc])
+            eval_s += time.perf_counter() - te
+            if a.target_accuracy and acc >= a.target_accuracy:
+                time_to_target = time.perf_counter() - start - eval_s
+                break
+    wall = time.perf_counter() - start - eval_s
+    accuracy = evaluate() if time_to_target is None else evals[-1][1]
     if rank == 0:
         result = {"peer": "pytorch-ddp-gloo", "torch": torch.__version__, "world_size": world,
                   "model": "cnn", "params": sum(p.numel() for p in model.parameters()),
-                  "steps": total, "samples": total * global_batch, "wall_s": wall,
-                  "samples_per_s": total * global_batch / wall, "final_loss": curve[-1][1],
-                  "loss_curve": curve, "test_accuracy": (counts[0] / counts[1]).item(),
+                  "steps": steps_done, "samples": steps_done * global_batch, "wall_s": wall,
+                  "samples_per_s": steps_done * global_batch / wall, "final_loss": curve[-1][1],
+                  "loss_curve": curve, "test_accuracy": accuracy, "eval_curve": evals,
+                  "time_to_target_s": time_to_target, "fp16_hook": a.fp16_hook,
                   "step_time": {"backward_s": backward_s, "comm_wait_s": exposed_s},
                   "comm": {"overlap_ratio": max(0.0, 1 - exposed_s / timing["comm_s"])
                            if timing["comm_s"] > 0 else 0.0},
@@ -206,6 +226,10 @@ def main():
     p.add_argument("--warmup-steps", type=int, default=0)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--threads", type=int, default=0, help="torch threads per rank (0 = cores / ranks)")
+    p.add_argument("--fp16-hook", action="store_true", help="PyTorch's fp16_compress_hook")
+    p.add_argument("--eval-every", type=int, default=0)
+    p.add_argument("--target-accuracy", type=float, default=0.0,
+                   help="stop at the first evaluation reaching it (time_to_target_s)")
     p.add_argument("--json", default="")
     a = p.parse_args()
     if a.master is None:

@@ -30,7 +30,23 @@ void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o) {
   cmd->add_flag("--overlap-next-forward,!--no-overlap-next-forward", t.overlap_next_forward,
                 "apply each bucket's update just before the next forward uses it; early layers' "
                 "gradients on a second connection (default on)");
+  cmd->add_option("--compress", t.compress,
+                  "gradient compression: none|fp16|bf16|int8|topk|randomk|powersgd|signsgd|adaptive")
+      ->capture_default_str();
+  cmd->add_option("--compress-ratio", t.compress_ratio, "topk/randomk: share of elements sent")
+      ->capture_default_str();
+  cmd->add_option("--powersgd-rank", t.powersgd_rank, "powersgd: rank of the approximation")
+      ->capture_default_str();
+  cmd->add_flag("--error-feedback,!--no-error-feedback", t.error_feedback,
+                "keep what compression dropped for the next step (default on)");
+  cmd->add_option("--compress-interval", t.compress_interval, "adaptive: steps between decisions")
+      ->capture_default_str();
+  cmd->add_option("--compress-min-exposed", t.compress_min_exposed,
+                  "adaptive: compress only when uncompressed communication would be exposed for at "
+                  "least this share of the step (0 = always compress)")->capture_default_str();
   cmd->add_option("--eval-every", t.eval_every, "evaluate every N steps (0 = at the end)");
+  cmd->add_option("--target-accuracy", t.target_accuracy,
+                  "stop at the first evaluation reaching this test accuracy (time_to_target_s)");
   cmd->add_option("--checkpoint-dir", t.checkpoint_dir, "write checkpoint.pt here");
   cmd->add_option("--checkpoint-every", t.checkpoint_every, "steps between checkpoints (0 = at the end)");
   cmd->add_flag("--resume", t.resume, "continue from --checkpoint-dir/checkpoint.pt");
@@ -66,6 +82,7 @@ int RunTrainCommand(Communicator& comm, Communicator* priority, TrainCommandOpti
               static_cast<long long>(r.samples), r.wall_s, r.samples_per_s);
   std::printf("final loss %.4f", r.final_loss);
   if (r.test_accuracy >= 0) std::printf(", test accuracy %.4f", r.test_accuracy);
+  if (r.time_to_target_s >= 0) std::printf(" (target reached after %.2f s of training)", r.time_to_target_s);
   std::printf("\nstep time: forward %.2f s, backward %.2f s, comm wait %.2f s (%.1f%% of wall), optimizer %.2f s\n",
               r.step_time.forward_s, r.step_time.backward_s, r.step_time.comm_wait_s,
               100 * r.sync_wait_fraction, r.step_time.optimizer_s);
@@ -73,6 +90,11 @@ int RunTrainCommand(Communicator& comm, Communicator* priority, TrainCommandOpti
               " ranks: %s\n",
               r.buckets, r.bucket_bytes / 1048576.0, r.bucket_source.c_str(), r.bytes_fp32 / 1e6,
               r.overlap_ratio, r.params_consistent ? "yes" : "NO");
+  if (r.compress != "none")
+    std::printf("compression: %s, %.1f MB on the wire for %.1f MB of gradients (%.1f%% less), "
+                "error-feedback residual %.1f%% of what was compressed\n",
+                r.compress.c_str(), r.bytes_wire / 1e6, r.bytes_fp32 / 1e6,
+                r.bytes_fp32 > 0 ? 100 * (1 - r.bytes_wire / r.bytes_fp32) : 0.0, r.residual_pct);
   if (!r.checkpoint.empty()) std::printf("checkpoint: %s\n", r.checkpoint.c_str());
   if (!o.json.empty()) {
     std::ofstream f(o.json);

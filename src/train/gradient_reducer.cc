@@ -1,23 +1,21 @@
 #include "train/gradient_reducer.h"
 
 #include <chrono>
+#include <cmath>
 #include <string>
 
 #include "cdt/error.h"
 
 namespace cdt::train {
 
-BucketHook AllreduceBucketHook() {
-  return [](Communicator& comm, torch::Tensor& flat) {
-    return comm.Allreduce(flat.data_ptr<float>(), static_cast<size_t>(flat.numel()),
-                          DataType::kFloat32, ReduceOp::kSum);
-  };
-}
-
 GradientReducer::GradientReducer(Communicator& comm, Communicator* priority,
                                  std::vector<torch::Tensor> params, size_t bucket_bytes,
-                                 BucketHook hook)
-    : comm_(comm), priority_(priority), params_(std::move(params)), hook_(std::move(hook)) {
+                                 CompressorFactory compression, bool error_feedback)
+    : comm_(comm),
+      priority_(priority),
+      params_(std::move(params)),
+      factory_(std::move(compression)),
+      error_feedback_(error_feedback) {
   if (priority_ && (priority_->size() != comm_.size() || priority_->rank() != comm_.rank()))
     throw Error(ErrorCode::kInvalidArgument,
                 "gradient reducer: the priority channel connects a different group");
@@ -51,6 +49,16 @@ GradientReducer::GradientReducer(Communicator& comm, Communicator* priority,
     before += n;
   }
   stats_.buckets = static_cast<int>(buckets_.size());
+  if (factory_) {
+    // Bounds Work::Wait of a whole compressed reduction; each collective inside has its own timeout.
+    const auto limit = std::chrono::minutes(10);
+    runner_ = std::make_unique<TaskRunner>(limit);
+    if (priority_) priority_runner_ = std::make_unique<TaskRunner>(limit);
+    for (size_t i = 0; i < buckets_.size(); ++i) {
+      SetCompressor(i, factory_(i, bucket_tensors(i)));
+      buckets_[i].local.resize(static_cast<size_t>(buckets_[i].flat.numel()));
+    }
+  }
   stats_.bucket_comm_seconds.assign(buckets_.size(), 0);
   stats_.bucket_wait_seconds.assign(buckets_.size(), 0);
   for (size_t k = 0; k < params_.size(); ++k) {
@@ -58,6 +66,54 @@ GradientReducer::GradientReducer(Communicator& comm, Communicator* priority,
     hooks_.push_back(
         {k, params_[k].register_hook([this, k](const torch::Tensor& grad) { OnGradient(k, grad); })});
   }
+}
+
+std::vector<compress::TensorView> GradientReducer::bucket_tensors(size_t b) const {
+  std::vector<compress::TensorView> out;
+  for (size_t k : buckets_[b].params) {
+    const torch::Tensor& p = params_[k];
+    const size_t rows = p.dim() == 0 ? 1 : static_cast<size_t>(p.size(0));
+    out.push_back({static_cast<size_t>(slots_[k].offset), rows, static_cast<size_t>(p.numel()) / std::max<size_t>(1, rows)});
+  }
+  return out;
+}
+
+void GradientReducer::SetCompressor(size_t b, std::unique_ptr<compress::Compressor> c) {
+  Bucket& bucket = buckets_.at(b);
+  if (outstanding(b))
+    throw Error(ErrorCode::kInvalidArgument, "gradient reducer: compressor of bucket " +
+                                                 std::to_string(b) + " changed while it runs");
+  auto* ef = dynamic_cast<compress::ErrorFeedback*>(bucket.compressor.get());
+  if (ef)
+    ef->set_inner(std::move(c));
+  else if (error_feedback_)
+    bucket.compressor = std::make_unique<compress::ErrorFeedback>(std::move(c));
+  else
+    bucket.compressor = std::move(c);
+}
+
+std::shared_ptr<Work> GradientReducer::SubmitInOrder(
+    bool priority_channel, const std::function<std::shared_ptr<Work>(Communicator&)>& op) {
+  const bool use_priority = priority_channel && priority_ != nullptr;
+  Communicator& comm = use_priority ? *priority_ : comm_;
+  TaskRunner* runner = use_priority ? priority_runner_.get() : runner_.get();
+  if (!runner) return op(comm);
+  return runner->Submit("ordered collective", [op, &comm] { op(comm)->Wait(); });
+}
+
+std::string GradientReducer::compressor_name(size_t b) const {
+  return buckets_.at(b).compressor ? buckets_[b].compressor->name() : "none";
+}
+
+std::vector<std::vector<float>> GradientReducer::CompressorStates() const {
+  std::vector<std::vector<float>> out;
+  for (const Bucket& b : buckets_) out.push_back(b.compressor ? b.compressor->GetState() : std::vector<float>{});
+  return out;
+}
+
+void GradientReducer::SetCompressorStates(const std::vector<std::vector<float>>& states) {
+  for (size_t i = 0; i < buckets_.size() && i < states.size(); ++i)
+    if (buckets_[i].compressor) buckets_[i].compressor->SetState(states[i]);
 }
 
 GradientReducer::~GradientReducer() {
@@ -117,10 +173,22 @@ void GradientReducer::OnGradient(size_t k, const torch::Tensor& grad) {
 
 void GradientReducer::LaunchReady() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
-    Bucket& b = buckets_[next_launch_++];
-    b.work = hook_(b.priority ? *priority_ : comm_, b.flat);
-    stats_.bytes_fp32 += static_cast<double>(b.flat.numel()) * 4;
-    stats_.bytes_wire += static_cast<double>(b.flat.numel()) * 4;
+    const size_t index = next_launch_++;
+    Bucket& b = buckets_[index];
+    Communicator& comm = b.priority ? *priority_ : comm_;
+    const size_t n = static_cast<size_t>(b.flat.numel());
+    if (factory_) b.grad_norm = b.flat.norm().item<double>();
+    if (!b.compressor) {
+      b.work = comm.Allreduce(b.flat.data_ptr<float>(), n, DataType::kFloat32, ReduceOp::kSum);
+      b.wire = 4 * n;
+      continue;
+    }
+    // The runner owns nothing: the bucket (and this reducer) outlive the task (the destructor
+    // waits for it).
+    b.work = (b.priority ? *priority_runner_ : *runner_)
+                 .Submit("compressed bucket " + std::to_string(index), [&comm, &b, n] {
+                   b.wire = b.compressor->Reduce(comm, b.flat.data_ptr<float>(), b.local.data(), n);
+                 });
   }
 }
 
@@ -157,6 +225,13 @@ double GradientReducer::Collect(size_t i) {
   stats_.wait_seconds += waited;
   stats_.bucket_comm_seconds[i] += b.work->run_seconds();
   stats_.bucket_wait_seconds[i] += waited;
+  const double fp32 = static_cast<double>(b.flat.numel()) * 4;
+  stats_.bytes_fp32 += fp32;
+  stats_.bytes_wire += static_cast<double>(b.wire);
+  if (auto* ef = dynamic_cast<const compress::ErrorFeedback*>(b.compressor.get())) {
+    stats_.residual_sq += ef->residual_norm() * ef->residual_norm();
+    stats_.compressed_sq += ef->input_norm() * ef->input_norm();
+  }
   torch::NoGradGuard no_grad;
   for (size_t k : b.params) {
     auto summed = b.flat.narrow(0, slots_[k].offset, params_[k].numel());

@@ -33,18 +33,26 @@
 #include <vector>
 
 #include "cdt/communicator.h"
+#include "compress/compressor.h"
+#include "compress/error_feedback.h"
+#include "train/task_runner.h"
 
 namespace cdt::train {
 
-// The compression hook point: turns one bucket's flat f32 gradient into the summed gradient,
-// asynchronously. Identity = one allreduce; the compression issue plugs compressors in here.
-using BucketHook = std::function<std::shared_ptr<Work>(Communicator&, torch::Tensor& flat)>;
-BucketHook AllreduceBucketHook();
+// The compression hook point: makes bucket b's compressor from the bucket's tensors. Null = no
+// compression (one asynchronous allreduce per bucket, no extra thread). With a factory, each
+// bucket's compressor is wrapped in error feedback (unless `error_feedback` is false) and runs
+// on a TaskRunner per channel.
+using CompressorFactory = std::function<std::unique_ptr<compress::Compressor>(
+    size_t bucket, const std::vector<compress::TensorView>& tensors)>;
 
 struct ReducerStats {
   int buckets = 0;
   double bytes_fp32 = 0;     // gradient bytes reduced (all steps)
   double bytes_wire = 0;     // bytes handed to the network (= fp32 without compression)
+  // Error feedback: squared norms of the residual left and of what was compressed, summed over
+  // buckets and steps (collected buckets only).
+  double residual_sq = 0, compressed_sq = 0;
   double comm_seconds = 0;   // sum of the buckets' run time on the communicator thread
   double wait_seconds = 0;   // training thread blocked on buckets (exposed communication)
   std::vector<double> bucket_comm_seconds;  // per bucket, totals of the two above
@@ -56,7 +64,8 @@ class GradientReducer {
   // `priority` (may be null: one channel) carries the early-layer buckets; it must connect the
   // same ranks as `comm`.
   GradientReducer(Communicator& comm, Communicator* priority, std::vector<torch::Tensor> params,
-                  size_t bucket_bytes, BucketHook hook = AllreduceBucketHook());
+                  size_t bucket_bytes, CompressorFactory compression = nullptr,
+                  bool error_feedback = true);
   ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
@@ -85,6 +94,26 @@ class GradientReducer {
   std::vector<size_t> bucket_elements() const;
   std::vector<bool> bucket_priority() const;
 
+  // Runs a collective in the submission order of a channel (the priority one when asked and
+  // present): `op` submits on the given communicator and returns its Work. With compression, a
+  // channel's collectives are submitted by its runner thread — another thread submitting at the
+  // same time could interleave differently on different ranks — so `op` then runs as a task
+  // there; otherwise it is submitted at once.
+  std::shared_ptr<Work> SubmitInOrder(bool priority_channel,
+                                      const std::function<std::shared_ptr<Work>(Communicator&)>& op);
+
+  // Compression (only with a factory). Between steps: swap bucket b's compressor, keeping its
+  // error-feedback residual; its name; the bucket's tensors.
+  bool compressing() const { return static_cast<bool>(factory_); }
+  void SetCompressor(size_t b, std::unique_ptr<compress::Compressor> c);
+  std::string compressor_name(size_t b) const;
+  std::vector<compress::TensorView> bucket_tensors(size_t b) const;
+  // Norm of this rank's local gradient in bucket b at its last launch (before error feedback).
+  double gradient_norm(size_t b) const { return buckets_.at(b).grad_norm; }
+  // Per bucket: the compressor's state (residual, PowerSGD's Q ...), for checkpoints.
+  std::vector<std::vector<float>> CompressorStates() const;
+  void SetCompressorStates(const std::vector<std::vector<float>>& states);
+
  private:
   struct Slot {
     int bucket = 0;
@@ -97,6 +126,10 @@ class GradientReducer {
     bool priority = false;       // runs on the priority channel
     std::shared_ptr<Work> work;  // set once launched
     bool collected = false;      // its result was written into .grad
+    std::unique_ptr<compress::Compressor> compressor;  // null without compression
+    std::vector<float> local;    // the compressor's scratch: this rank's contribution
+    size_t wire = 0;             // bytes the last reduction handed over (set by its task)
+    double grad_norm = 0;        // of the local gradient at launch
   };
 
   void OnGradient(size_t index, const torch::Tensor& grad);
@@ -105,7 +138,9 @@ class GradientReducer {
   Communicator& comm_;
   Communicator* priority_;
   std::vector<torch::Tensor> params_;
-  BucketHook hook_;
+  CompressorFactory factory_;
+  bool error_feedback_ = true;
+  std::unique_ptr<TaskRunner> runner_, priority_runner_;  // with compression only
   std::vector<Slot> slots_;
   std::vector<std::pair<size_t, unsigned>> hooks_;  // (parameter, hook handle), removed at the end
   std::vector<Bucket> buckets_;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -15,6 +16,8 @@
 #include <tuple>
 
 #include "cdt/error.h"
+#include "compress/adaptive_controller.h"
+#include "compress/compressor.h"
 #include "train/global_sampler.h"
 #include "train/gradient_reducer.h"
 #include "train/image_dataset.h"
@@ -203,6 +206,8 @@ Position RestoreState(const std::string& bytes, torch::nn::Module& model, torch:
 
 std::string CheckpointPath(const std::string& dir) { return dir + "/checkpoint.pt"; }
 
+
+
 // Atomic: a crash mid-write leaves the previous checkpoint intact.
 void WriteFileAtomically(const std::string& path, const std::string& bytes) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
@@ -224,6 +229,48 @@ std::string ReadFile(const std::string& path) {
   return s.str();
 }
 
+// Compression state is per rank (each rank's error-feedback residual differs): one file per rank
+// beside the checkpoint, a torch archive of one float tensor per bucket ("bucket<b>") plus the
+// world size it was written with.
+std::string CompressionStatePath(const std::string& dir, int rank) {
+  return dir + "/compression.rank" + std::to_string(rank) + ".pt";
+}
+
+std::string CaptureCompressionState(const std::vector<std::vector<float>>& states, int world) {
+  torch::serialize::OutputArchive archive;
+  archive.write("world_size", torch::tensor(static_cast<int64_t>(world)));
+  for (size_t b = 0; b < states.size(); ++b)
+    archive.write("bucket" + std::to_string(b),
+                  torch::from_blob(const_cast<float*>(states[b].data()),
+                                   {static_cast<int64_t>(states[b].size())}, torch::kFloat32).clone());
+  std::ostringstream out;
+  archive.save_to(out);
+  return out.str();
+}
+
+// Empty when the file is missing or was written for another world size (residuals are per rank).
+std::vector<std::vector<float>> RestoreCompressionState(const std::string& path, size_t buckets, int world) {
+  std::vector<std::vector<float>> states;
+  if (!std::filesystem::exists(path)) return states;
+  torch::serialize::InputArchive archive;
+  std::istringstream in(ReadFile(path));
+  try {
+    archive.load_from(in);
+    torch::Tensor w;
+    archive.read("world_size", w);
+    if (w.item<int64_t>() != world) return states;
+    for (size_t b = 0; b < buckets; ++b) {
+      torch::Tensor t;
+      archive.read("bucket" + std::to_string(b), t);
+      states.emplace_back(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());
+    }
+  } catch (const c10::Error& e) {
+    throw Error(ErrorCode::kProtocol, "compression state '" + path + "' cannot be loaded: " +
+                                          e.what_without_backtrace());
+  }
+  return states;
+}
+
 // Splits `n` samples into `parts` contiguous micro-batches differing by at most one.
 std::vector<size_t> MicroOffsets(size_t n, int parts) {
   std::vector<size_t> off(static_cast<size_t>(parts) + 1, 0);
@@ -242,6 +289,15 @@ void Validate(const TrainOptions& o) {
   if (!(o.lr > 0)) bad("--lr must be > 0");
   if (o.bucket_mb < 0) bad("--bucket-mb must be >= 0");
   if (o.resume && o.checkpoint_dir.empty()) bad("--resume needs --checkpoint-dir");
+  const auto& names = compress::CompressorNames();
+  if (o.compress != "adaptive" && std::find(names.begin(), names.end(), o.compress) == names.end()) {
+    std::string all;
+    for (const auto& n : names) all += n + ", ";
+    bad("unknown --compress '" + o.compress + "' (use " + all + "or adaptive)");
+  }
+  if (!(o.compress_ratio > 0 && o.compress_ratio <= 1)) bad("--compress-ratio must be in (0, 1]");
+  if (o.powersgd_rank < 1) bad("--powersgd-rank must be at least 1");
+  if (o.compress_interval < 1) bad("--compress-interval must be at least 1");
   if (o.dataset != "fashion-mnist" && o.dataset != "synthetic")
     bad("unknown dataset '" + o.dataset + "' (use fashion-mnist or synthetic)");
 }
@@ -319,12 +375,90 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
     r.bucket_source = "topology plan";
   }
   r.bucket_bytes = bucket_bytes;
-  GradientReducer reducer(comm, priority, model->parameters(), bucket_bytes);
+  // Compression: fixed, or chosen per interval by the adaptive controller (which starts at fp16).
+  compress::CompressorOptions copt;
+  copt.ratio = o.compress_ratio;
+  copt.powersgd_rank = o.powersgd_rank;
+  copt.seed = o.seed;
+  copt.error_feedback = false;  // the reducer wraps each bucket, so that swaps keep the residual
+  const bool adaptive = o.compress == "adaptive";
+  CompressorFactory factory;
+  if (o.compress != "none") {
+    const std::string first = adaptive ? "powersgd" : o.compress;
+    compress::CompressorOptions fo = copt;
+    if (adaptive) fo.powersgd_rank = compress::AdaptiveOptions().low_rank;
+    factory = [fo, first](size_t, const std::vector<compress::TensorView>& t) {
+      return compress::MakeCompressor(first, fo, t);
+    };
+  }
+  GradientReducer reducer(comm, priority, model->parameters(), bucket_bytes, factory, o.error_feedback);
+  r.compress = o.compress;
+  auto parameter_of = [&](const std::string& name, int rank) {
+    return name == "powersgd" ? double(rank) : (name == "topk" || name == "randomk") ? o.compress_ratio : 0.0;
+  };
+  if (!adaptive)
+    r.compression_phases.push_back({at.step, "fixed", o.compress, parameter_of(o.compress, o.powersgd_rank)});
+  std::unique_ptr<compress::AdaptiveController> controller;
+  double plain_comm_s = 0;
+  if (adaptive) {
+    // What uncompressed communication costs here: one allreduce of the whole gradient on the
+    // bulk channel, after one untimed, the slowest rank's time (every rank gets the same).
+    std::vector<float> probe(static_cast<size_t>(r.params), 0.0f);
+    comm.Allreduce(probe.data(), probe.size(), DataType::kFloat32, ReduceOp::kSum)->Wait();
+    auto tp = Clock::now();
+    comm.Allreduce(probe.data(), probe.size(), DataType::kFloat32, ReduceOp::kSum)->Wait();
+    plain_comm_s = Since(tp);
+    comm.Allreduce(&plain_comm_s, 1, DataType::kFloat64, ReduceOp::kMax)->Wait();
+    compress::AdaptiveOptions ao;
+    ao.interval = o.compress_interval;
+    ao.min_exposed = o.compress_min_exposed;
+    ao.warmup_steps = o.warmup_steps;
+    controller = std::make_unique<compress::AdaptiveController>(ao, reducer.num_buckets());
+    const compress::Decision d = controller->Initial();
+    r.compression_phases.push_back({at.step, d.phase, d.buckets[0].compressor, double(ao.low_rank)});
+    if (me == 0)
+      std::fprintf(stderr, "compress: adaptive; an uncompressed allreduce of the gradient takes %.1f ms "
+                           "here; step %lld phase %s powersgd rank %d (%s)\n",
+                   1e3 * plain_comm_s, static_cast<long long>(at.step), d.phase.c_str(), ao.low_rank,
+                   d.reason.c_str());
+  }
   UpdateScheduler updates(reducer, *opt, model->parameters());
   if (o.overlap_next_forward)
     model->set_use_hook([&updates](const std::vector<torch::Tensor>& p) { updates.BeforeUse(p); });
   r.buckets = reducer.stats().buckets;
   r.bucket_elements = reducer.bucket_elements();
+  if (reducer.compressing() && !r.resumed_from.empty()) {
+    const std::string path = CompressionStatePath(o.checkpoint_dir, me);
+    auto states = RestoreCompressionState(path, reducer.num_buckets(), W);
+    if (!states.empty())
+      reducer.SetCompressorStates(states);
+    else if (me == 0)
+      std::fprintf(stderr, "cann-dist-train train: --resume: no compression state for this world size "
+                           "in '%s': error feedback starts from zero\n", o.checkpoint_dir.c_str());
+  }
+  // Adaptive compression: the interval's measurements, summed locally, then over the ranks.
+  struct IntervalStart {
+    double compute = 0, wait = 0, comm = 0, fp32 = 0, wire = 0;
+  } interval_start;
+  std::vector<double> interval_norms(reducer.num_buckets(), 0.0);
+  std::vector<double> interval_sum;  // allreduce buffer: [steps, norms..., compute, wait, comm, fp32, wire]
+  int64_t interval_last_step = 0;
+  double interval_lr = 1;
+  auto comm_wait_so_far = [&] { return updates.wait_seconds(); };
+  std::function<void()> decide_if_due = [] {};
+  auto apply_decision = [&](const compress::Decision& d) {
+    for (size_t b = 0; b < reducer.num_buckets(); ++b) {
+      compress::CompressorOptions c = copt;
+      c.powersgd_rank = std::max(1, d.buckets[b].powersgd_rank);
+      reducer.SetCompressor(b, compress::MakeCompressor(d.buckets[b].compressor, c, reducer.bucket_tensors(b)));
+    }
+    const auto& first = d.buckets[0];
+    const auto& last = r.compression_phases.back();
+    if (last.phase != d.phase || last.compressor != first.compressor ||
+        last.parameter != parameter_of(first.compressor, first.powersgd_rank))
+      r.compression_phases.push_back({d.from_step, d.phase, first.compressor,
+                                      parameter_of(first.compressor, first.powersgd_rank)});
+  };
   r.bucket_priority = reducer.bucket_priority();
 
   // The global loss of a step travels behind its early-layer gradients and is read when the next
@@ -336,7 +470,6 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
     size_t samples = 0;
     std::shared_ptr<Work> work;
   } loss_in_flight;
-  Communicator& small = priority ? *priority : comm;
   const int64_t end_step = o.stop_after > 0 ? std::min(total_steps, o.stop_after) : total_steps;
   const auto loop_start = Clock::now();
   double eval_seconds = 0, loss_wait = 0;
@@ -368,9 +501,68 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
     }
   };
   // Every parameter current and every loss recorded: before eval, checkpoints and the end.
+  std::shared_ptr<Work> interval_work;  // adaptive compression: the interval's sums in flight
   auto settle = [&] {
     updates.ApplyAll();
     record_loss();
+    // Nothing of ours in flight on any channel: the caller may run collectives from this thread.
+    if (interval_work) interval_work->Wait();
+  };
+
+  // Adaptive compression, after each syncing backward: add up the step; at the end of an
+  // interval, sum the interval over the ranks (the decision waits for it before the next step's
+  // backward, when every bucket of this step has been collected and compressors may change).
+  auto observe_interval = [&] {
+    for (size_t b = 0; b < reducer.num_buckets(); ++b) interval_norms[b] += reducer.gradient_norm(b);
+    const int64_t interval = controller->options().interval;
+    if ((at.step + 1) % interval != 0 || at.step + 1 >= end_step) return;
+    const ReducerStats& rs = reducer.stats();
+    const double compute = r.step_time.forward_s + r.step_time.backward_s;
+    interval_sum.assign(1, static_cast<double>(std::min<int64_t>(interval, r.steps)));
+    interval_sum.insert(interval_sum.end(), interval_norms.begin(), interval_norms.end());
+    interval_sum.insert(interval_sum.end(),
+                        {compute - interval_start.compute, comm_wait_so_far() - interval_start.wait,
+                         rs.comm_seconds - interval_start.comm, rs.bytes_fp32 - interval_start.fp32,
+                         rs.bytes_wire - interval_start.wire});
+    interval_start = {compute, comm_wait_so_far(), rs.comm_seconds, rs.bytes_fp32, rs.bytes_wire};
+    std::fill(interval_norms.begin(), interval_norms.end(), 0.0);
+    interval_last_step = at.step;
+    interval_lr = schedule.At(at.step) / std::max(1e-30, schedule.Peak());
+    interval_work = reducer.SubmitInOrder(true, [&interval_sum](Communicator& c) {
+      return c.Allreduce(interval_sum.data(), interval_sum.size(), DataType::kFloat64, ReduceOp::kSum);
+    });
+  };
+  decide_if_due = [&] {
+    if (!interval_work) return;
+    interval_work->Wait();
+    interval_work.reset();
+    const size_t nb = reducer.num_buckets();
+    compress::IntervalObservation obs;
+    obs.last_step = interval_last_step;
+    obs.steps = interval_sum[0];
+    obs.bucket_norms.assign(interval_sum.begin() + 1, interval_sum.begin() + 1 + static_cast<long>(nb));
+    obs.compute_s = interval_sum[1 + nb];
+    obs.wait_s = interval_sum[2 + nb];
+    obs.comm_s = interval_sum[3 + nb];
+    obs.bytes_fp32 = interval_sum[4 + nb];
+    obs.bytes_wire = interval_sum[5 + nb];
+    obs.lr_fraction = interval_lr;
+    obs.plain_comm_s = plain_comm_s;
+    const compress::Decision d = controller->Decide(obs);
+    apply_decision(d);
+    if (me == 0) {
+      const ReducerStats& rs = reducer.stats();
+      std::fprintf(stderr,
+                   "%scompress: step %lld  phase %s  %s%s  %.2f MB -> %.2f MB per rank per step  "
+                   "residual %.1f%%  overlap %.2f  (%s)\n",
+                   o.progress ? "\r" : "", static_cast<long long>(d.from_step), d.phase.c_str(),
+                   d.buckets[0].compressor.c_str(),
+                   d.buckets[0].compressor == "powersgd" ? (" rank " + std::to_string(d.buckets[0].powersgd_rank)).c_str() : "",
+                   obs.bytes_fp32 / std::max(1.0, obs.steps) / 1e6, obs.bytes_wire / std::max(1.0, obs.steps) / 1e6,
+                   rs.compressed_sq > 0 ? 100 * std::sqrt(rs.residual_sq / rs.compressed_sq) : 0.0,
+                   rs.comm_seconds > 0 ? std::clamp(1 - rs.wait_seconds / rs.comm_seconds, 0.0, 1.0) : 0.0,
+                   d.reason.c_str());
+    }
   };
 
   for (; at.step < end_step; ++at.step) {
@@ -403,20 +595,25 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
         r.step_time.forward_s +=
             Since(t0) - (updates.wait_seconds() + updates.optimizer_seconds() - in_updates);
         updates.ApplyAll();  // whatever forward did not announce (none of our models)
+        decide_if_due();
         reducer.PrepareForBackward(m == parts - 1);
         auto t1 = Clock::now();
         loss.backward();
         r.step_time.backward_s += Since(t1);
       } else {
         updates.ApplyAll();
+        decide_if_due();
         reducer.PrepareForBackward(m == parts - 1);
       }
     }
     updates.BackwardDone(schedule.At(at.step));
+    if (controller) observe_interval();
     record_loss();  // the previous step's
     loss_in_flight = {at.step, loss_sum, step_samples, nullptr};
-    loss_in_flight.work = small.Allreduce(&loss_in_flight.sum, 1, DataType::kFloat64, ReduceOp::kSum,
-                                          {AllreduceAlgorithm::kRecursiveDoubling});
+    loss_in_flight.work = reducer.SubmitInOrder(true, [&loss_in_flight](Communicator& c) {
+      return c.Allreduce(&loss_in_flight.sum, 1, DataType::kFloat64, ReduceOp::kSum,
+                         {AllreduceAlgorithm::kRecursiveDoubling});
+    });
     at.pos += step_samples;
     r.samples += static_cast<int64_t>(step_samples);
     ++r.steps;
@@ -430,6 +627,11 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
       r.eval_curve.push_back({at.step, acc});
       r.test_accuracy = acc;
       eval_seconds += Since(te);
+      if (o.target_accuracy > 0 && acc >= o.target_accuracy && r.time_to_target_s < 0) {
+        r.time_to_target_s = Since(loop_start) - eval_seconds;
+        ++at.step;  // this step is done; every rank saw the same accuracy and stops here
+        break;
+      }
     }
     if (!o.checkpoint_dir.empty() &&
         ((o.checkpoint_every > 0 && (at.step + 1) % o.checkpoint_every == 0) || last)) {
@@ -440,10 +642,14 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
         r.checkpoint = CheckpointPath(o.checkpoint_dir);
         WriteFileAtomically(r.checkpoint, CaptureState(*model, *opt, next, o));
       }
+      if (reducer.compressing())
+        WriteFileAtomically(CompressionStatePath(o.checkpoint_dir, me),
+                            CaptureCompressionState(reducer.CompressorStates(), W));
       comm.Barrier()->Wait();  // nobody reads a half-written checkpoint
     }
   }
   settle();
+  if (interval_work) interval_work->Wait();  // its buffer goes with this frame
   r.step_time.comm_wait_s = updates.wait_seconds() + loss_wait;
   r.step_time.optimizer_s = updates.optimizer_seconds();
   r.wall_s = Since(loop_start) - eval_seconds;
@@ -453,6 +659,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   r.bucket_wait_s = rs.bucket_wait_seconds;
   r.bytes_fp32 = rs.bytes_fp32;
   r.bytes_wire = rs.bytes_wire;
+  r.residual_pct = rs.compressed_sq > 0 ? 100 * std::sqrt(rs.residual_sq / rs.compressed_sq) : 0;
   r.overlap_ratio = rs.comm_seconds > 0 ? std::clamp(1 - rs.wait_seconds / rs.comm_seconds, 0.0, 1.0) : 0;
   r.sync_wait_fraction = r.wall_s > 0 ? r.step_time.comm_wait_s / r.wall_s : 0;
   r.params_consistent = ParamsConsistent(comm, *model);
@@ -463,6 +670,8 @@ std::string TrainResultJson(const TrainResult& r) {
   nlohmann::json loss = nlohmann::json::array(), evals = nlohmann::json::array();
   for (auto& [s, l] : r.loss_curve) loss.push_back({s, l});
   for (auto& [s, a] : r.eval_curve) evals.push_back({s, a});
+  nlohmann::json phases = nlohmann::json::array();
+  for (const auto& p : r.compression_phases) phases.push_back({p.step, p.phase, p.compressor, p.parameter});
   nlohmann::json j = {
       {"world_size", r.world_size},
       {"model", r.model},
@@ -476,6 +685,7 @@ std::string TrainResultJson(const TrainResult& r) {
       {"final_loss", r.final_loss},
       {"loss_curve", loss},
       {"eval_curve", evals},
+      {"time_to_target_s", r.time_to_target_s < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.time_to_target_s)},
       {"step_time", {{"forward_s", r.step_time.forward_s}, {"backward_s", r.step_time.backward_s},
                      {"comm_wait_s", r.step_time.comm_wait_s}, {"optimizer_s", r.step_time.optimizer_s}}},
       {"comm", {{"bytes_fp32", r.bytes_fp32}, {"bytes_wire", r.bytes_wire}, {"buckets", r.buckets},
@@ -484,6 +694,9 @@ std::string TrainResultJson(const TrainResult& r) {
                 {"bucket_comm_s", r.bucket_comm_s}, {"bucket_wait_s", r.bucket_wait_s},
                 {"overlap_ratio", r.overlap_ratio}}},
       {"sync_wait_fraction", r.sync_wait_fraction},
+      {"compression", {{"compressor", r.compress}, {"phases", phases},
+                       {"volume_reduction", r.bytes_fp32 > 0 ? 1 - r.bytes_wire / r.bytes_fp32 : 0.0},
+                       {"residual_pct", r.residual_pct}}},
       {"params_consistent", r.params_consistent},
       {"resumed_from", r.resumed_from},
       {"checkpoint", r.checkpoint}};

@@ -37,7 +37,16 @@ struct TrainOptions {
   // Apply each bucket's update just before the next forward uses it, so that communication also
   // overlaps the next forward (train/update_scheduler.h). Same arithmetic either way.
   bool overlap_next_forward = true;
+  // Gradient compression (docs/compression.md): none | fp16 | bf16 | int8 | topk | randomk |
+  // powersgd | signsgd | adaptive; error feedback wraps every lossy compressor unless turned off.
+  std::string compress = "none";
+  double compress_ratio = 0.01;       // topk / randomk
+  int powersgd_rank = 2;
+  bool error_feedback = true;
+  int64_t compress_interval = 50;     // adaptive: steps between decisions
+  double compress_min_exposed = 0.05; // adaptive: compress only above this exposed share
   int64_t eval_every = 0;             // steps; 0 = at the end only
+  double target_accuracy = 0;         // stop at the first evaluation reaching it (0 = never)
   std::string checkpoint_dir;         // "" = no checkpoints
   int64_t checkpoint_every = 0;       // steps; 0 = at the end only (when a dir is given)
   bool resume = false;
@@ -64,6 +73,7 @@ struct TrainResult {
   double final_loss = 0;
   std::vector<std::pair<int64_t, double>> loss_curve;   // (step, global mean loss)
   std::vector<std::pair<int64_t, double>> eval_curve;   // (step, test accuracy)
+  double time_to_target_s = -1;  // training seconds until --target-accuracy was reached; -1 = not
   StepTimes step_time;          // totals over the run
   double bytes_fp32 = 0, bytes_wire = 0;
   int buckets = 0;
@@ -75,6 +85,17 @@ struct TrainResult {
   std::vector<double> bucket_wait_s;  // per bucket: seconds the training thread waited for it
   double overlap_ratio = 0;
   double sync_wait_fraction = 0;
+  // Compression: what ran when ([step, phase, compressor of the first bucket, its parameter]),
+  // and the run's error-feedback residual as a share of what was compressed (root of sums of
+  // squares over buckets and steps).
+  std::string compress = "none";
+  struct CompressionPhase {
+    int64_t step;
+    std::string phase, compressor;
+    double parameter;   // powersgd rank, top-k/random-k ratio, 0 otherwise
+  };
+  std::vector<CompressionPhase> compression_phases;
+  double residual_pct = 0;
   bool params_consistent = false;
   std::string resumed_from;     // checkpoint file, if any
   std::string checkpoint;       // last checkpoint written, if any

@@ -1,0 +1,56 @@
+#include "train/task_runner.h"
+
+#include "comm/work_impl.h"
+
+namespace cdt::train {
+
+struct TaskRunner::Task {
+  std::function<void()> run;
+  std::shared_ptr<WorkImpl> work;
+};
+
+TaskRunner::TaskRunner(std::chrono::milliseconds wait_limit)
+    : wait_limit_(wait_limit), thread_([this] { Loop(); }) {}
+
+TaskRunner::~TaskRunner() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+std::shared_ptr<Work> TaskRunner::Submit(std::string description, std::function<void()> task) {
+  auto t = std::make_shared<Task>();
+  t->run = std::move(task);
+  t->work = std::make_shared<WorkImpl>(std::move(description), wait_limit_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(t);
+  }
+  cv_.notify_all();
+  return t->work;
+}
+
+void TaskRunner::Loop() {
+  for (;;) {
+    std::shared_ptr<Task> t;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping and drained
+      t = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    t->work->MarkStarted();
+    try {
+      t->run();
+      t->work->Finish(nullptr);
+    } catch (...) {
+      t->work->Finish(std::current_exception());
+    }
+  }
+}
+
+}  // namespace cdt::train
