@@ -92,6 +92,45 @@ TEST(Train, ResumeContinuesTheUninterruptedCurve) {
   ExpectCurvesClose(stitched, Losses(whole), 1e-6);
 }
 
+// Compressed training through the CLI: every rank ends with the same parameters, the volume
+// shrinks as the compressor says, it learns, and a resume restores each rank's error-feedback
+// residual and PowerSGD state (compression.rank<r>.pt), so the curve continues as if unbroken.
+TEST(Train, CompressedTrainingIsConsistentAndResumesExactly) {
+  const std::string dir = TempPath("ckpt-compressed");
+  auto base = kCommon;
+  base[3] = "12";  // --steps 12
+  base.insert(base.end(), {"--nproc-per-node", "2", "--batch-size", "16", "--compress", "powersgd"});
+  nlohmann::json whole = Train("compressed-whole", base);
+  EXPECT_TRUE(whole["params_consistent"].get<bool>());
+  EXPECT_GT(whole["compression"]["volume_reduction"].get<double>(), 0.9);
+  EXPECT_GT(whole["compression"]["residual_pct"].get<double>(), 0.0);
+  EXPECT_LT(Losses(whole).back(), Losses(whole).front());
+  auto first = base, second = base;
+  first.insert(first.end(), {"--checkpoint-dir", dir, "--stop-after", "6"});
+  second.insert(second.end(), {"--checkpoint-dir", dir, "--resume"});
+  nlohmann::json a = Train("compressed-first", first), b = Train("compressed-second", second);
+  std::vector<double> stitched = Losses(a), tail = Losses(b);
+  stitched.insert(stitched.end(), tail.begin(), tail.end());
+  ExpectCurvesClose(stitched, Losses(whole), 1e-6);
+}
+
+// The adaptive controller on loopback, where the network is not the bottleneck: after its first
+// interval it sends uncompressed, and says why; all ranks switch together.
+TEST(Train, AdaptiveCompressionStopsCompressingWhereItCannotPay) {
+  auto args = kCommon;
+  args[3] = "30";
+  args.insert(args.end(), {"--nproc-per-node", "2", "--batch-size", "16", "--compress", "adaptive",
+                           "--compress-interval", "10"});
+  nlohmann::json j = Train("adaptive", args);
+  EXPECT_TRUE(j["params_consistent"].get<bool>());
+  const auto& phases = j["compression"]["phases"];
+  ASSERT_GE(phases.size(), 2u);
+  EXPECT_EQ(phases[0][1], "warmup");
+  EXPECT_EQ(phases[0][2], "powersgd");
+  EXPECT_EQ(phases[1][0], 10);
+  EXPECT_EQ(phases[1][2], "none");
+}
+
 TEST(Train, AccumulatedMicroBatchesMatchOneBatch) {
   auto plain = kCommon, acc = kCommon;
   plain.insert(plain.end(), {"--nproc-per-node", "2", "--batch-size", "16"});
