@@ -14,6 +14,7 @@
 
 #include "cdt/error.h"
 #include "comm_test_util.h"
+#include "compress/adaptive_controller.h"
 #include "compress/compressor.h"
 #include "compress/compressors.h"
 #include "compress/error_feedback.h"
@@ -298,6 +299,71 @@ TEST(Compress, UnknownNamesAndBadRatiosAreRejected) {
   CompressorOptions o;
   o.ratio = 0;
   EXPECT_THROW(MakeCompressor("topk", o, {}), Error);
+}
+
+}  // namespace
+}  // namespace cdt::compress
+
+namespace cdt::compress {
+namespace {
+
+IntervalObservation Obs(int64_t last_step, std::vector<double> norms, double compute, double plain,
+                        double lr_fraction = 1.0) {
+  IntervalObservation o;
+  o.last_step = last_step;
+  o.steps = 10;
+  for (double& n : norms) n *= 10;  // sums over the interval's steps
+  o.bucket_norms = norms;
+  o.compute_s = 10 * compute;
+  o.wait_s = 0;
+  o.comm_s = 10 * 0.01;
+  o.bytes_fp32 = 10 * 1e6;
+  o.bytes_wire = 10 * 2e4;
+  o.lr_fraction = lr_fraction;
+  o.plain_comm_s = plain;
+  return o;
+}
+
+TEST(AdaptiveController, FollowsBandwidthPhaseAndCriticalRegimes) {
+  AdaptiveOptions opt;
+  opt.interval = 10;
+  AdaptiveController c(opt, 2);
+  EXPECT_EQ(c.Initial().phase, "warmup");
+  EXPECT_EQ(c.Initial().buckets[0].compressor, "powersgd");
+  // Communication-bound (0.7 s of uncompressed allreduce against 0.1 s of compute).
+  Decision d = c.Decide(Obs(9, {1.0, 1.0}, 0.1, 0.7));
+  EXPECT_EQ(d.from_step, 10);
+  EXPECT_EQ(d.phase, "stable");
+  // No previous interval: both buckets count as critical (low compression).
+  EXPECT_EQ(d.buckets[0].powersgd_rank, opt.low_rank);
+  // Bucket 0's norm halves (r = 0.5: critical), bucket 1's barely moves (high compression).
+  d = c.Decide(Obs(19, {0.5, 0.95}, 0.1, 0.7));
+  EXPECT_EQ(d.buckets[0].compressor, "powersgd");
+  EXPECT_EQ(d.buckets[0].powersgd_rank, opt.low_rank);
+  EXPECT_EQ(d.buckets[1].powersgd_rank, opt.high_rank);
+  // LR decayed below a quarter of its peak: converging, moderate compression.
+  d = c.Decide(Obs(29, {0.5, 0.95}, 0.1, 0.7, 0.2));
+  EXPECT_EQ(d.phase, "converging");
+  EXPECT_EQ(d.buckets[1].powersgd_rank, opt.low_rank);
+  // Compute-bound (1 ms of communication against 100 ms of compute): uncompressed.
+  d = c.Decide(Obs(39, {0.5, 0.95}, 0.1, 0.001));
+  EXPECT_EQ(d.buckets[0].compressor, "none");
+  EXPECT_EQ(d.buckets[1].compressor, "none");
+  EXPECT_NE(d.reason.find("would not pay"), std::string::npos) << d.reason;
+}
+
+TEST(AdaptiveController, SameInputsSameDecisions) {
+  AdaptiveOptions opt;
+  AdaptiveController a(opt, 3), b(opt, 3);
+  for (int64_t s = 49; s < 500; s += 50) {
+    auto o = Obs(s, {1.0 / (s + 1), 0.3, 2.0}, 0.05, 0.2, 1.0 - s / 600.0);
+    Decision x = a.Decide(o), y = b.Decide(o);
+    ASSERT_EQ(x.phase, y.phase);
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(x.buckets[i].compressor, y.buckets[i].compressor);
+      EXPECT_EQ(x.buckets[i].powersgd_rank, y.buckets[i].powersgd_rank);
+    }
+  }
 }
 
 }  // namespace
