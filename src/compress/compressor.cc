@@ -26,7 +26,7 @@ std::unique_ptr<Compressor> MakeCompressor(const std::string& name, const Compre
   else if (name == "topk") c = MakeTopK(o.ratio);
   else if (name == "randomk") c = MakeRandomK(o.ratio, o.seed);
   else if (name == "powersgd") c = MakePowerSgd(o.powersgd_rank, o.seed, tensors);
-  else if (name == "signsgd") c = MakeSignSgd();
+  else if (name == "signsgd") c = MakeSignSgd(tensors);
   else {
     std::string all;
     for (const auto& n : CompressorNames()) all += (all.empty() ? "" : ", ") + n;

@@ -13,7 +13,7 @@ std::unique_ptr<Compressor> MakeCast(DataType wire);                 // cast.cc:
 std::unique_ptr<Compressor> MakeInt8(size_t chunk, uint64_t seed);   // int8.cc
 std::unique_ptr<Compressor> MakeTopK(double ratio);                  // topk.cc
 std::unique_ptr<Compressor> MakeRandomK(double ratio, uint64_t seed);  // randomk.cc
-std::unique_ptr<Compressor> MakeSignSgd();                           // signsgd.cc
+std::unique_ptr<Compressor> MakeSignSgd(std::vector<TensorView> tensors);  // signsgd.cc
 std::unique_ptr<Compressor> MakePowerSgd(int rank, uint64_t seed, std::vector<TensorView> tensors);  // powersgd.cc
 
 // Number of elements top-k and random-k send: ceil(ratio * n), at least 1 (none for n = 0).

@@ -72,15 +72,6 @@ KernelRates MeasureKernels() {
 
 }  // namespace
 
-double BestAllreduceUs(const CostModel& model, double bytes) {
-  double best = std::numeric_limits<double>::infinity();
-  for (AllreduceAlgorithm a : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kRecursiveDoubling,
-                               AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kTree,
-                               AllreduceAlgorithm::kHierarchical})
-    best = std::min(best, model.PredictUs(a, bytes));
-  return best;
-}
-
 CompressionAdvice AdviseCompression(const CostModel& model, const CompressionAdviceOptions& o) {
   const KernelRates k = MeasureKernels();
   const double G = o.gradient_bytes;

@@ -44,8 +44,6 @@ struct CompressionAdviceOptions {
   int powersgd_rank = 4;
 };
 
-// Best allreduce time for `bytes` over every algorithm the model knows.
-double BestAllreduceUs(const CostModel& model, double bytes);
 
 // Measures the kernels (about 0.1 s) and builds the advice.
 CompressionAdvice AdviseCompression(const CostModel& model, const CompressionAdviceOptions& o);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 namespace cdt::topology {
@@ -123,6 +124,15 @@ double CostModel::PredictUs(AllreduceAlgorithm algo, double n) const {
       break;
   }
   return 0;
+}
+
+double BestAllreduceUs(const CostModel& model, double bytes) {
+  double best = std::numeric_limits<double>::infinity();
+  for (AllreduceAlgorithm a : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kRecursiveDoubling,
+                               AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kTree,
+                               AllreduceAlgorithm::kHierarchical})
+    best = std::min(best, model.PredictUs(a, bytes));
+  return best;
 }
 
 }  // namespace cdt::topology

@@ -44,4 +44,7 @@ struct CostModel {
   double PredictUs(AllreduceAlgorithm algo, double bytes) const;
 };
 
+// Best allreduce time for `bytes` over every algorithm the model knows, in microseconds.
+double BestAllreduceUs(const CostModel& model, double bytes);
+
 }  // namespace cdt::topology

@@ -171,8 +171,21 @@ TEST(Compress, SignAndRandomKEncodeWhatTheySay) {
     if (r == 0) first_indices = indices;
     EXPECT_EQ(indices, first_indices) << "random-k ranks must pick the same indices";
   }
-  EXPECT_EQ(sign.wire[0], 4u + (n + 7) / 8);
+  EXPECT_EQ(sign.wire[0], 4u + (n + 7) / 8);  // no layout: one scale
   EXPECT_EQ(rk.wire[0], 4u * 51u);
+}
+
+TEST(Compress, SignScalesEachTensorByItsOwnMagnitude) {
+  const size_t n = 300;
+  std::vector<TensorView> tensors = {{0, 10, 10}, {100, 200, 1}};
+  testing::RunRanks(2, [&](Communicator& comm) {
+    auto c = MakeCompressor("signsgd", NoFeedback(), tensors);
+    std::vector<float> g(n), local(n);
+    for (size_t i = 0; i < n; ++i) g[i] = (i % 3 == 0 ? -1.0f : 1.0f) * (i < 100 ? 1.0f : 0.01f);
+    const size_t wire = c->Reduce(comm, g.data(), local.data(), n);
+    EXPECT_EQ(wire, 4u * 3u + (n + 7) / 8);  // two tensors and the (empty) rest
+    for (size_t i = 0; i < n; ++i) EXPECT_FLOAT_EQ(std::fabs(local[i]), i < 100 ? 1.0f : 0.01f) << i;
+  });
 }
 
 TEST(Compress, TopKPastDensityOneStaysCorrect) {

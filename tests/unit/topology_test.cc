@@ -212,14 +212,7 @@ TEST(BucketSize, SlowLinksGetSmallBucketsFastOnesBigger) {
   EXPECT_GT(b, kMinBucketBytes);
   EXPECT_LE(b, kMaxBucketBytes);
   // The chosen size reaches the efficiency, the next smaller one does not.
-  auto rate = [&](double n) {
-    double best = 1e300;
-    for (auto a : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kRecursiveDoubling,
-                   AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kTree,
-                   AllreduceAlgorithm::kHierarchical})
-      best = std::min(best, fast.PredictUs(a, n));
-    return n / best;
-  };
+  auto rate = [&](double n) { return n / BestAllreduceUs(fast, n); };
   EXPECT_GE(rate(double(b)), 0.8 * rate(double(1 << 30)));
   EXPECT_LT(rate(double(b / 2)), 0.8 * rate(double(1 << 30)));
 
