@@ -10,13 +10,14 @@
 //               between two intervals; those get low compression (PowerSGD rank `low_rank`);
 //   converging  the LR has decayed below `converging_lr` of its peak: moderate compression
 //               (rank `low_rank`) for the fine end of training.
-// Bandwidth awareness: from an uncompressed allreduce of the whole gradient timed before training
-// (or, without it, the interval's communication seconds per wire byte) and the interval's compute
-// seconds it predicts the step time without compression; when that
-// predicted exposed communication is below `min_exposed` of the step, or the compressed steps
-// were no faster than the uncompressed prediction (encode/decode cost included: it is part of
-// the measured communication time), it sends uncompressed ("none") — compression must not lose
-// where the network is not the bottleneck (the MLSys'22 study's lesson).
+// Bandwidth awareness: the exposed communication of uncompressed steps — measured in the last
+// interval that ran uncompressed, else predicted from an uncompressed allreduce of the whole
+// gradient timed before training and the interval's compute — against the step. When it is below
+// `min_exposed` of the step, or compressed steps measured slower than uncompressed ones
+// (encode/decode and the extra collectives included), it sends uncompressed ("none"; after a
+// loss, for four intervals before trying again) — compression must not lose where the network
+// is not the bottleneck (the MLSys'22 study's lesson). `min_exposed` 0 turns the bandwidth rules
+// off: the phase schedule alone decides.
 //
 // Every rank must decide the same: the trainer sums the observations of all ranks before Decide
 // (one small allreduce per interval), and Decide is a deterministic function of them.
@@ -33,8 +34,8 @@ struct AdaptiveOptions {
   int64_t warmup_steps = 0;       // the LR warmup; the warmup phase lasts at least one interval
   double critical_change = 0.5;   // Accordion's eta
   double converging_lr = 0.25;    // share of the peak LR below which training is converging
-  double min_exposed = 0.05;      // compress only if uncompressed communication would be exposed
-                                  // for at least this share of the step
+  double min_exposed = 0.05;      // compress only if uncompressed communication is exposed for at
+                                  // least this share of the step; 0 = always (phases only)
   int high_rank = 2, low_rank = 4;  // PowerSGD ranks
 };
 
@@ -77,6 +78,9 @@ class AdaptiveController {
   AdaptiveOptions options_;
   size_t buckets_;
   std::vector<double> prev_norms_;   // mean norm per bucket in the previous interval
+  bool have_measured_plain_ = false; // an interval ran uncompressed ...
+  double measured_plain_exposed_ = 0;  // ... and its communication was exposed this long per step
+  int hold_plain_ = 0;               // intervals to stay uncompressed after compression lost
 };
 
 }  // namespace cdt::compress

@@ -381,3 +381,34 @@ TEST(AdaptiveController, SameInputsSameDecisions) {
 
 }  // namespace
 }  // namespace cdt::compress
+
+namespace cdt::compress {
+namespace {
+
+TEST(AdaptiveController, MeasuredUncompressedStepsOverrideThePrediction) {
+  AdaptiveOptions opt;
+  opt.interval = 10;
+  AdaptiveController c(opt, 1);
+  // The probe says communication is cheap, but an uncompressed interval measured 20 ms of
+  // exposed wait in a 100 ms step (a contended machine): compress.
+  auto plain = Obs(9, {1.0}, 0.1, 0.001);
+  plain.bytes_wire = plain.bytes_fp32;
+  plain.wait_s = 10 * 0.02;
+  EXPECT_EQ(c.Decide(plain).buckets[0].compressor, "powersgd");
+  // Compressed steps then measured slower (30 ms of wait): back to uncompressed, and stay there
+  // for a while even if the next compressed-looking interval is fine.
+  auto slow = Obs(19, {1.0}, 0.1, 0.001);
+  slow.wait_s = 10 * 0.03;
+  Decision d = c.Decide(slow);
+  EXPECT_EQ(d.buckets[0].compressor, "none");
+  EXPECT_NE(d.reason.find("measured"), std::string::npos) << d.reason;
+  EXPECT_EQ(c.Decide(Obs(29, {1.0}, 0.1, 0.001)).buckets[0].compressor, "none");
+  // min_exposed 0: the phase schedule alone.
+  AdaptiveOptions always = opt;
+  always.min_exposed = 0;
+  AdaptiveController a(always, 1);
+  EXPECT_EQ(a.Decide(Obs(9, {1.0}, 0.1, 0.0)).buckets[0].compressor, "powersgd");
+}
+
+}  // namespace
+}  // namespace cdt::compress
