@@ -200,7 +200,7 @@ def worker(local_rank, a):
                   "comm": {"overlap_ratio": max(0.0, 1 - exposed_s / timing["comm_s"])
                            if timing["comm_s"] > 0 else 0.0},
                   "sync_wait_fraction": exposed_s / wall}
-        print(f"ddp: {world} ranks, {total} steps, {result['samples_per_s']:.1f} samples/s, "
+        print(f"ddp: {world} ranks, {steps_done} steps, {result['samples_per_s']:.1f} samples/s, "
               f"final loss {result['final_loss']:.4f}, test accuracy {result['test_accuracy']:.4f}")
         if a.json:
             with open(a.json, "w") as f:
