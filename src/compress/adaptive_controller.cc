@@ -26,44 +26,43 @@ Decision AdaptiveController::Decide(const IntervalObservation& o) {
   std::vector<double> norms(buckets_, 0.0);
   for (size_t b = 0; b < buckets_ && b < o.bucket_norms.size(); ++b) norms[b] = o.bucket_norms[b] / steps;
 
-  // Bandwidth: what does the step cost without compression? Measured, when the interval ran
-  // uncompressed (and remembered); else predicted from the timed uncompressed allreduce (or the
-  // interval's seconds per wire byte), with 80% of the compute able to hide communication
-  // (backward and, with the cross-step overlap, the next forward).
+  // Bandwidth: step times with and without compression, measured in the last interval that ran
+  // each way (the interval's bytes lag its decisions by one step: "compressed" means clearly so).
   const double compute = o.compute_s / steps, wait = o.wait_s / steps;
-  // (The interval's bytes lag its decisions by one step: "compressed" means clearly so.)
   const bool compressing_now = o.bytes_wire < 0.9 * o.bytes_fp32;
-  if (!compressing_now && o.bytes_fp32 > 0) {
-    measured_plain_exposed_ = wait;
-    have_measured_plain_ = true;
+  const double step_now = compute + wait;
+  if (o.bytes_fp32 > 0) {
+    (compressing_now ? measured_compressed_step_ : measured_plain_step_) = step_now;
+    if (!compressing_now) measured_plain_exposed_ = wait;
   }
+  // Uncompressed, predicted until measured: 80% of the compute can hide communication (backward
+  // and, with the cross-step overlap, the next forward).
   const double per_byte = o.bytes_wire > 0 ? o.comm_s / o.bytes_wire : 0;
   const double comm_plain = o.plain_comm_s > 0 ? o.plain_comm_s : per_byte * o.bytes_fp32 / steps;
-  const double exposed_plain = have_measured_plain_ ? measured_plain_exposed_
-                                                    : std::max(0.0, comm_plain - 0.8 * compute);
-  const double step_plain = compute + exposed_plain, step_now = compute + wait;
+  const bool plain_measured = measured_plain_step_ > 0;
+  const double exposed_plain = plain_measured ? measured_plain_exposed_
+                                              : std::max(0.0, comm_plain - 0.8 * compute);
+  const double step_plain = plain_measured ? measured_plain_step_ : compute + exposed_plain;
+  const char* how = plain_measured ? "measured" : "predicted";
   char why[256];
   if (options_.min_exposed > 0) {
-    if (compressing_now && step_now > step_plain) {
-      // Measured slower than sending plainly (encode/decode and the extra collectives cost more
-      // than the bytes saved): uncompressed, and do not try again for a while.
-      hold_plain_ = 4;
-      std::snprintf(why, sizeof why,
-                    "compressed step %.1f ms > uncompressed %.1f ms (%s): send uncompressed",
-                    1e3 * step_now, 1e3 * step_plain, have_measured_plain_ ? "measured" : "predicted");
+    why[0] = '\0';
+    if (plain_measured && measured_compressed_step_ > 0) {
+      // Both measured: the faster, with a 3% margin for compression's sake of not flapping.
+      if (measured_compressed_step_ > 0.97 * step_plain)
+        std::snprintf(why, sizeof why,
+                      "compressed steps %.1f ms, uncompressed %.1f ms (both measured): send uncompressed",
+                      1e3 * measured_compressed_step_, 1e3 * step_plain);
     } else if (exposed_plain < options_.min_exposed * step_plain) {
       std::snprintf(why, sizeof why,
                     "uncompressed communication exposed %.1f ms/step (%s) of a %.1f ms step: "
                     "%.1f%% < %.0f%%, compression would not pay",
-                    1e3 * exposed_plain, have_measured_plain_ ? "measured" : "predicted",
-                    1e3 * step_plain, 100 * exposed_plain / std::max(1e-12, step_plain),
-                    100 * options_.min_exposed);
-    } else if (hold_plain_ > 0) {
-      --hold_plain_;
-      std::snprintf(why, sizeof why, "compression measured slower recently: uncompressed (%d more)",
-                    hold_plain_);
-    } else {
-      why[0] = '\0';
+                    1e3 * exposed_plain, how, 1e3 * step_plain,
+                    100 * exposed_plain / std::max(1e-12, step_plain), 100 * options_.min_exposed);
+    } else if (compressing_now && step_now > step_plain) {
+      std::snprintf(why, sizeof why,
+                    "compressed step %.1f ms > uncompressed %.1f ms (%s): send uncompressed, measure it",
+                    1e3 * step_now, 1e3 * step_plain, how);
     }
     if (why[0] != '\0') {
       d.phase = o.last_step + 1 < std::max(options_.warmup_steps, options_.interval) ? "warmup" : "stable";

@@ -10,14 +10,15 @@
 //               between two intervals; those get low compression (PowerSGD rank `low_rank`);
 //   converging  the LR has decayed below `converging_lr` of its peak: moderate compression
 //               (rank `low_rank`) for the fine end of training.
-// Bandwidth awareness: the exposed communication of uncompressed steps — measured in the last
-// interval that ran uncompressed, else predicted from an uncompressed allreduce of the whole
-// gradient timed before training and the interval's compute — against the step. When it is below
-// `min_exposed` of the step, or compressed steps measured slower than uncompressed ones
-// (encode/decode and the extra collectives included), it sends uncompressed ("none"; after a
-// loss, for four intervals before trying again) — compression must not lose where the network
-// is not the bottleneck (the MLSys'22 study's lesson). `min_exposed` 0 turns the bandwidth rules
-// off: the phase schedule alone decides.
+// Bandwidth awareness, from step times: once both an uncompressed and a compressed interval have
+// been measured, the faster way wins (compression must beat uncompressed by 3%). Before that, the
+// uncompressed step is predicted from an uncompressed allreduce of the whole gradient timed before
+// training and the interval's compute; it sends uncompressed ("none") when that communication
+// would be exposed for less than `min_exposed` of the step, or when compressed steps measured
+// slower than the prediction (then the next interval measures the uncompressed step). Encoding,
+// decoding and the extra collectives are inside the measured times. Compression must not lose
+// where the network is not the bottleneck (the MLSys'22 study's lesson). `min_exposed` 0 turns
+// these rules off: the phase schedule alone decides.
 //
 // Every rank must decide the same: the trainer sums the observations of all ranks before Decide
 // (one small allreduce per interval), and Decide is a deterministic function of them.
@@ -78,9 +79,8 @@ class AdaptiveController {
   AdaptiveOptions options_;
   size_t buckets_;
   std::vector<double> prev_norms_;   // mean norm per bucket in the previous interval
-  bool have_measured_plain_ = false; // an interval ran uncompressed ...
-  double measured_plain_exposed_ = 0;  // ... and its communication was exposed this long per step
-  int hold_plain_ = 0;               // intervals to stay uncompressed after compression lost
+  // Per step, from the last interval that ran uncompressed / compressed (0 = none yet).
+  double measured_plain_step_ = 0, measured_plain_exposed_ = 0, measured_compressed_step_ = 0;
 };
 
 }  // namespace cdt::compress

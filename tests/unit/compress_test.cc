@@ -385,24 +385,35 @@ TEST(AdaptiveController, SameInputsSameDecisions) {
 namespace cdt::compress {
 namespace {
 
-TEST(AdaptiveController, MeasuredUncompressedStepsOverrideThePrediction) {
+TEST(AdaptiveController, MeasuredStepTimesDecide) {
   AdaptiveOptions opt;
   opt.interval = 10;
   AdaptiveController c(opt, 1);
   // The probe says communication is cheap, but an uncompressed interval measured 20 ms of
-  // exposed wait in a 100 ms step (a contended machine): compress.
+  // exposed wait in a 120 ms step (a contended machine): compress.
   auto plain = Obs(9, {1.0}, 0.1, 0.001);
   plain.bytes_wire = plain.bytes_fp32;
   plain.wait_s = 10 * 0.02;
   EXPECT_EQ(c.Decide(plain).buckets[0].compressor, "powersgd");
-  // Compressed steps then measured slower (30 ms of wait): back to uncompressed, and stay there
-  // for a while even if the next compressed-looking interval is fine.
+  // Compressed steps then measured slower (130 ms): uncompressed, and it stays so while the
+  // uncompressed steps keep measuring faster.
   auto slow = Obs(19, {1.0}, 0.1, 0.001);
   slow.wait_s = 10 * 0.03;
   Decision d = c.Decide(slow);
   EXPECT_EQ(d.buckets[0].compressor, "none");
   EXPECT_NE(d.reason.find("measured"), std::string::npos) << d.reason;
-  EXPECT_EQ(c.Decide(Obs(29, {1.0}, 0.1, 0.001)).buckets[0].compressor, "none");
+  plain.last_step = 29;
+  EXPECT_EQ(c.Decide(plain).buckets[0].compressor, "none");
+  // The network gets slower (uncompressed steps now 200 ms): compression wins again.
+  plain.last_step = 39;
+  plain.wait_s = 10 * 0.1;
+  EXPECT_EQ(c.Decide(plain).buckets[0].compressor, "powersgd");
+  // A wrong prediction is corrected by measuring: compressed steps slower than the predicted
+  // uncompressed ones send the next interval uncompressed.
+  AdaptiveController p(opt, 1);
+  auto compressed = Obs(9, {1.0}, 0.1, 0.1);  // predicted: 100 + (100 - 80) = 120 ms
+  compressed.wait_s = 10 * 0.05;               // measured compressed: 150 ms
+  EXPECT_EQ(p.Decide(compressed).buckets[0].compressor, "none");
   // min_exposed 0: the phase schedule alone.
   AdaptiveOptions always = opt;
   always.min_exposed = 0;
