@@ -1,7 +1,6 @@
 // The training loop: data, model, optimizer, gradient reducer, checkpoints, metrics.
 #include "train/trainer.h"
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include <chrono>
@@ -9,15 +8,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <thread>
 #include <tuple>
 
 #include "cdt/error.h"
 #include "compress/adaptive_controller.h"
 #include "compress/compressor.h"
+#include "train/checkpoint.h"
 #include "train/global_sampler.h"
 #include "train/gradient_reducer.h"
 #include "train/image_dataset.h"
@@ -135,140 +133,6 @@ std::pair<ImageDataset, ImageDataset> SplitDataset(ImageDataset all, int64_t fir
   a.labels.assign(all.labels.begin(), all.labels.begin() + first_count);
   b.labels.assign(all.labels.begin() + first_count, all.labels.end());
   return {std::move(a), std::move(b)};
-}
-
-struct Position {
-  int64_t step = 0;
-  uint64_t epoch = 0;
-  size_t pos = 0;
-};
-
-// Everything needed to continue exactly: model, optimizer, position, RNG (format: a torch
-// archive; docs/training.md). Rank 0's copy is written; every rank holds the same state.
-std::string CaptureState(torch::nn::Module& model, torch::optim::Optimizer& opt, const Position& p,
-                         const TrainOptions& o) {
-  torch::serialize::OutputArchive archive, model_ar, opt_ar;
-  model.save(model_ar);
-  opt.save(opt_ar);
-  archive.write("model", model_ar);
-  archive.write("optimizer", opt_ar);
-  archive.write("step", torch::tensor(p.step));
-  archive.write("epoch", torch::tensor(static_cast<int64_t>(p.epoch)));
-  archive.write("position", torch::tensor(static_cast<int64_t>(p.pos)));
-  archive.write("seed", torch::tensor(static_cast<int64_t>(o.seed)));
-  {
-    auto gen = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    archive.write("torch_rng", gen.get_state());
-  }
-  std::ostringstream out;
-  archive.save_to(out);
-  return out.str();
-}
-
-Position RestoreState(const std::string& bytes, torch::nn::Module& model, torch::optim::Optimizer& opt,
-                      const TrainOptions& o, const std::string& source) {
-  torch::serialize::InputArchive archive, model_ar, opt_ar;
-  std::istringstream in(bytes);
-  try {
-    archive.load_from(in);
-    archive.read("model", model_ar);
-    archive.read("optimizer", opt_ar);
-    model.load(model_ar);
-    opt.load(opt_ar);
-    // A fresh tensor per key: reading into a defined tensor resizes its (archive-owned) storage.
-    auto read_int = [&](const char* key) {
-      torch::Tensor t;
-      archive.read(key, t);
-      return t.item<int64_t>();
-    };
-    Position p;
-    p.step = read_int("step");
-    p.epoch = static_cast<uint64_t>(read_int("epoch"));
-    p.pos = static_cast<size_t>(read_int("position"));
-    const int64_t seed = read_int("seed");
-    if (static_cast<uint64_t>(seed) != o.seed)
-      throw Error(ErrorCode::kInvalidArgument,
-                  "checkpoint '" + source + "' was written with --seed " + std::to_string(seed) +
-                      ", this run has --seed " + std::to_string(o.seed) +
-                      " (the data order would differ)");
-    torch::Tensor t;
-    archive.read("torch_rng", t);
-    auto gen = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    gen.set_state(t);
-    return p;
-  } catch (const c10::Error& e) {
-    throw Error(ErrorCode::kProtocol, "checkpoint '" + source + "' cannot be loaded (does it belong to "
-                                      "this model and optimizer?): " + e.what_without_backtrace());
-  }
-}
-
-std::string CheckpointPath(const std::string& dir) { return dir + "/checkpoint.pt"; }
-
-
-
-// Atomic: a crash mid-write leaves the previous checkpoint intact.
-void WriteFileAtomically(const std::string& path, const std::string& bytes) {
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    f.flush();
-    if (!f) throw Error(ErrorCode::kIo, "cannot write checkpoint '" + tmp + "'");
-  }
-  std::filesystem::rename(tmp, path);
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(ErrorCode::kIo, "cannot read checkpoint '" + path + "'");
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-// Compression state is per rank (each rank's error-feedback residual differs): one file per rank
-// beside the checkpoint, a torch archive of one float tensor per bucket ("bucket<b>") plus the
-// world size it was written with.
-std::string CompressionStatePath(const std::string& dir, int rank) {
-  return dir + "/compression.rank" + std::to_string(rank) + ".pt";
-}
-
-std::string CaptureCompressionState(const std::vector<std::vector<float>>& states, int world) {
-  torch::serialize::OutputArchive archive;
-  archive.write("world_size", torch::tensor(static_cast<int64_t>(world)));
-  for (size_t b = 0; b < states.size(); ++b)
-    archive.write("bucket" + std::to_string(b),
-                  torch::from_blob(const_cast<float*>(states[b].data()),
-                                   {static_cast<int64_t>(states[b].size())}, torch::kFloat32).clone());
-  std::ostringstream out;
-  archive.save_to(out);
-  return out.str();
-}
-
-// Empty when the file is missing or was written for another world size (residuals are per rank).
-std::vector<std::vector<float>> RestoreCompressionState(const std::string& path, size_t buckets, int world) {
-  std::vector<std::vector<float>> states;
-  if (!std::filesystem::exists(path)) return states;
-  torch::serialize::InputArchive archive;
-  std::istringstream in(ReadFile(path));
-  try {
-    archive.load_from(in);
-    torch::Tensor w;
-    archive.read("world_size", w);
-    if (w.item<int64_t>() != world) return states;
-    for (size_t b = 0; b < buckets; ++b) {
-      torch::Tensor t;
-      archive.read("bucket" + std::to_string(b), t);
-      states.emplace_back(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());
-    }
-  } catch (const c10::Error& e) {
-    throw Error(ErrorCode::kProtocol, "compression state '" + path + "' cannot be loaded: " +
-                                          e.what_without_backtrace());
-  }
-  return states;
 }
 
 // Splits `n` samples into `parts` contiguous micro-batches differing by at most one.
