@@ -372,6 +372,19 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
     // Nothing of ours in flight on any channel: the caller may run collectives from this thread.
     if (interval_work) interval_work->Wait();
   };
+  // On the way out by an exception, collectives still in flight write into this frame's buffers
+  // (the step's loss, the interval sums): wait for them (each is bounded by the communicator's
+  // timeout, and fails at once on a broken one) before those buffers go.
+  struct InFlightGuard {
+    std::vector<std::shared_ptr<Work>*> works;
+    ~InFlightGuard() {
+      for (auto* w : works)
+        if (*w) try {
+            (*w)->Wait();
+          } catch (const std::exception&) {
+          }
+    }
+  } in_flight_guard{{&loss_in_flight.work, &interval_work}};
 
   // Adaptive compression, after each syncing backward: add up the step; at the end of an
   // interval, sum the interval over the ranks (the decision waits for it before the next step's
