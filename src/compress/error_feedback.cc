@@ -6,9 +6,15 @@ namespace cdt::compress {
 
 size_t ErrorFeedback::Reduce(Communicator& comm, float* grad, float* local, size_t n) {
   if (residual_.size() != n) residual_.assign(n, 0.0f);
+  if (momentum_ > 0 && velocity_.size() != n) velocity_.assign(n, 0.0f);
   input_.resize(n);
+  const auto m = static_cast<float>(momentum_);
   double in2 = 0;
   for (size_t i = 0; i < n; ++i) {
+    if (momentum_ > 0) {
+      velocity_[i] = m * velocity_[i] + grad[i];
+      grad[i] = velocity_[i];
+    }
     grad[i] += residual_[i];
     input_[i] = grad[i];
     in2 += static_cast<double>(grad[i]) * grad[i];
@@ -27,6 +33,12 @@ size_t ErrorFeedback::Reduce(Communicator& comm, float* grad, float* local, size
 std::vector<float> ErrorFeedback::GetState() const {
   std::vector<float> out = {static_cast<float>(residual_.size())};
   out.insert(out.end(), residual_.begin(), residual_.end());
+  if (momentum_ > 0) {
+    if (velocity_.size() == residual_.size())
+      out.insert(out.end(), velocity_.begin(), velocity_.end());
+    else
+      out.resize(out.size() + residual_.size(), 0.0f);
+  }
   std::vector<float> inner = inner_->GetState();
   out.insert(out.end(), inner.begin(), inner.end());
   return out;
@@ -35,9 +47,12 @@ std::vector<float> ErrorFeedback::GetState() const {
 void ErrorFeedback::SetState(const std::vector<float>& s) {
   if (s.empty()) return;
   const auto n = static_cast<size_t>(s[0]);
-  if (1 + n > s.size()) return;  // not ours: keep a zero residual
-  residual_.assign(s.begin() + 1, s.begin() + 1 + static_cast<long>(n));
-  inner_->SetState(std::vector<float>(s.begin() + 1 + static_cast<long>(n), s.end()));
+  const size_t vectors = momentum_ > 0 ? 2 : 1;
+  if (1 + vectors * n > s.size()) return;  // not ours: keep a zero residual
+  const auto at = [&](size_t i) { return s.begin() + static_cast<long>(i); };
+  residual_.assign(at(1), at(1 + n));
+  if (momentum_ > 0) velocity_.assign(at(1 + n), at(1 + 2 * n));
+  inner_->SetState(std::vector<float>(at(1 + vectors * n), s.end()));
 }
 
 }  // namespace cdt::compress

@@ -4,6 +4,16 @@
 //   x = g + e;  sent = compress(x);  e = x − local(sent)
 // Mass is conserved: Σ_steps local(sent) + e = Σ_steps g (to float rounding; tested).
 // The residual e is state: the trainer checkpoints it.
+//
+// Momentum correction (Deep Gradient Compression, Lin et al., ICLR'18, §3.2): with momentum m > 0
+// the wrapper keeps the momentum velocity itself and compresses that instead of the gradient,
+//   u = m·u + g;  x = u + e;  sent = compress(x);  e = x − local(sent)
+// and the optimizer then runs without momentum. Summed over steps, what is sent is exactly
+// momentum SGD's update (linear in the ranks' gradients), only delayed where compression held
+// it back; momentum applied after a sparse or sign compressor instead amplifies the delayed
+// residual in bursts, which is what made random-k diverge and sign lose 1.7 points here.
+// DGC also zeroes u where an element was sent ("momentum factor masking"); we do not: with an
+// exact compressor it would turn momentum SGD into plain SGD.
 #pragma once
 
 #include <memory>
@@ -15,7 +25,8 @@ namespace cdt::compress {
 
 class ErrorFeedback : public Compressor {
  public:
-  explicit ErrorFeedback(std::unique_ptr<Compressor> inner) : inner_(std::move(inner)) {}
+  explicit ErrorFeedback(std::unique_ptr<Compressor> inner, double momentum = 0)
+      : inner_(std::move(inner)), momentum_(momentum) {}
   std::string name() const override { return inner_->name(); }
   // Swaps the compressor and keeps the residual (the adaptive controller changes compressors;
   // what the old one dropped is still sent, by the new one).
@@ -24,16 +35,21 @@ class ErrorFeedback : public Compressor {
   size_t Reduce(Communicator& comm, float* grad, float* local, size_t n) override;
 
   const std::vector<float>& residual() const { return residual_; }
+  const std::vector<float>& velocity() const { return velocity_; }  // empty without momentum
+  double momentum() const { return momentum_; }
   // ||e|| and ||x|| of the last call (the residual as a share of what was compressed).
   double residual_norm() const { return residual_norm_; }
   double input_norm() const { return input_norm_; }
 
-  std::vector<float> GetState() const override;  // residual, then the inner compressor's state
+  // n, the residual, the velocity (with momentum), then the inner compressor's state.
+  std::vector<float> GetState() const override;
   void SetState(const std::vector<float>& state) override;
 
  private:
   std::unique_ptr<Compressor> inner_;
+  double momentum_ = 0;
   std::vector<float> residual_;
+  std::vector<float> velocity_;
   std::vector<float> input_;
   double residual_norm_ = 0, input_norm_ = 0;
 };

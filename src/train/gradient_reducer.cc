@@ -10,12 +10,14 @@ namespace cdt::train {
 
 GradientReducer::GradientReducer(Communicator& comm, Communicator* priority,
                                  std::vector<torch::Tensor> params, size_t bucket_bytes,
-                                 CompressorFactory compression, bool error_feedback)
+                                 CompressorFactory compression, bool error_feedback,
+                                 double ef_momentum)
     : comm_(comm),
       priority_(priority),
       params_(std::move(params)),
       factory_(std::move(compression)),
-      error_feedback_(error_feedback) {
+      error_feedback_(error_feedback),
+      ef_momentum_(ef_momentum) {
   if (priority_ && (priority_->size() != comm_.size() || priority_->rank() != comm_.rank()))
     throw Error(ErrorCode::kInvalidArgument,
                 "gradient reducer: the priority channel connects a different group");
@@ -87,7 +89,7 @@ void GradientReducer::SetCompressor(size_t b, std::unique_ptr<compress::Compress
   if (ef)
     ef->set_inner(std::move(c));
   else if (error_feedback_)
-    bucket.compressor = std::make_unique<compress::ErrorFeedback>(std::move(c));
+    bucket.compressor = std::make_unique<compress::ErrorFeedback>(std::move(c), ef_momentum_);
   else
     bucket.compressor = std::move(c);
 }

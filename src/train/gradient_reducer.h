@@ -41,8 +41,9 @@ namespace cdt::train {
 
 // The compression hook point: makes bucket b's compressor from the bucket's tensors. Null = no
 // compression (one asynchronous allreduce per bucket, no extra thread). With a factory, each
-// bucket's compressor is wrapped in error feedback (unless `error_feedback` is false) and runs
-// on a TaskRunner per channel.
+// bucket's compressor is wrapped in error feedback (unless `error_feedback` is false; with
+// `ef_momentum` > 0 the wrapper keeps the momentum, compress/error_feedback.h) and runs on a
+// TaskRunner per channel.
 using CompressorFactory = std::function<std::unique_ptr<compress::Compressor>(
     size_t bucket, const std::vector<compress::TensorView>& tensors)>;
 
@@ -65,7 +66,7 @@ class GradientReducer {
   // same ranks as `comm`.
   GradientReducer(Communicator& comm, Communicator* priority, std::vector<torch::Tensor> params,
                   size_t bucket_bytes, CompressorFactory compression = nullptr,
-                  bool error_feedback = true);
+                  bool error_feedback = true, double ef_momentum = 0);
   ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
@@ -140,6 +141,7 @@ class GradientReducer {
   std::vector<torch::Tensor> params_;
   CompressorFactory factory_;
   bool error_feedback_ = true;
+  double ef_momentum_ = 0;
   std::unique_ptr<TaskRunner> runner_, priority_runner_;  // with compression only
   std::vector<Slot> slots_;
   std::vector<std::pair<size_t, unsigned>> hooks_;  // (parameter, hook handle), removed at the end

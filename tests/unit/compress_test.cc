@@ -267,6 +267,56 @@ TEST(Compress, ErrorFeedbackConservesMass) {
   }
 }
 
+TEST(Compress, MomentumCorrectionSendsMomentumSgdsUpdate) {
+  // With an exact inner compressor, the wrapper with momentum m sends each step the sum over
+  // ranks of the velocities u = m·u + g: momentum SGD's direction, applied by a momentum-free
+  // optimizer. With a lossy one, what was sent plus the residual is the sum of the velocities.
+  const size_t n = 1001;
+  const double m = 0.9;
+  testing::RunRanks(3, [&](Communicator& comm) {
+    ErrorFeedback exact(MakePlainAllreduce(), m);
+    ErrorFeedback sparse(MakeRandomK(0.05, 3), m);
+    std::vector<std::vector<double>> u(3, std::vector<double>(n, 0));  // every rank's velocity
+    std::vector<double> own_u(n, 0), velocity_sum(n, 0), sent(n, 0);
+    for (uint64_t step = 0; step < 6; ++step) {
+      std::vector<double> expect(n, 0);
+      for (int r = 0; r < 3; ++r) {
+        auto g = Gradient(r, n, step);
+        for (size_t i = 0; i < n; ++i) {
+          u[r][i] = m * u[r][i] + g[i];
+          expect[i] += u[r][i];
+        }
+      }
+      auto g = Gradient(comm.rank(), n, step);
+      auto g2 = g;
+      std::vector<float> local(n);
+      exact.Reduce(comm, g.data(), local.data(), n);
+      for (size_t i = 0; i < n; ++i) ASSERT_NEAR(g[i], expect[i], 1e-5) << "step " << step << " i " << i;
+      sparse.Reduce(comm, g2.data(), local.data(), n);
+      for (size_t i = 0; i < n; ++i) {
+        own_u[i] = m * own_u[i] + Gradient(comm.rank(), n, step)[i];
+        velocity_sum[i] += own_u[i];
+        sent[i] += local[i];
+      }
+    }
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_NEAR(exact.residual()[i], 0.0, 1e-6);
+      ASSERT_NEAR(sparse.velocity()[i], own_u[i], 1e-5);
+      ASSERT_NEAR(sent[i] + sparse.residual()[i], velocity_sum[i], 1e-5) << "element " << i;
+    }
+    // The velocity is state: a copy restored from it continues identically.
+    ErrorFeedback copy(MakeRandomK(0.05, 3), m);
+    copy.SetState(sparse.GetState());
+    EXPECT_EQ(copy.velocity(), sparse.velocity());
+    EXPECT_EQ(copy.residual(), sparse.residual());
+    auto a = Gradient(comm.rank(), n, 9), b = a;
+    std::vector<float> la(n), lb(n);
+    sparse.Reduce(comm, a.data(), la.data(), n);
+    copy.Reduce(comm, b.data(), lb.data(), n);
+    EXPECT_EQ(a, b);
+  });
+}
+
 TEST(Compress, Int8RoundingIsUnbiased) {
   const size_t n = 257;
   testing::RunRanks(2, [&](Communicator& comm) {
