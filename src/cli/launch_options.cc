@@ -86,9 +86,13 @@ AgentConfig ToAgentConfig(const LaunchOptions& o) {
 
 bool ShouldRunAsWorker(const Environment& env) { return env.is_worker || env.worker.has_value(); }
 
+WorkerIdentity IdentityOf(const Environment& env) {
+  return env.worker.value_or(WorkerIdentity{"single", 0, 1, 0, 1, 0});
+}
+
 WorkerSession JoinGroup(const Environment& env, const LaunchOptions& o, bool priority_channel) {
   WorkerSession s;
-  WorkerIdentity id = env.worker.value_or(WorkerIdentity{"single", 0, 1, 0, 1, 0});
+  WorkerIdentity id = IdentityOf(env);
   bool mpi_launch = id.launcher == "mpirun" || id.launcher == "srun";
   std::string backend = o.backend;
   if (backend == "auto") {
@@ -107,6 +111,13 @@ WorkerSession JoinGroup(const Environment& env, const LaunchOptions& o, bool pri
                 "--backend mpi: this build has no MPI (install libopenmpi-dev and rebuild)");
 #endif
   }
+  ConnectStore(env, o, &s);
+  ConnectChannels(CommunicatorOptionsFor(env, o), priority_channel, &s);
+  return s;
+}
+
+CommunicatorOptions CommunicatorOptionsFor(const Environment& env, const LaunchOptions& o) {
+  const WorkerIdentity id = IdentityOf(env);
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
   CommunicatorOptions co;
   co.rank = id.rank;
@@ -127,7 +138,13 @@ WorkerSession JoinGroup(const Environment& env, const LaunchOptions& o, bool pri
   if (env.segment_bytes)
     co.segment_bytes = static_cast<size_t>(ToInt(env.segment_bytes, 262144, "CDT_SEGMENT_BYTES"));
   co.check_fingerprints = env.debug && env.debug->find("collectives") != std::string::npos;
+  return co;
+}
 
+void ConnectStore(const Environment& env, const LaunchOptions& o, WorkerSession* session) {
+  WorkerSession& s = *session;
+  const WorkerIdentity id = IdentityOf(env);
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
   if (id.world_size == 1 && !env.store_hosted) {
     // Alone: an in-process store is all a one-rank communicator needs.
     s.hosted_store = std::make_unique<TcpStoreServer>("127.0.0.1", 0, "single");
@@ -148,7 +165,11 @@ WorkerSession JoinGroup(const Environment& env, const LaunchOptions& o, bool pri
       s.hosted_store = std::make_unique<TcpStoreServer>("0.0.0.0", hp.port, secret);
     s.store = std::make_unique<TcpStoreClient>(hp, secret, timeout);
   }
-  const bool two_channels = priority_channel && id.world_size > 1;
+}
+
+void ConnectChannels(CommunicatorOptions co, bool priority_channel, WorkerSession* session) {
+  WorkerSession& s = *session;
+  const bool two_channels = priority_channel && co.size > 1;
   if (two_channels) co.traffic_gate = std::make_shared<TrafficGate>();
   s.comm = ConnectTcpCommunicator(*s.store, co);
   if (two_channels) {
@@ -159,7 +180,6 @@ WorkerSession JoinGroup(const Environment& env, const LaunchOptions& o, bool pri
       };
     s.priority_comm = ConnectTcpCommunicator(*s.store, co);
   }
-  return s;
 }
 
 int RunAsAgent(const LaunchOptions& o, int argc, char** argv) {
@@ -168,7 +188,9 @@ int RunAsAgent(const LaunchOptions& o, int argc, char** argv) {
   char self[4096];
   ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
   if (n > 0) args[0] = std::string(self, static_cast<size_t>(n));
-  GroupResult r = RunWorkerGroup(ToAgentConfig(o), args, {{"CDT_WORKER", "1"}});
+  AgentConfig config = ToAgentConfig(o);
+  config.elastic = o.elastic;
+  GroupResult r = RunWorkerGroup(config, args, {{"CDT_WORKER", "1"}});
   if (!r.summary.empty()) std::fprintf(stderr, "cann-dist-train: %s", r.summary.c_str());
   return r.exit_code;
 }

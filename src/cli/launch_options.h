@@ -10,6 +10,7 @@
 
 #include "cdt/communicator.h"
 #include "cdt/store.h"
+#include "cdt/tcp_communicator.h"
 #include "cli/environment.h"
 #include "comm/store/tcp_store_server.h"
 #include "elastic/worker_group.h"
@@ -27,6 +28,7 @@ struct LaunchOptions {
   double timeout_s = 30;
   std::string backend = "auto";  // tcp | mpi | auto (mpi under mpirun/srun when built with MPI)
   std::string node_addr;
+  bool elastic = false;  // set by the verb (`train --elastic`, `elastic`): the agent's mode
 };
 
 // Registers the options on `cmd`, with defaults taken from `env`.
@@ -53,6 +55,14 @@ struct WorkerSession {
 // Joins the group described by the environment (see environment.h), with the TCP or MPI backend;
 // `priority_channel` also connects WorkerSession::priority_comm.
 WorkerSession JoinGroup(const Environment& env, const LaunchOptions& o, bool priority_channel = false);
+
+// JoinGroup in parts, for workers that build several groups over one store (elastic training):
+// who launched us, the store, the options of this worker's communicator (rank and size from the
+// launcher; the caller may change them), and the channels (replacing any in `session`).
+WorkerIdentity IdentityOf(const Environment& env);
+void ConnectStore(const Environment& env, const LaunchOptions& o, WorkerSession* session);
+CommunicatorOptions CommunicatorOptionsFor(const Environment& env, const LaunchOptions& o);
+void ConnectChannels(CommunicatorOptions co, bool priority_channel, WorkerSession* session);
 
 // Runs this same program (same argv) as the workers of this node, with CDT_WORKER=1; returns the
 // process exit code and prints failures.

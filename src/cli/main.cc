@@ -8,6 +8,7 @@
 
 #include "cdt/error.h"
 #include "cli/bench_allreduce.h"
+#include "cli/elastic_train.h"
 #include "cli/environment.h"
 #include "cli/launch_options.h"
 #include "cli/topo_scan.h"
@@ -19,6 +20,16 @@ namespace {
 
 using namespace cdt;
 using namespace cdt::cli;
+
+// `elastic [launch and elastic options] -- [train options]` is `train --elastic` with both.
+std::vector<std::string> ElasticAsTrain(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  if (args.size() < 2 || args[1] != "elastic") return args;
+  std::vector<std::string> out = {args[0], "train", "--elastic"};
+  for (size_t i = 2; i < args.size(); ++i)
+    if (args[i] != "--") out.push_back(args[i]);
+  return out;
+}
 
 int Main(int argc, char** argv) {
   Environment env = Environment::FromProcess();
@@ -88,9 +99,15 @@ int Main(int argc, char** argv) {
                       "from its planner, gradient bucket size from its cost model");
   train_cmd->add_option("--cache-dir", train_topo.cache_dir, "strategy cache directory ('none' = off)");
   train_cmd->add_flag("--rescan", train_topo.rescan, "ignore the strategy cache and probe again");
+  ElasticOptions elastic;
+  AddElasticOptions(train_cmd, &elastic);
+  app.add_subcommand("elastic", "elastic training: `elastic [launch options] -- [train options]` "
+                                "is `train --elastic` with both (docs/elastic.md)");
 
+  std::vector<std::string> args = ElasticAsTrain(argc, argv);
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> reversed(args.rbegin(), args.rend() - 1);  // CLI11 takes them reversed
+    app.parse(reversed);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
@@ -121,7 +138,17 @@ int Main(int argc, char** argv) {
   }
   if (train_cmd->parsed()) {
     ValidateLaunchOptions(train_launch);
+    ParseFaults(elastic.inject);  // bad specs fail here, before any worker starts
+    if (!elastic.inject.empty() && !elastic.enabled)
+      throw Error(ErrorCode::kInvalidArgument, "--inject needs --elastic (without it a fault ends the job)");
+    train_launch.elastic = elastic.enabled;
     if (!ShouldRunAsWorker(env)) return RunAsAgent(train_launch, argc, argv);
+    if (elastic.enabled) {
+      if (train_adaptive)
+        throw Error(ErrorCode::kInvalidArgument, "--adaptive-comm is not supported with --elastic yet");
+      const int local = env.worker ? env.worker->local_world_size : 1;
+      return RunElasticTraining(env, train_launch, train_opts, elastic, local);
+    }
     WorkerSession s = JoinGroup(env, train_launch, train_opts.train.overlap_next_forward);
     const int local = env.worker ? env.worker->local_world_size : 1;
     if (train_adaptive) {

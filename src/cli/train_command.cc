@@ -39,6 +39,9 @@ void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o) {
       ->capture_default_str();
   cmd->add_flag("--error-feedback,!--no-error-feedback", t.error_feedback,
                 "keep what compression dropped for the next step (default on)");
+  cmd->add_flag("--momentum-correction,!--no-momentum-correction", t.momentum_correction,
+                "topk/randomk/signsgd with sgd: compress the momentum velocity instead of the "
+                "gradient (DGC; default on)");
   cmd->add_option("--compress-interval", t.compress_interval, "adaptive: steps between decisions")
       ->capture_default_str();
   cmd->add_option("--compress-min-exposed", t.compress_min_exposed,
@@ -73,8 +76,12 @@ int RunTrainCommand(Communicator& comm, Communicator* priority, TrainCommandOpti
               "this build has no trainer: install libtorch-dev (scripts/install-deps.sh) and rebuild");
 #else
   o.train.local_world_size = local_world_size;
-  train::TrainResult r = train::RunTraining(comm, o.train, priority);
-  if (comm.rank() != 0) return r.params_consistent ? 0 : 1;
+  return ReportTrainResult(train::RunTraining(comm, o.train, priority), o, comm.rank());
+#endif
+}
+
+int ReportTrainResult(const train::TrainResult& r, const TrainCommandOptions& o, int rank) {
+  if (rank != 0) return r.params_consistent ? 0 : 1;
   std::printf("trained %s (%lld parameters) on %d rank(s): %lld steps from step %lld, %lld samples in %.2f s"
               " = %.1f samples/s\n",
               r.model.c_str(), static_cast<long long>(r.params), r.world_size,
@@ -96,13 +103,18 @@ int RunTrainCommand(Communicator& comm, Communicator* priority, TrainCommandOpti
                 r.compress.c_str(), r.bytes_wire / 1e6, r.bytes_fp32 / 1e6,
                 r.bytes_fp32 > 0 ? 100 * (1 - r.bytes_wire / r.bytes_fp32) : 0.0, r.residual_pct);
   if (!r.checkpoint.empty()) std::printf("checkpoint: %s\n", r.checkpoint.c_str());
+  for (const auto& x : r.recoveries)
+    std::printf("recovered in process: generation %lld, world %d -> %d, resumed at step %lld "
+                "(%lld step(s) done again), first step %.3f s after the failure (%s)\n",
+                static_cast<long long>(x.generation), x.world_before, x.world_after,
+                static_cast<long long>(x.resumed_step), static_cast<long long>(x.lost_steps), x.rto_s,
+                x.cause.c_str());
   if (!o.json.empty()) {
     std::ofstream f(o.json);
     f << train::TrainResultJson(r) << "\n";
     if (!f) throw Error(ErrorCode::kIo, "cannot write --json file '" + o.json + "'");
   }
   return r.params_consistent ? 0 : 1;
-#endif
 }
 
 }  // namespace cdt::cli

@@ -21,4 +21,7 @@ void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o);
 int RunTrainCommand(Communicator& comm, Communicator* priority, TrainCommandOptions o,
                     int local_world_size);
 
+// The summary and the JSON of a finished run (rank 0); the exit code for this rank.
+int ReportTrainResult(const train::TrainResult& r, const TrainCommandOptions& o, int rank);
+
 }  // namespace cdt::cli

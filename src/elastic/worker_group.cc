@@ -14,6 +14,7 @@
 #include "comm/store/store_protocol.h"
 #include "comm/store/tcp_store_client.h"
 #include "comm/store/tcp_store_server.h"
+#include "elastic/rendezvous.h"
 
 extern char** environ;
 
@@ -172,8 +173,9 @@ GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>&
 
   std::optional<std::chrono::steady_clock::time_point> kill_at;
   size_t running = children.size();
+  bool finished = false;  // elastic: the job's last generation finished
   while (running > 0) {
-    timespec tick{0, 100 * 1000 * 1000};
+    timespec tick{0, (c.elastic ? 20 : 100) * 1000 * 1000};
     siginfo_t info;
     int sig = ::sigtimedwait(&supervised, &info, &tick);
     if (sig == SIGINT || sig == SIGTERM) {
@@ -194,7 +196,22 @@ GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>&
         WorkerExit ex{ch.local_rank, base + ch.local_rank, pid, 0, ""};
         ex.how = DescribeStatus(status, &ex.exit_code);
         result.exits.push_back(ex);
-        if (ex.exit_code != 0 && !kill_at) {
+        if (ex.exit_code != 0 && c.elastic && !finished) {
+          // The others re-form the group without it: tell them it is gone, so that their
+          // rendezvous round need not wait for it.
+          std::fprintf(stderr, "cann-dist-train agent (node %d): worker %d (pid %d) %s; the others "
+                               "re-form the group without it\n",
+                       c.node_rank, ex.global_rank, static_cast<int>(pid), ex.how.c_str());
+          try {
+            elastic::ReportGone(store, c.job_id, ex.global_rank, ex.how);
+          } catch (const Error& e) {
+            std::fprintf(stderr, "cann-dist-train agent (node %d): cannot report worker %d gone: %s\n",
+                         c.node_rank, ex.global_rank, e.what());
+          }
+          if (result.exit_code == 0) result.exit_code = ex.exit_code;
+          result.summary += "worker " + std::to_string(ex.global_rank) + " (pid " + std::to_string(pid) +
+                            ") " + ex.how + "\n";
+        } else if (ex.exit_code != 0 && !kill_at && !c.elastic) {
           // First failure: stop the others (SIGTERM, then SIGKILL after the grace period).
           result.exit_code = ex.exit_code;
           result.summary += "rank " + std::to_string(ex.global_rank) + " (local rank " +
@@ -204,6 +221,17 @@ GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>&
           stop_all(SIGTERM);
           kill_at = std::chrono::steady_clock::now() + c.stop_grace;
         }
+      }
+    }
+    if (c.elastic && !finished && running > 0) {
+      try {
+        finished = elastic::IsFinished(store, c.job_id);
+      } catch (const Error&) {
+      }
+      if (finished) {
+        // What still runs is hung or was left out of the last generation.
+        result.exit_code = 0;
+        kill_at = std::chrono::steady_clock::now() + c.stop_grace;
       }
     }
     if (kill_at && std::chrono::steady_clock::now() >= *kill_at) {

@@ -4,6 +4,11 @@
 // torchrun-compatible variables, forwards SIGINT/SIGTERM to them, and on the first worker failure
 // stops the rest and reports that worker's status.
 //
+// Elastic mode (`elastic`): a failed worker is reported gone in the store (elastic/rendezvous.h)
+// and the others keep running — they re-form the group without it. The job succeeds when its last
+// generation reports it finished; workers still running then (hung, or left out of the group) get
+// `stop_grace` to exit and are killed after it.
+//
 // Rendezvous keys (under "<job_id>/agent/"): node/<r>/nproc, node/<r>/done.
 #pragma once
 
@@ -24,6 +29,7 @@ struct AgentConfig {
   std::string node_addr;      // CDT_NODE_ADDR handed to workers (what they bind and advertise)
   std::chrono::milliseconds rdzv_timeout{60000};
   std::chrono::milliseconds stop_grace{3000};  // SIGTERM -> SIGKILL delay when stopping workers
+  bool elastic = false;
 };
 
 struct WorkerExit {

@@ -3,11 +3,14 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <tuple>
@@ -144,6 +147,101 @@ std::vector<size_t> MicroOffsets(size_t n, int parts) {
   return off;
 }
 
+struct Datasets {
+  ImageDataset train, test;
+};
+
+double UnixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Steps left in an --epochs run from `at` with a global batch of `global_batch` (a changed world
+// size changes it; each epoch ends with a short step, as the sampler cuts it).
+int64_t StepsToFinish(int64_t n, double epochs, Position at, int64_t global_batch) {
+  if (static_cast<int64_t>(at.pos) >= n) {
+    ++at.epoch;
+    at.pos = 0;
+  }
+  auto steps_for = [&](double samples) {
+    return samples <= 0 ? 0 : static_cast<int64_t>(std::ceil(samples / static_cast<double>(global_batch)));
+  };
+  const double whole = std::floor(epochs), part = epochs - whole;
+  const auto epoch = static_cast<double>(at.epoch), pos = static_cast<double>(at.pos);
+  const auto size = static_cast<double>(n);
+  if (epoch < whole)
+    return steps_for(size - pos) + static_cast<int64_t>(whole - epoch - 1) * steps_for(size) +
+           steps_for(part * size);
+  return steps_for(part * size - pos);
+}
+
+// Elastic: the first step of a new group completed; what the recovery cost.
+void RecordRecovery(ElasticSession& s, int64_t step, int world, bool log) {
+  ElasticSession::Pending& p = s.pending;
+  TrainResult::Recovery rec;
+  rec.cause = p.cause;
+  rec.lost = p.lost;
+  rec.detected_after_s = p.detected_unix - p.failure_unix;
+  rec.rto_s = UnixNow() - p.failure_unix;
+  rec.failed_step = p.failed_step;
+  rec.resumed_step = step;
+  rec.lost_steps = std::max<int64_t>(0, p.failed_step - step);
+  rec.world_before = p.world_before;
+  rec.world_after = world;
+  rec.generation = s.generation;
+  s.result.recoveries.push_back(rec);
+  p.active = false;
+  if (log) {
+    std::string lost;
+    for (int w : rec.lost) lost += (lost.empty() ? "" : ", ") + std::to_string(w);
+    std::fprintf(stderr, "\relastic: generation %lld: world %d -> %d (lost worker(s) %s); resumed at step "
+                         "%lld (%lld step(s) done again); detected after %.3f s, first step done %.3f s "
+                         "after the failure\n",
+                 static_cast<long long>(rec.generation), rec.world_before, rec.world_after,
+                 lost.empty() ? "none" : lost.c_str(), static_cast<long long>(rec.resumed_step),
+                 static_cast<long long>(rec.lost_steps), rec.detected_after_s, rec.rto_s);
+  }
+}
+
+// Elastic: the group starts from the newest step every member has committed (the minimum of
+// the members' newest snapshots; the older snapshot covers a member one step behind), sent by
+// rank 0 so that members without one (spares) receive it too. False when no member has one.
+bool RestoreCommittedState(Communicator& comm, ElasticSession& s, torch::nn::Module& model,
+                           torch::optim::Optimizer& opt, const TrainOptions& o, Position* at) {
+  constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+  int64_t agreed = s.snapshots[0].step >= 0 ? s.snapshots[0].step : kNone;
+  comm.Allreduce(&agreed, 1, DataType::kInt64, ReduceOp::kMin)->Wait();
+  if (agreed == kNone) return false;
+  int64_t header[2] = {0, 0};  // bytes, size of the group that wrote them
+  std::string bytes;
+  if (comm.rank() == 0) {
+    const ElasticSession::Snapshot* found = nullptr;
+    for (const auto& snapshot : s.snapshots)
+      if (snapshot.step == agreed) found = &snapshot;
+    if (!found)
+      throw Error(ErrorCode::kProtocol,
+                  Who(comm) + ": holds no committed state of step " + std::to_string(agreed) +
+                      " (newest " + std::to_string(s.snapshots[0].step) + ", older " +
+                      std::to_string(s.snapshots[1].step) + "); the group cannot resume");
+    bytes = found->bytes;
+    header[0] = static_cast<int64_t>(bytes.size());
+    header[1] = found->world;
+  }
+  comm.Broadcast(header, 2, DataType::kInt64, 0)->Wait();
+  bytes.resize(static_cast<size_t>(header[0]));
+  comm.Broadcast(bytes.data(), bytes.size(), DataType::kInt8, 0)->Wait();
+  *at = RestoreState(bytes, model, opt, o, "the committed state of step " + std::to_string(agreed));
+  s.snapshots[0] = {agreed, std::move(bytes), static_cast<int>(header[1])};
+  s.snapshots[1] = {};
+  // What the broken group recorded past the committed step is done again.
+  auto drop_from = [agreed](std::vector<std::pair<int64_t, double>>& curve) {
+    curve.erase(std::remove_if(curve.begin(), curve.end(), [agreed](const auto& p) { return p.first >= agreed; }),
+                curve.end());
+  };
+  drop_from(s.result.loss_curve);
+  drop_from(s.result.eval_curve);
+  return true;
+}
+
 void Validate(const TrainOptions& o) {
   auto bad = [](const std::string& m) { throw Error(ErrorCode::kInvalidArgument, m); };
   if (o.batch_size < 1) bad("--batch-size must be at least 1");
@@ -168,52 +266,67 @@ void Validate(const TrainOptions& o) {
 
 }  // namespace
 
-TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator* priority) {
+TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator* priority,
+                        ElasticSession* session) {
   Validate(o);
   const int W = comm.size(), me = comm.rank();
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   torch::set_num_threads(o.threads > 0 ? o.threads
                                        : std::max(1, static_cast<int>(cores) / std::max(1, o.local_world_size)));
 
-  // Data.
-  ImageDataset train_set, test_set;
-  if (o.dataset == "synthetic") {
-    // One draw split in two, so that the test images share the training images' class patterns.
-    const int64_t test_count = std::max<int64_t>(1000, o.synthetic_samples / 6);
-    ImageDataset all = SyntheticImages(o.synthetic_samples + test_count, o.seed);
-    std::tie(train_set, test_set) = SplitDataset(std::move(all), o.synthetic_samples);
-  } else {
-    const std::string dir = o.data_dir.empty() ? kFashionMnistDir : o.data_dir;
-    try {
-      train_set = LoadFashionMnist(dir, true);
-      test_set = LoadFashionMnist(dir, false);
-    } catch (const Error& e) {
-      throw Error(e.code(), Who(comm) + ": " + e.what());
+  // Data (loaded once per process: an elastic worker keeps it across generations).
+  std::shared_ptr<Datasets> data = session ? std::static_pointer_cast<Datasets>(session->data) : nullptr;
+  if (!data) {
+    data = std::make_shared<Datasets>();
+    if (o.dataset == "synthetic") {
+      // One draw split in two, so that the test images share the training images' class patterns.
+      const int64_t test_count = std::max<int64_t>(1000, o.synthetic_samples / 6);
+      ImageDataset all = SyntheticImages(o.synthetic_samples + test_count, o.seed);
+      std::tie(data->train, data->test) = SplitDataset(std::move(all), o.synthetic_samples);
+    } else {
+      const std::string dir = o.data_dir.empty() ? kFashionMnistDir : o.data_dir;
+      try {
+        data->train = LoadFashionMnist(dir, true);
+        data->test = LoadFashionMnist(dir, false);
+      } catch (const Error& e) {
+        throw Error(e.code(), Who(comm) + ": " + e.what());
+      }
     }
+    if (session) session->data = data;
   }
+  const ImageDataset& train_set = data->train;
+  const ImageDataset& test_set = data->test;
 
   // Model, identical everywhere: same seed, then rank 0's copy broadcast.
   torch::manual_seed(o.seed);
   ModelOptions mo{o.model, o.layers, o.width, o.heads, o.experts, o.top_k};
   std::shared_ptr<ClassifierModel> model = MakeModel(mo);
   BroadcastState(comm, *model);
-  std::unique_ptr<torch::optim::Optimizer> opt = MakeOptimizer(o, *model);
+  // DGC's momentum correction: the compressor's error feedback keeps the momentum instead.
+  const bool momentum_in_compressor =
+      o.momentum_correction && o.error_feedback && o.optimizer == "sgd" && o.momentum > 0 &&
+      (o.compress == "topk" || o.compress == "randomk" || o.compress == "signsgd");
+  TrainOptions optimizer_options = o;
+  if (momentum_in_compressor) optimizer_options.momentum = 0;
+  std::unique_ptr<torch::optim::Optimizer> opt = MakeOptimizer(optimizer_options, *model);
 
-  TrainResult r;
+  TrainResult fresh_result;
+  TrainResult& r = session ? session->result : fresh_result;  // elastic: carried across generations
   r.world_size = W;
+  r.generation = session ? session->generation : 0;
   r.model = o.model;
+  r.params = 0;
   for (auto& p : model->parameters()) r.params += p.numel();
 
   const std::vector<int> batches(static_cast<size_t>(W), o.batch_size);
   const int64_t global_batch = static_cast<int64_t>(o.batch_size) * W;
   const int64_t steps_per_epoch = (train_set.count + global_batch - 1) / global_batch;
-  const int64_t total_steps =
+  int64_t total_steps =
       o.steps > 0 ? o.steps : static_cast<int64_t>(std::ceil(o.epochs * static_cast<double>(steps_per_epoch)));
-  LrSchedule schedule{o.lr, global_batch, o.lr_reference_batch, o.warmup_steps, total_steps, o.cosine};
   GlobalSampler sampler(static_cast<size_t>(train_set.count), o.seed);
 
   Position at;
-  if (o.resume) {
+  if (o.resume && !(session && session->result.steps > 0)) {
     const std::string path = CheckpointPath(o.checkpoint_dir);
     if (std::filesystem::exists(path)) {
       at = RestoreState(ReadFile(path), *model, *opt, o, path);
@@ -223,7 +336,12 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
                    path.c_str());
     }
   }
-  r.first_step = at.step;
+  if (!session || session->result.steps == 0) r.first_step = at.step;
+  const bool recovering = session && RestoreCommittedState(comm, *session, *model, *opt, o, &at);
+  if (recovering && session->snapshots[0].world != W && o.steps == 0)
+    // The world changed: the remaining samples of the run take a different number of steps.
+    total_steps = at.step + StepsToFinish(train_set.count, o.epochs, at, global_batch);
+  LrSchedule schedule{o.lr, global_batch, o.lr_reference_batch, o.warmup_steps, total_steps, o.cosine};
 
   // Buckets: explicit --bucket-mb, else the topology plan's size, else a quarter of the model (at
   // least 256 KiB, at most DDP's 25 MiB) so that even a small model is cut into several buckets
@@ -255,7 +373,8 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
       return compress::MakeCompressor(first, fo, t);
     };
   }
-  GradientReducer reducer(comm, priority, model->parameters(), bucket_bytes, factory, o.error_feedback);
+  GradientReducer reducer(comm, priority, model->parameters(), bucket_bytes, factory, o.error_feedback,
+                          momentum_in_compressor ? o.momentum : 0.0);
   r.compress = o.compress;
   auto parameter_of = [&](const std::string& name, int rank) {
     return name == "powersgd" ? double(rank) : (name == "topk" || name == "randomk") ? o.compress_ratio : 0.0;
@@ -336,6 +455,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   } loss_in_flight;
   const int64_t end_step = o.stop_after > 0 ? std::min(total_steps, o.stop_after) : total_steps;
   const auto loop_start = Clock::now();
+  if (session && session->loop_start_unix == 0) session->loop_start_unix = UnixNow();
   double eval_seconds = 0, loss_wait = 0;
   auto last_progress = Clock::now();
   auto record_loss = [&] {
@@ -385,6 +505,19 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
           }
     }
   } in_flight_guard{{&loss_in_flight.work, &interval_work}};
+  // ... and before that (declared after it, so destroyed first), break both channels: whatever a
+  // peer still waits for from us fails at once instead of after its timeout, and so does what we
+  // wait for above. The group is over either way; an elastic caller builds the next one.
+  struct AbortOnUnwind {
+    Communicator& comm;
+    Communicator* priority;
+    int exceptions = std::uncaught_exceptions();
+    ~AbortOnUnwind() {
+      if (std::uncaught_exceptions() <= exceptions) return;
+      comm.Abort();
+      if (priority) priority->Abort();
+    }
+  } abort_on_unwind{comm, priority};
 
   // Adaptive compression, after each syncing backward: add up the step; at the end of an
   // interval, sum the interval over the ranks (the decision waits for it before the next step's
@@ -442,10 +575,20 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
     }
   };
 
+  // Elastic: the state after the previous step, once this step's forward has applied all of it.
+  auto snapshot = [&](int micro_batch) {
+    if (!session || micro_batch != 0) return;
+    session->snapshots[1] = std::move(session->snapshots[0]);
+    session->snapshots[0] = {at.step, CaptureState(*model, *opt, at, o), W};
+  };
   for (; at.step < end_step; ++at.step) {
     if (at.pos >= sampler.dataset_size()) {
       ++at.epoch;
       at.pos = 0;
+    }
+    if (session) {
+      session->current_step = at.step;
+      if (session->before_step) session->before_step(at.step);
     }
     const size_t step_samples = sampler.StepSamples(at.pos, batches);
     const std::vector<int64_t> idx = sampler.Indices(at.epoch, at.pos, batches, me);
@@ -472,6 +615,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
         r.step_time.forward_s +=
             Since(t0) - (updates.wait_seconds() + updates.optimizer_seconds() - in_updates);
         updates.ApplyAll();  // whatever forward did not announce (none of our models)
+        snapshot(m);
         decide_if_due();
         reducer.PrepareForBackward(m == parts - 1);
         auto t1 = Clock::now();
@@ -479,6 +623,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
         r.step_time.backward_s += Since(t1);
       } else {
         updates.ApplyAll();
+        snapshot(m);
         decide_if_due();
         reducer.PrepareForBackward(m == parts - 1);
       }
@@ -494,7 +639,8 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
     at.pos += step_samples;
     r.samples += static_cast<int64_t>(step_samples);
     ++r.steps;
-    if (!o.overlap_next_forward) settle();
+    if (!o.overlap_next_forward || (session && session->pending.active)) settle();
+    if (session && session->pending.active) RecordRecovery(*session, at.step, W, me == 0);
 
     const bool last = at.step + 1 == end_step;
     if ((o.eval_every > 0 && (at.step + 1) % o.eval_every == 0) || last) {
@@ -530,6 +676,10 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   r.step_time.comm_wait_s = updates.wait_seconds() + loss_wait;
   r.step_time.optimizer_s = updates.optimizer_seconds();
   r.wall_s = Since(loop_start) - eval_seconds;
+  if (session) {  // every generation's time, recoveries included
+    session->eval_seconds += eval_seconds;
+    r.wall_s = UnixNow() - session->loop_start_unix - session->eval_seconds;
+  }
   r.samples_per_s = r.samples / std::max(1e-9, r.wall_s);
   const ReducerStats& rs = reducer.stats();
   r.bucket_comm_s = rs.bucket_comm_seconds;
@@ -549,6 +699,12 @@ std::string TrainResultJson(const TrainResult& r) {
   for (auto& [s, a] : r.eval_curve) evals.push_back({s, a});
   nlohmann::json phases = nlohmann::json::array();
   for (const auto& p : r.compression_phases) phases.push_back({p.step, p.phase, p.compressor, p.parameter});
+  nlohmann::json recoveries = nlohmann::json::array();
+  for (const auto& x : r.recoveries)
+    recoveries.push_back({{"cause", x.cause}, {"lost_workers", x.lost}, {"detected_after_s", x.detected_after_s},
+                          {"rto_s", x.rto_s}, {"failed_step", x.failed_step}, {"resumed_step", x.resumed_step},
+                          {"lost_steps", x.lost_steps}, {"world_before", x.world_before},
+                          {"world_after", x.world_after}, {"generation", x.generation}});
   nlohmann::json j = {
       {"world_size", r.world_size},
       {"model", r.model},
@@ -576,7 +732,9 @@ std::string TrainResultJson(const TrainResult& r) {
                        {"residual_pct", r.residual_pct}}},
       {"params_consistent", r.params_consistent},
       {"resumed_from", r.resumed_from},
-      {"checkpoint", r.checkpoint}};
+      {"checkpoint", r.checkpoint},
+      {"generation", r.generation},
+      {"recoveries", recoveries}};
   return j.dump(2);
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,6 +44,10 @@ struct TrainOptions {
   double compress_ratio = 0.01;       // topk / randomk
   int powersgd_rank = 2;
   bool error_feedback = true;
+  // topk / randomk / signsgd with SGD momentum: the error-feedback wrapper keeps the momentum and
+  // compresses the velocity, the optimizer runs without (DGC's momentum correction,
+  // compress/error_feedback.h).
+  bool momentum_correction = true;
   int64_t compress_interval = 50;     // adaptive: steps between decisions
   double compress_min_exposed = 0.05; // adaptive: compress only above this exposed share
   int64_t eval_every = 0;             // steps; 0 = at the end only
@@ -99,14 +104,65 @@ struct TrainResult {
   bool params_consistent = false;
   std::string resumed_from;     // checkpoint file, if any
   std::string checkpoint;       // last checkpoint written, if any
+  // Elastic runs (docs/elastic.md): one entry per failure the group recovered from in process.
+  struct Recovery {
+    std::string cause;          // what the survivors saw (the first error), and the injected fault
+    std::vector<int> lost;      // worker ids that left the group
+    double detected_after_s = 0;  // failure -> first survivor's collective failed
+    double rto_s = 0;             // failure -> first step completed by the new group
+    int64_t failed_step = 0;      // the step a survivor was running when it detected the failure
+    int64_t resumed_step = 0;     // the first step the new group ran (its committed state)
+    int64_t lost_steps = 0;       // failed_step - resumed_step: uncommitted work done again
+    int world_before = 0, world_after = 0;
+    int64_t generation = 0;       // the new group's
+  };
+  std::vector<Recovery> recoveries;
+  int64_t generation = 0;       // of the group that finished
+};
+
+// What an elastic worker keeps across generations of its group (docs/elastic.md). The trainer
+// fills and reads it; the caller (the elastic loop in src/cli/) owns it, sets the membership
+// fields before each RunTraining and `pending` after a failure.
+struct ElasticSession {
+  int64_t generation = 0;
+  int worker_id = 0;
+  // Called at the start of every step with the step number: fault injection.
+  std::function<void(int64_t step)> before_step;
+  // Kept by the trainer: data loaded once, the last two committed states (the state after step
+  // `step - 1`, as CaptureState bytes; ranks' steps differ by at most one when a group breaks,
+  // so the older one is what every survivor holds), the running result.
+  struct Snapshot {
+    int64_t step = -1;
+    std::string bytes;
+    int world = 0;                    // the size of the group that wrote it
+  };
+  Snapshot snapshots[2];              // [0] newest
+  std::shared_ptr<void> data;         // the datasets (trainer-private type)
+  int64_t current_step = 0;           // the step being run (for failed_step)
+  TrainResult result;                 // carried across generations
+  double loop_start_unix = 0;         // first generation's training start (system clock)
+  double eval_seconds = 0;
+  // Set by the caller after a failure, consumed by the next generation's first completed step.
+  struct Pending {
+    bool active = false;
+    std::string cause;
+    std::vector<int> lost;
+    double failure_unix = 0, detected_unix = 0;
+    int64_t failed_step = 0;
+    int world_before = 0;
+  } pending;
 };
 
 // Trains on every rank of `comm` (all ranks call it with the same options). `priority`, when
 // given, is a second communicator over the same ranks that carries the gradients the next
 // forward needs first (train/gradient_reducer.h). Throws cdt::Error with the rank and the cause
 // on bad options, missing data or communication failures.
+// With `session` (elastic runs), the run starts from the newest state every rank holds (broadcast
+// from rank 0, so new members receive it), snapshots its state at every step, and carries its
+// result across generations; a communication failure propagates to the caller, which re-forms the
+// group and calls again.
 TrainResult RunTraining(Communicator& comm, const TrainOptions& options,
-                        Communicator* priority = nullptr);
+                        Communicator* priority = nullptr, ElasticSession* session = nullptr);
 
 // The JSON document `train --json` writes (docs/training.md).
 std::string TrainResultJson(const TrainResult& r);

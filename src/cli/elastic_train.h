@@ -1,0 +1,43 @@
+// `cann-dist-train train --elastic` / `cann-dist-train elastic`: the worker side of elastic
+// training (docs/elastic.md). Each worker keeps its process and memory across failures: when its
+// group breaks it joins the next rendezvous round (elastic/rendezvous.h), builds the next
+// generation's communicators over the same store, and trains on from the group's committed state.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/environment.h"
+#include "cli/launch_options.h"
+#include "cli/train_command.h"
+
+namespace cdt::cli {
+
+// A scripted fault (`--inject kill:RANK@STEP,hang:RANK@STEP`): RANK is the worker's rank in the
+// first generation (its worker id); the fault fires at the start of STEP.
+struct Fault {
+  std::string kind;  // kill (SIGKILL itself) | hang (SIGSTOP itself)
+  int worker = 0;
+  int64_t step = 0;
+};
+// Throws cdt::Error(kInvalidArgument) naming the bad item.
+std::vector<Fault> ParseFaults(const std::string& spec);
+
+struct ElasticOptions {
+  bool enabled = false;
+  std::string inject;
+  int min_workers = 1;
+  // Close a rendezvous round without missing workers (hung ones) this long after arriving; at
+  // least three mean step times of the run so far.
+  double last_call_s = 0.5;
+};
+
+void AddElasticOptions(CLI::App* cmd, ElasticOptions* o);
+
+// Runs this worker until the job finishes; returns its exit code.
+int RunElasticTraining(const Environment& env, const LaunchOptions& launch, TrainCommandOptions options,
+                       const ElasticOptions& elastic, int local_world_size);
+
+}  // namespace cdt::cli

@@ -1,0 +1,68 @@
+// Elastic rendezvous: how the workers of a job agree on who is in each generation of the group.
+//
+// A communicator never changes membership (cdt/communicator.h); after a failure the survivors
+// build generation g + 1. Rendezvous round g, under "<job>/elastic/g<g>/" in the job's store:
+//   * each worker takes an arrival number (Add on "arrivals") and writes its worker id under
+//     "arrival/<n>";
+//   * the round closes — the first CompareSet on "closed" wins and fixes the member count N — as
+//     soon as every member of the previous generation has either arrived or been reported gone
+//     (ReportGone, by its agent, under "<job>/elastic/gone/<worker>"), or when `last_call` has
+//     passed since this worker arrived (a hung worker neither arrives nor is reported), with at
+//     least `min_workers` there;
+//   * members are the first N arrivals, ranked by their rank in the previous generation, then by
+//     worker id (so rank 0 stays rank 0 while it lives, and new workers come last).
+// A worker arriving after its round closed is not a member (kAborted, "arrived late").
+// Unlike torchrun's rendezvous there is no fixed 30 s last call on the failure path: the agents'
+// reports of dead workers close the round as soon as everyone is accounted for.
+//
+// Framework-free (a Store only); the trainer's elastic loop and the agents use it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cdt/store.h"
+
+namespace cdt::elastic {
+
+struct RendezvousOptions {
+  std::string job_id = "cdt";
+  int worker_id = 0;             // stable across generations (the rank a worker started with)
+  int min_workers = 1;
+  // After arriving, close without the missing once this long has passed (hung workers).
+  std::chrono::milliseconds last_call{1000};
+  // Give up (kTimeout naming who is missing) when the round has not closed after this long.
+  std::chrono::milliseconds timeout{60000};
+};
+
+struct Membership {
+  int64_t generation = 0;
+  int rank = 0;
+  int world = 0;
+  std::vector<int> workers;   // worker ids, by rank
+};
+
+// Joins round `generation`; `previous` are the worker ids of the generation before (ordered by
+// rank; for the first round every worker expected). Blocks until the round closes.
+Membership JoinRound(Store& store, const RendezvousOptions& options, int64_t generation,
+                     const std::vector<int>& previous);
+
+// Agents: worker `worker_id` is gone (exited, killed); `how` says how, for the logs.
+void ReportGone(Store& store, const std::string& job_id, int worker_id, const std::string& how);
+bool IsGone(Store& store, const std::string& job_id, int worker_id);
+
+// The job's last generation finished training: agents stop what is left (excluded, hung workers).
+void ReportFinished(Store& store, const std::string& job_id, int64_t generation);
+bool IsFinished(Store& store, const std::string& job_id);
+
+// Fault bookkeeping: when a fault was injected (seconds since the epoch, system clock), so that
+// survivors can time detection and recovery from the fault itself.
+void ReportFault(Store& store, const std::string& job_id, int worker_id, const std::string& cause,
+                 double unix_time);
+// (cause, unix_time) of the fault injected into `worker_id`; unix_time < 0 if none was reported.
+std::pair<std::string, double> FaultOf(Store& store, const std::string& job_id, int worker_id);
+
+}  // namespace cdt::elastic

@@ -1,0 +1,124 @@
+// Elastic rendezvous rounds (src/elastic/rendezvous.h) over a real store shared by threads:
+// who is a member, in which order, and when a round closes.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "cdt/error.h"
+#include "comm/store/memory_store.h"
+#include "elastic/rendezvous.h"
+
+namespace cdt::elastic {
+namespace {
+
+using std::chrono::milliseconds;
+
+// Runs JoinRound for each worker id on its own thread; returns the memberships by worker id.
+std::map<int, Membership> Join(Store& store, const std::vector<int>& workers, int64_t generation,
+                               const std::vector<int>& previous, RendezvousOptions o) {
+  std::map<int, Membership> out;
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  for (int w : workers)
+    threads.emplace_back([&, w, o]() mutable {
+      o.worker_id = w;
+      Membership m = JoinRound(store, o, generation, previous);
+      std::lock_guard<std::mutex> lock(mu);
+      out[w] = m;
+    });
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+RendezvousOptions Options(milliseconds last_call) {
+  RendezvousOptions o;
+  o.job_id = "job";
+  o.last_call = last_call;
+  o.timeout = milliseconds(60000);
+  return o;
+}
+
+TEST(Rendezvous, FirstRoundRanksWorkersByTheirIds) {
+  MemoryStore store;
+  auto m = Join(store, {3, 1, 0, 2}, 0, {0, 1, 2, 3}, Options(milliseconds(60000)));
+  for (int w = 0; w < 4; ++w) {
+    EXPECT_EQ(m[w].rank, w);
+    EXPECT_EQ(m[w].world, 4);
+    EXPECT_EQ(m[w].workers, (std::vector<int>{0, 1, 2, 3}));
+  }
+}
+
+TEST(Rendezvous, ARoundClosesAsSoonAsTheDeadAreReported) {
+  // last_call is a minute: the round can only close this quickly because worker 2 is reported
+  // gone and every other member of the previous generation arrived.
+  MemoryStore store;
+  ReportGone(store, "job", 2, "killed by signal 9");
+  const auto start = std::chrono::steady_clock::now();
+  auto m = Join(store, {3, 0, 1}, 1, {0, 1, 2, 3}, Options(milliseconds(60000)));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  EXPECT_EQ(m[0].workers, (std::vector<int>{0, 1, 3}));
+  EXPECT_EQ(m[3].rank, 2);
+  EXPECT_EQ(m[1].world, 3);
+}
+
+TEST(Rendezvous, AHungWorkerIsLeftOutAfterTheLastCallAndTurnedAwayLate) {
+  MemoryStore store;
+  auto m = Join(store, {0, 1, 3}, 1, {0, 1, 2, 3}, Options(milliseconds(200)));
+  EXPECT_EQ(m[1].workers, (std::vector<int>{0, 1, 3}));
+  RendezvousOptions late = Options(milliseconds(200));
+  late.worker_id = 2;
+  try {
+    JoinRound(store, late, 1, {0, 1, 2, 3});
+    FAIL() << "a late worker became a member";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kAborted);
+    EXPECT_NE(std::string(e.what()).find("arrived late"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Rendezvous, NewWorkersRankAfterTheSurvivors) {
+  // Worker 0 died; spare 7 and survivors 2, 1 form the next generation: the survivors keep their
+  // order, the spare comes last.
+  MemoryStore store;
+  ReportGone(store, "job", 0, "exited with status 1");
+  RendezvousOptions o = Options(milliseconds(60000));
+  std::map<int, Membership> m;
+  std::thread spare([&] {
+    RendezvousOptions s = o;
+    s.worker_id = 7;
+    m[7] = JoinRound(store, s, 4, {2, 0, 1});
+  });
+  auto survivors = Join(store, {1, 2}, 4, {2, 0, 1}, o);
+  spare.join();
+  EXPECT_EQ(survivors[2].workers, (std::vector<int>{2, 1, 7}));
+  EXPECT_EQ(survivors[2].rank, 0);
+  EXPECT_EQ(m[7].rank, 2);
+}
+
+TEST(Rendezvous, TooFewWorkersTimeOutNamingTheMissing) {
+  MemoryStore store;
+  RendezvousOptions o = Options(milliseconds(50));
+  o.min_workers = 2;
+  o.timeout = milliseconds(300);
+  try {
+    JoinRound(store, o, 0, {0, 1});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kTimeout);
+    EXPECT_NE(std::string(e.what()).find("not heard from worker(s) 1"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Rendezvous, FaultTimesRoundTrip) {
+  MemoryStore store;
+  EXPECT_LT(FaultOf(store, "job", 1).second, 0);
+  ReportFault(store, "job", 1, "kill", 1700000000.25);
+  auto [cause, t] = FaultOf(store, "job", 1);
+  EXPECT_EQ(cause, "kill");
+  EXPECT_NEAR(t, 1700000000.25, 1e-3);
+}
+
+}  // namespace
+}  // namespace cdt::elastic
