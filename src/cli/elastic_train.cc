@@ -67,6 +67,9 @@ void AddElasticOptions(CLI::App* cmd, ElasticOptions* o) {
                 "the last committed step (docs/elastic.md)");
   cmd->add_option("--inject", o->inject,
                   "scripted faults: kill:RANK@STEP,hang:RANK@STEP (RANK as first launched)");
+  cmd->add_option("--spares", o->spares,
+                  "elastic: hot spares per node, loaded and waiting to take a lost worker's place")
+      ->capture_default_str();
   cmd->add_option("--min-workers", o->min_workers, "elastic: fewest workers to train on with")
       ->capture_default_str();
   cmd->add_option("--rdzv-last-call", o->last_call_s,
@@ -106,21 +109,47 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch, Trai
   ro.job_id = launch.job_id;
   ro.worker_id = id.rank;
   ro.min_workers = elastic.min_workers;
+  ro.target_world = id.world_size;  // spares, where there are, restore it
   ro.timeout = std::chrono::milliseconds(static_cast<int64_t>(std::max(60.0, launch.timeout_s) * 1000));
   std::vector<int> previous(static_cast<size_t>(id.world_size));
   std::iota(previous.begin(), previous.end(), 0);
-  for (int64_t generation = 0;; ++generation) {
+  int64_t generation = 0;
+  if (env.spare) {
+    // Loaded and waiting: join the first round after a failure that needs us.
+    train::LoadSessionData(options.train, &session);
+    elastic::AnnounceSpare(store, launch.job_id);
+    for (generation = 1;; ++generation) {
+      generation = elastic::WaitForRound(store, ro, generation);
+      if (generation < 0) return 0;  // the job finished without needing us
+      ro.last_call = ro.timeout;     // the survivors' last call decides
+      previous = elastic::MembersOf(store, launch.job_id, generation - 1, ro.timeout);
+      const elastic::Membership m = elastic::JoinRound(store, ro, generation, previous);
+      if (m.rank < 0) continue;
+      elastic::SpareJoined(store, launch.job_id);
+      std::fprintf(stderr, "cann-dist-train: spare worker %d joins generation %lld as rank %d of %d\n",
+                   id.rank, static_cast<long long>(generation), m.rank, m.world);
+      previous = m.workers;
+      break;
+    }
+  }
+  for (bool joined = env.spare;; ++generation, joined = false) {
     // The first round waits for every worker to start; later ones only for the living.
     const train::TrainResult& so_far = session.result;
     const double step_s = so_far.steps > 0 ? so_far.wall_s / static_cast<double>(so_far.steps) : 0;
     ro.last_call = generation == 0 ? ro.timeout
                                    : std::chrono::milliseconds(static_cast<int64_t>(
                                          1000 * std::max(elastic.last_call_s, 3 * step_s)));
-    const elastic::Membership m = elastic::JoinRound(store, ro, generation, previous);
+    const elastic::Membership m =
+        joined ? elastic::Membership{generation, static_cast<int>(std::find(previous.begin(), previous.end(), id.rank) - previous.begin()),
+                                     static_cast<int>(previous.size()), previous}
+               : elastic::JoinRound(store, ro, generation, previous);
+    if (m.rank < 0)
+      throw Error(ErrorCode::kAborted, "worker " + std::to_string(id.rank) + " was left out of generation " +
+                                           std::to_string(generation) + " (the group is full)");
     session.generation = generation;
     if (session.pending.active && session.pending.lost.empty()) {
       for (int w : previous)
-        if (std::find(m.workers.begin(), m.workers.end(), w) == m.workers.end()) {
+        if (std::find(m.workers.begin(), m.workers.end(), w) == m.workers.end()) {  // lost
           session.pending.lost.push_back(w);
           // Timed from the fault itself where one was injected (and reported), else from detection.
           const double at = elastic::FaultOf(store, launch.job_id, w).second;

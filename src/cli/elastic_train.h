@@ -29,6 +29,7 @@ struct ElasticOptions {
   bool enabled = false;
   std::string inject;
   int min_workers = 1;
+  int spares = 0;  // hot spares per node
   // Close a rendezvous round without missing workers (hung ones) this long after arriving; at
   // least three mean step times of the run so far.
   double last_call_s = 0.5;

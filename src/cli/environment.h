@@ -36,6 +36,7 @@ struct Environment {
   std::string strategy_cache_dir;
   bool store_hosted = false;  // CDT_STORE_HOSTED=1: our agent runs the store at MASTER_ADDR:PORT
   bool is_worker = false;     // CDT_WORKER=1: started by our agent to run a verb's worker side
+  bool spare = false;         // CDT_SPARE=1: an elastic job's hot spare (docs/elastic.md)
   std::optional<WorkerIdentity> worker;  // set when any launcher's variables are present
 
   static Environment FromProcess();

@@ -29,6 +29,7 @@ struct LaunchOptions {
   std::string backend = "auto";  // tcp | mpi | auto (mpi under mpirun/srun when built with MPI)
   std::string node_addr;
   bool elastic = false;  // set by the verb (`train --elastic`, `elastic`): the agent's mode
+  int spares = 0;        // elastic: hot spares per node
 };
 
 // Registers the options on `cmd`, with defaults taken from `env`.

@@ -142,6 +142,9 @@ int Main(int argc, char** argv) {
     if (!elastic.inject.empty() && !elastic.enabled)
       throw Error(ErrorCode::kInvalidArgument, "--inject needs --elastic (without it a fault ends the job)");
     train_launch.elastic = elastic.enabled;
+    train_launch.spares = elastic.spares;
+    if (elastic.spares < 0 || (elastic.spares > 0 && !elastic.enabled))
+      throw Error(ErrorCode::kInvalidArgument, "--spares needs --elastic and must not be negative");
     if (!ShouldRunAsWorker(env)) return RunAsAgent(train_launch, argc, argv);
     if (elastic.enabled) {
       if (train_adaptive)

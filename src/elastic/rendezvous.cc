@@ -13,6 +13,7 @@ using Clock = std::chrono::steady_clock;
 std::string Round(const std::string& job, int64_t g) { return job + "/elastic/g" + std::to_string(g) + "/"; }
 std::string GoneKey(const std::string& job, int w) { return job + "/elastic/gone/" + std::to_string(w); }
 std::string FaultKey(const std::string& job, int w) { return job + "/elastic/fault/" + std::to_string(w); }
+std::string SparesKey(const std::string& job) { return job + "/elastic/spares_waiting"; }
 
 int ParseInt(const std::string& s, const std::string& key) {
   try {
@@ -48,11 +49,21 @@ Membership JoinRound(Store& store, const RendezvousOptions& o, int64_t generatio
     const int count = static_cast<int>(store.Add(round + "arrivals", 0));
     read_arrivals(count);
     std::vector<int> missing;
-    for (int w : previous)
-      if (std::find(arrivals.begin(), arrivals.end(), w) == arrivals.end() && !IsGone(store, o.job_id, w))
+    int alive = 0;  // members of the previous generation that arrived
+    for (int w : previous) {
+      if (std::find(arrivals.begin(), arrivals.end(), w) != arrivals.end())
+        ++alive;
+      else if (!IsGone(store, o.job_id, w))
         missing.push_back(w);
+    }
+    // Spares to wait for: enough to restore target_world, as many as are waiting.
+    bool spares_here = true;
+    if (o.target_world > 0 && alive < o.target_world) {
+      const int waiting = static_cast<int>(store.Add(SparesKey(o.job_id), 0));
+      spares_here = count - alive >= std::min(o.target_world - alive, waiting);
+    }
     const bool last_call = Clock::now() - arrived_at >= o.last_call;
-    if (count >= o.min_workers && (missing.empty() || last_call)) {
+    if (count >= o.min_workers && ((missing.empty() && spares_here) || last_call)) {
       closed = store.CompareSet(round + "closed", "", std::to_string(count));
       break;
     }
@@ -68,25 +79,71 @@ Membership JoinRound(Store& store, const RendezvousOptions& o, int64_t generatio
     }
     std::this_thread::sleep_for(pause);
   }
-  const int members = ParseInt(closed, round + "closed");
-  if (my_arrival >= members)
+  const int arrived = ParseInt(closed, round + "closed");
+  const bool spare = std::find(previous.begin(), previous.end(), o.worker_id) == previous.end() && generation > 0;
+  if (my_arrival >= arrived && !spare)
     throw Error(ErrorCode::kAborted, "elastic rendezvous: worker " + std::to_string(o.worker_id) +
                                          " arrived late: generation " + std::to_string(generation) +
-                                         " closed with " + std::to_string(members) + " member(s)");
-  read_arrivals(members);
-  std::vector<int> ids(arrivals.begin(), arrivals.begin() + members);
+                                         " closed with " + std::to_string(arrived) + " arrival(s)");
+  read_arrivals(arrived);
+  std::vector<int> ids(arrivals.begin(), arrivals.begin() + arrived);
   auto order = [&](int w) {
     auto it = std::find(previous.begin(), previous.end(), w);
     return std::make_pair(it == previous.end() ? 1 : 0, it == previous.end() ? w : static_cast<int>(it - previous.begin()));
   };
   std::sort(ids.begin(), ids.end(), [&](int a, int b) { return order(a) < order(b); });
+  if (o.target_world > 0) {
+    // Previous members always stay; spares only up to the target.
+    int keep = 0;
+    while (keep < static_cast<int>(ids.size()) && (order(ids[static_cast<size_t>(keep)]).first == 0 || keep < o.target_world))
+      ++keep;
+    ids.resize(static_cast<size_t>(keep));
+  }
   Membership m;
   m.generation = generation;
-  m.world = members;
+  m.world = static_cast<int>(ids.size());
   m.workers = ids;
-  m.rank = static_cast<int>(std::find(ids.begin(), ids.end(), o.worker_id) - ids.begin());
+  const auto me = std::find(ids.begin(), ids.end(), o.worker_id);
+  m.rank = me == ids.end() ? -1 : static_cast<int>(me - ids.begin());
+  if (m.rank == 0) {  // for spares joining the next round
+    std::string csv;
+    for (int w : ids) csv += (csv.empty() ? "" : ",") + std::to_string(w);
+    store.Set(round + "members", csv);
+  }
   return m;
 }
+
+void AnnounceSpare(Store& store, const std::string& job_id) { store.Add(SparesKey(job_id), 1); }
+
+std::vector<int> MembersOf(Store& store, const std::string& job_id, int64_t generation,
+                           std::chrono::milliseconds timeout) {
+  const std::string key = Round(job_id, generation) + "members";
+  const std::string csv = store.Get(key, timeout);
+  std::vector<int> out;
+  size_t start = 0;
+  while (start < csv.size()) {
+    size_t end = csv.find(',', start);
+    if (end == std::string::npos) end = csv.size();
+    out.push_back(ParseInt(csv.substr(start, end - start), key));
+    start = end + 1;
+  }
+  return out;
+}
+
+int64_t WaitForRound(Store& store, const RendezvousOptions& o, int64_t from) {
+  for (int64_t g = std::max<int64_t>(1, from);;) {
+    if (IsFinished(store, o.job_id)) return -1;
+    const std::string round = Round(o.job_id, g);
+    if (store.Check(round + "closed")) {
+      ++g;  // over before we saw it: the next one
+      continue;
+    }
+    if (store.Check(round + "arrivals")) return g;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+void SpareJoined(Store& store, const std::string& job_id) { store.Add(SparesKey(job_id), -1); }
 
 void ReportGone(Store& store, const std::string& job_id, int worker_id, const std::string& how) {
   store.Set(GoneKey(job_id, worker_id), how);

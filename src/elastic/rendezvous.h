@@ -12,6 +12,12 @@
 //   * members are the first N arrivals, ranked by their rank in the previous generation, then by
 //     worker id (so rank 0 stays rank 0 while it lives, and new workers come last).
 // A worker arriving after its round closed is not a member (kAborted, "arrived late").
+//
+// Hot spares: workers started beside the job (`--spares`), loaded and waiting (WaitAsSpare). When
+// a round opens they arrive too; with `target_world` set, the round also waits until enough
+// spares arrived to bring the group back to that size (as many as are waiting), and members are
+// the previous generation's, then spares by worker id, up to `target_world`. A spare not chosen
+// gets rank -1 and goes on waiting.
 // Unlike torchrun's rendezvous there is no fixed 30 s last call on the failure path: the agents'
 // reports of dead workers close the round as soon as everyone is accounted for.
 //
@@ -32,6 +38,7 @@ struct RendezvousOptions {
   std::string job_id = "cdt";
   int worker_id = 0;             // stable across generations (the rank a worker started with)
   int min_workers = 1;
+  int target_world = 0;          // >0: bring the group back to this size with waiting spares
   // After arriving, close without the missing once this long has passed (hung workers).
   std::chrono::milliseconds last_call{1000};
   // Give up (kTimeout naming who is missing) when the round has not closed after this long.
@@ -49,6 +56,17 @@ struct Membership {
 // rank; for the first round every worker expected). Blocks until the round closes.
 Membership JoinRound(Store& store, const RendezvousOptions& options, int64_t generation,
                      const std::vector<int>& previous);
+
+// A spare announces itself once (AnnounceSpare), then WaitForRound returns the first round >=
+// `from` that opens (a generation after a failure), or -1 when the job finished first. It joins
+// that round with JoinRound, `previous` = MembersOf(generation - 1); chosen as a member, it
+// calls SpareJoined.
+void AnnounceSpare(Store& store, const std::string& job_id);
+int64_t WaitForRound(Store& store, const RendezvousOptions& options, int64_t from);
+void SpareJoined(Store& store, const std::string& job_id);
+// The members (worker ids by rank) of a closed round, written by its rank 0.
+std::vector<int> MembersOf(Store& store, const std::string& job_id, int64_t generation,
+                           std::chrono::milliseconds timeout);
 
 // Agents: worker `worker_id` is gone (exited, killed); `how` says how, for the logs.
 void ReportGone(Store& store, const std::string& job_id, int worker_id, const std::string& how);

@@ -166,6 +166,12 @@ GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>&
       env["LOCAL_RANK"] = std::to_string(l);
       children.push_back({Spawn(argv, BuildEnvironment(env), original), l, true});
     }
+    for (int s = 0; c.elastic && s < c.spares; ++s) {
+      env["RANK"] = std::to_string(world + c.node_rank * c.spares + s);
+      env["LOCAL_RANK"] = std::to_string(c.nproc_per_node + s);
+      env["CDT_SPARE"] = "1";
+      children.push_back({Spawn(argv, BuildEnvironment(env), original), c.nproc_per_node + s, true});
+    }
   } catch (...) {
     stop_all(SIGKILL);
     throw;
@@ -193,7 +199,10 @@ GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>&
         if (ch.pid != pid || !ch.running) continue;
         ch.running = false;
         --running;
-        WorkerExit ex{ch.local_rank, base + ch.local_rank, pid, 0, ""};
+        const int id = ch.local_rank < c.nproc_per_node
+                           ? base + ch.local_rank
+                           : world + c.node_rank * c.spares + (ch.local_rank - c.nproc_per_node);
+        WorkerExit ex{ch.local_rank, id, pid, 0, ""};
         ex.how = DescribeStatus(status, &ex.exit_code);
         result.exits.push_back(ex);
         if (ex.exit_code != 0 && c.elastic && !finished) {

@@ -30,6 +30,9 @@ struct AgentConfig {
   std::chrono::milliseconds rdzv_timeout{60000};
   std::chrono::milliseconds stop_grace{3000};  // SIGTERM -> SIGKILL delay when stopping workers
   bool elastic = false;
+  // Elastic: hot spares started beside the workers of this node (CDT_SPARE=1; worker ids after
+  // every node's workers: world + node_rank * spares + s).
+  int spares = 0;
 };
 
 struct WorkerExit {

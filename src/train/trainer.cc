@@ -151,6 +151,25 @@ struct Datasets {
   ImageDataset train, test;
 };
 
+std::shared_ptr<Datasets> LoadDatasets(const TrainOptions& o, const std::string& who) {
+  auto data = std::make_shared<Datasets>();
+  if (o.dataset == "synthetic") {
+    // One draw split in two, so that the test images share the training images' class patterns.
+    const int64_t test_count = std::max<int64_t>(1000, o.synthetic_samples / 6);
+    ImageDataset all = SyntheticImages(o.synthetic_samples + test_count, o.seed);
+    std::tie(data->train, data->test) = SplitDataset(std::move(all), o.synthetic_samples);
+  } else {
+    const std::string dir = o.data_dir.empty() ? kFashionMnistDir : o.data_dir;
+    try {
+      data->train = LoadFashionMnist(dir, true);
+      data->test = LoadFashionMnist(dir, false);
+    } catch (const Error& e) {
+      throw Error(e.code(), who + ": " + e.what());
+    }
+  }
+  return data;
+}
+
 double UnixNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -266,6 +285,10 @@ void Validate(const TrainOptions& o) {
 
 }  // namespace
 
+void LoadSessionData(const TrainOptions& o, ElasticSession* session) {
+  if (!session->data) session->data = LoadDatasets(o, "worker " + std::to_string(session->worker_id));
+}
+
 TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator* priority,
                         ElasticSession* session) {
   Validate(o);
@@ -276,24 +299,8 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
 
   // Data (loaded once per process: an elastic worker keeps it across generations).
   std::shared_ptr<Datasets> data = session ? std::static_pointer_cast<Datasets>(session->data) : nullptr;
-  if (!data) {
-    data = std::make_shared<Datasets>();
-    if (o.dataset == "synthetic") {
-      // One draw split in two, so that the test images share the training images' class patterns.
-      const int64_t test_count = std::max<int64_t>(1000, o.synthetic_samples / 6);
-      ImageDataset all = SyntheticImages(o.synthetic_samples + test_count, o.seed);
-      std::tie(data->train, data->test) = SplitDataset(std::move(all), o.synthetic_samples);
-    } else {
-      const std::string dir = o.data_dir.empty() ? kFashionMnistDir : o.data_dir;
-      try {
-        data->train = LoadFashionMnist(dir, true);
-        data->test = LoadFashionMnist(dir, false);
-      } catch (const Error& e) {
-        throw Error(e.code(), Who(comm) + ": " + e.what());
-      }
-    }
-    if (session) session->data = data;
-  }
+  if (!data) data = LoadDatasets(o, Who(comm));
+  if (session) session->data = data;
   const ImageDataset& train_set = data->train;
   const ImageDataset& test_set = data->test;
 

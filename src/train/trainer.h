@@ -164,6 +164,9 @@ struct ElasticSession {
 TrainResult RunTraining(Communicator& comm, const TrainOptions& options,
                         Communicator* priority = nullptr, ElasticSession* session = nullptr);
 
+// Loads the datasets into `session` ahead of training (hot spares wait loaded).
+void LoadSessionData(const TrainOptions& options, ElasticSession* session);
+
 // The JSON document `train --json` writes (docs/training.md).
 std::string TrainResultJson(const TrainResult& r);
 

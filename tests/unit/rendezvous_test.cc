@@ -84,6 +84,8 @@ TEST(Rendezvous, NewWorkersRankAfterTheSurvivors) {
   MemoryStore store;
   ReportGone(store, "job", 0, "exited with status 1");
   RendezvousOptions o = Options(milliseconds(60000));
+  o.target_world = 3;
+  AnnounceSpare(store, "job");  // so the round waits for it
   std::map<int, Membership> m;
   std::thread spare([&] {
     RendezvousOptions s = o;
@@ -95,6 +97,40 @@ TEST(Rendezvous, NewWorkersRankAfterTheSurvivors) {
   EXPECT_EQ(survivors[2].workers, (std::vector<int>{2, 1, 7}));
   EXPECT_EQ(survivors[2].rank, 0);
   EXPECT_EQ(m[7].rank, 2);
+}
+
+TEST(Rendezvous, WaitingSparesRestoreTheWorldSize) {
+  // Generation 0: workers 0..2. Worker 1 dies; spares 8 and 9 are announced, 8 is watching. The
+  // round waits for one spare (it would otherwise close at once) and does not take more.
+  MemoryStore store;
+  RendezvousOptions o = Options(milliseconds(60000));
+  o.target_world = 3;
+  Join(store, {0, 1, 2}, 0, {0, 1, 2}, o);
+  EXPECT_EQ(MembersOf(store, "job", 0, milliseconds(1000)), (std::vector<int>{0, 1, 2}));
+  AnnounceSpare(store, "job");
+  AnnounceSpare(store, "job");
+  ReportGone(store, "job", 1, "killed by signal 9");
+  Membership spare;
+  std::thread watching([&] {
+    RendezvousOptions s = o;
+    s.worker_id = 8;
+    const int64_t g = WaitForRound(store, s, 1);
+    ASSERT_EQ(g, 1);
+    spare = JoinRound(store, s, g, MembersOf(store, "job", g - 1, milliseconds(5000)));
+    SpareJoined(store, "job");
+  });
+  std::this_thread::sleep_for(milliseconds(50));
+  auto survivors = Join(store, {2, 0}, 1, {0, 1, 2}, o);
+  watching.join();
+  EXPECT_EQ(survivors[0].workers, (std::vector<int>{0, 2, 8}));
+  EXPECT_EQ(spare.rank, 2);
+  EXPECT_EQ(MembersOf(store, "job", 1, milliseconds(1000)), (std::vector<int>{0, 2, 8}));
+  // Spare 9 arrives after the round closed: not a member, it goes on waiting, until the job ends.
+  RendezvousOptions late = o;
+  late.worker_id = 9;
+  EXPECT_EQ(JoinRound(store, late, 1, {0, 1, 2}).rank, -1);
+  ReportFinished(store, "job", 1);
+  EXPECT_EQ(WaitForRound(store, late, 2), -1);
 }
 
 TEST(Rendezvous, TooFewWorkersTimeOutNamingTheMissing) {
