@@ -1,0 +1,462 @@
+#include "elastic/checkpoint_store.h"
+
+#include <fcntl.h>
+#include <lz4.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "cdt/error.h"
+
+namespace cdt::elastic {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr char kMagic[8] = {'C', 'D', 'T', 'C', 'K', 'P', 'T', '1'};
+constexpr char kEnd[8] = {'C', 'D', 'T', 'C', 'E', 'N', 'D', '1'};
+constexpr uint32_t kVersion = 1;
+constexpr size_t kHeaderBytes = 56, kRecordHeaderBytes = 24;
+enum Codec : uint8_t { kNone = 0, kZstd = 1, kLz4 = 2 };
+enum Encoding : uint8_t { kSameAsBase = 0, kLiteral = 1, kXorWithBase = 2 };
+
+double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+uint32_t Crc(const void* data, size_t n, uint32_t crc = 0) {
+  // zlib's crc32 takes uInt lengths: feed large buffers in pieces.
+  const auto* p = static_cast<const Bytef*>(data);
+  for (size_t done = 0; done < n;) {
+    const auto piece = static_cast<uInt>(std::min<size_t>(n - done, 1u << 30));
+    crc = static_cast<uint32_t>(crc32(crc, p + done, piece));
+    done += piece;
+  }
+  return crc;
+}
+
+template <typename T>
+void Put(std::string& out, T v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);  // little-endian hosts (x86, arm64)
+}
+
+template <typename T>
+T Take(const std::string& in, size_t* at, const std::string& what) {
+  if (*at + sizeof(T) > in.size()) throw Error(ErrorCode::kProtocol, what + ": truncated");
+  T v;
+  std::memcpy(&v, in.data() + *at, sizeof v);
+  *at += sizeof v;
+  return v;
+}
+
+Codec ParseCodec(const std::string& name) {
+  if (name == "zstd") return kZstd;
+  if (name == "lz4") return kLz4;
+  if (name == "none") return kNone;
+  throw Error(ErrorCode::kInvalidArgument, "checkpoint codec '" + name + "': use zstd, lz4 or none");
+}
+
+// Byte planes of 4-byte words (Blosc's shuffle): the k-th bytes of all words together; a tail
+// shorter than a word stays as it is.
+std::string Shuffle(const char* data, size_t n) {
+  std::string out(n, '\0');
+  const size_t words = n / 4;
+  for (size_t w = 0; w < words; ++w)
+    for (size_t b = 0; b < 4; ++b) out[b * words + w] = data[4 * w + b];
+  std::memcpy(out.data() + 4 * words, data + 4 * words, n - 4 * words);
+  return out;
+}
+
+std::string Unshuffle(const std::string& in) {
+  const size_t n = in.size(), words = n / 4;
+  std::string out(n, '\0');
+  for (size_t w = 0; w < words; ++w)
+    for (size_t b = 0; b < 4; ++b) out[4 * w + b] = in[b * words + w];
+  std::memcpy(out.data() + 4 * words, in.data() + 4 * words, n - 4 * words);
+  return out;
+}
+
+std::string Compress(Codec codec, int level, const std::string& raw) {
+  if (codec == kNone) return raw;
+  std::string out;
+  if (codec == kZstd) {
+    out.resize(ZSTD_compressBound(raw.size()));
+    const size_t n = ZSTD_compress(out.data(), out.size(), raw.data(), raw.size(), level);
+    if (ZSTD_isError(n)) throw Error(ErrorCode::kIo, std::string("zstd: ") + ZSTD_getErrorName(n));
+    out.resize(n);
+  } else {
+    out.resize(static_cast<size_t>(LZ4_compressBound(static_cast<int>(raw.size()))));
+    const int n = LZ4_compress_default(raw.data(), out.data(), static_cast<int>(raw.size()),
+                                       static_cast<int>(out.size()));
+    if (n <= 0) throw Error(ErrorCode::kIo, "lz4: compression failed");
+    out.resize(static_cast<size_t>(n));
+  }
+  return out;
+}
+
+std::string Decompress(Codec codec, const char* data, size_t n, size_t raw_len, const std::string& what) {
+  if (codec == kNone) {
+    if (n != raw_len) throw Error(ErrorCode::kProtocol, what + ": stored length mismatch");
+    return std::string(data, n);
+  }
+  std::string out(raw_len, '\0');
+  if (codec == kZstd) {
+    const size_t got = ZSTD_decompress(out.data(), raw_len, data, n);
+    if (ZSTD_isError(got) || got != raw_len) throw Error(ErrorCode::kProtocol, what + ": zstd data is corrupt");
+  } else {
+    const int got = LZ4_decompress_safe(data, out.data(), static_cast<int>(n), static_cast<int>(raw_len));
+    if (got < 0 || static_cast<size_t>(got) != raw_len) throw Error(ErrorCode::kProtocol, what + ": lz4 data is corrupt");
+  }
+  return out;
+}
+
+std::string FileName(int64_t step, int64_t base) {
+  char name[96];
+  if (base < 0)
+    std::snprintf(name, sizeof name, "ckpt-%012lld.full.cdtc", static_cast<long long>(step));
+  else
+    std::snprintf(name, sizeof name, "ckpt-%012lld.incr-%012lld.cdtc", static_cast<long long>(step),
+                  static_cast<long long>(base));
+  return name;
+}
+
+// (step, base step or -1) from a checkpoint file name; nullopt for other files.
+std::optional<std::pair<int64_t, int64_t>> ParseName(const std::string& name) {
+  long long step = 0, base = 0;
+  char tail[16] = {0};
+  if (std::sscanf(name.c_str(), "ckpt-%12lld.full.cdt%c", &step, tail) == 2 && name.size() == 27)
+    return std::make_pair(static_cast<int64_t>(step), int64_t{-1});
+  if (std::sscanf(name.c_str(), "ckpt-%12lld.incr-%12lld.cdt%c", &step, &base, tail) == 3 && name.size() == 40)
+    return std::make_pair(static_cast<int64_t>(step), static_cast<int64_t>(base));
+  return std::nullopt;
+}
+
+std::string ReadWhole(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(ErrorCode::kProtocol, path + ": cannot open (" + std::strerror(errno) + ")");
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+void SyncDirectory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+}  // namespace
+
+void WriteFileDurably(const std::string& path, const std::string& bytes) {
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error(ErrorCode::kIo, "cannot create '" + tmp + "': " + std::strerror(errno));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw Error(ErrorCode::kIo, "cannot write '" + tmp + "': " + why);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    throw Error(ErrorCode::kIo, "cannot sync '" + tmp + "': " + std::strerror(errno));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0)
+    throw Error(ErrorCode::kIo, "cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));
+  SyncDirectory(fs::path(path).parent_path().string());
+}
+
+double YoungDalyInterval(double checkpoint_cost, double mtbf) {
+  return std::sqrt(2 * std::max(0.0, checkpoint_cost) * std::max(0.0, mtbf));
+}
+
+CheckpointWriter::CheckpointWriter(CheckpointOptions o) : options_(std::move(o)) {
+  ParseCodec(options_.codec);
+  if (options_.dir.empty()) throw Error(ErrorCode::kInvalidArgument, "checkpoint directory not set");
+  if (options_.chunk_bytes < 64 || options_.full_every < 1 || options_.keep < 1)
+    throw Error(ErrorCode::kInvalidArgument, "checkpoint options: chunk >= 64 bytes, full_every and keep >= 1");
+  std::error_code ec;
+  fs::create_directories(options_.dir, ec);
+  if (ec) throw Error(ErrorCode::kIo, "cannot create checkpoint directory '" + options_.dir + "': " + ec.message());
+  for (const auto& e : fs::directory_iterator(options_.dir, ec))  // a crash's leftovers
+    if (e.path().extension() == ".tmp" && e.path().filename().string().rfind("ckpt-", 0) == 0)
+      fs::remove(e.path(), ec);
+  thread_ = std::thread([this] { Run(); });
+}
+
+CheckpointWriter::~CheckpointWriter() {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return !busy_; });
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+  if (error_) {
+    try {
+      std::rethrow_exception(error_);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "cann-dist-train: checkpoint write failed: %s\n", e.what());
+    }
+  }
+}
+
+void CheckpointWriter::Submit(int64_t step, std::string state) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto t = Clock::now();
+  cv_.wait(lock, [&] { return !busy_; });
+  blocked_s_ += Since(t);
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  next_step_ = step;
+  next_state_ = std::move(state);
+  busy_ = true;
+  cv_.notify_all();
+}
+
+void CheckpointWriter::Flush() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return !busy_; });
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+}
+
+std::vector<CheckpointRecord> CheckpointWriter::records() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return records_;
+}
+
+double CheckpointWriter::blocked_seconds() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return blocked_s_;
+}
+
+void CheckpointWriter::Run() {
+  for (;;) {
+    int64_t step;
+    std::string state;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return busy_ || stop_; });
+      if (!busy_) return;
+      step = next_step_;
+      state = std::move(next_state_);
+    }
+    CheckpointRecord rec;
+    std::exception_ptr error;
+    try {
+      rec = Write(step, state);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (error)
+      error_ = error;
+    else
+      records_.push_back(rec);
+    busy_ = false;
+    cv_.notify_all();
+  }
+}
+
+CheckpointRecord CheckpointWriter::Write(int64_t step, const std::string& state) {
+  const auto t0 = Clock::now();
+  const Codec codec = ParseCodec(options_.codec);
+  const bool full = !options_.incremental || base_step_ < 0 || written_ % options_.full_every == 0;
+  const size_t chunk = options_.chunk_bytes;
+  const size_t chunks = (state.size() + chunk - 1) / chunk;
+  CheckpointRecord rec;
+  rec.step = step;
+  rec.full = full;
+  rec.state_bytes = state.size();
+  rec.chunks = chunks;
+
+  std::string out;
+  out.append(kMagic, sizeof kMagic);
+  Put<uint32_t>(out, kVersion);
+  Put<uint8_t>(out, full ? 0 : 1);
+  Put<uint8_t>(out, codec);
+  Put<uint16_t>(out, 0);
+  Put<int64_t>(out, step);
+  Put<int64_t>(out, full ? -1 : base_step_);
+  Put<uint64_t>(out, state.size());
+  Put<uint32_t>(out, static_cast<uint32_t>(chunk));
+  Put<uint32_t>(out, static_cast<uint32_t>(chunks));
+  Put<uint32_t>(out, Crc(state.data(), state.size()));
+  Put<uint32_t>(out, Crc(out.data(), out.size()));
+  for (size_t i = 0; i < chunks; ++i) {
+    const size_t begin = i * chunk, len = std::min(chunk, state.size() - begin);
+    const char* data = state.data() + begin;
+    uint8_t encoding = kLiteral;
+    std::string payload;
+    const bool has_base = !full && begin + len <= base_state_.size();
+    if (has_base && std::memcmp(data, base_state_.data() + begin, len) == 0) {
+      encoding = kSameAsBase;
+      ++rec.chunks_unchanged;
+    } else if (has_base) {
+      encoding = kXorWithBase;
+      std::string x(data, len);
+      for (size_t k = 0; k < len; ++k) x[k] = static_cast<char>(x[k] ^ base_state_[begin + k]);
+      payload = Compress(codec, options_.zstd_level, Shuffle(x.data(), len));
+    } else {
+      payload = Compress(codec, options_.zstd_level, Shuffle(data, len));
+    }
+    std::string head;
+    Put<uint32_t>(head, static_cast<uint32_t>(i));
+    Put<uint8_t>(head, encoding);
+    head.append(3, '\0');
+    Put<uint32_t>(head, static_cast<uint32_t>(len));
+    Put<uint32_t>(head, static_cast<uint32_t>(payload.size()));
+    Put<uint32_t>(head, Crc(data, len));
+    Put<uint32_t>(head, Crc(payload.data(), payload.size(), Crc(head.data(), head.size())));
+    out += head;
+    out += payload;
+  }
+  out.append(kEnd, sizeof kEnd);
+  Put<uint32_t>(out, static_cast<uint32_t>(chunks));
+  rec.encode_s = Since(t0);
+
+  const auto t1 = Clock::now();
+  rec.path = (fs::path(options_.dir) / FileName(step, full ? -1 : base_step_)).string();
+  WriteFileDurably(rec.path, out);
+  rec.write_s = Since(t1);
+  rec.file_bytes = out.size();
+  ++written_;
+  if (full) {
+    base_step_ = step;
+    base_state_ = state;
+    // Retention: the newest `keep` full checkpoints and the increments on them.
+    std::vector<std::pair<int64_t, fs::path>> fulls, incrs;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(options_.dir, ec)) {
+      const auto parsed = ParseName(e.path().filename().string());
+      if (!parsed) continue;
+      (parsed->second < 0 ? fulls : incrs).push_back({parsed->second < 0 ? parsed->first : parsed->second, e.path()});
+    }
+    std::sort(fulls.rbegin(), fulls.rend());
+    if (static_cast<int>(fulls.size()) > options_.keep) {
+      const int64_t oldest_kept = fulls[static_cast<size_t>(options_.keep) - 1].first;
+      for (const auto& [s, p] : fulls)
+        if (s < oldest_kept) fs::remove(p, ec);
+      for (const auto& [base, p] : incrs)
+        if (base < oldest_kept) fs::remove(p, ec);
+    }
+  }
+  return rec;
+}
+
+LoadedCheckpoint ReadCheckpointFile(const std::string& path) {
+  const std::string in = ReadWhole(path);
+  size_t at = 0;
+  const std::string who = "checkpoint '" + path + "'";
+  if (in.size() < kHeaderBytes || std::memcmp(in.data(), kMagic, sizeof kMagic) != 0)
+    throw Error(ErrorCode::kProtocol, who + ": not a checkpoint (bad magic or too short)");
+  at = sizeof kMagic;
+  const auto version = Take<uint32_t>(in, &at, who);
+  if (version != kVersion)
+    throw Error(ErrorCode::kProtocol, who + ": format version " + std::to_string(version) + ", this build reads " +
+                                          std::to_string(kVersion));
+  const auto kind = Take<uint8_t>(in, &at, who);
+  const auto codec = static_cast<Codec>(Take<uint8_t>(in, &at, who));
+  Take<uint16_t>(in, &at, who);
+  const auto step = Take<int64_t>(in, &at, who);
+  const auto base_step = Take<int64_t>(in, &at, who);
+  const auto state_bytes = Take<uint64_t>(in, &at, who);
+  const auto chunk = Take<uint32_t>(in, &at, who);
+  const auto chunks = Take<uint32_t>(in, &at, who);
+  const auto state_crc = Take<uint32_t>(in, &at, who);
+  const uint32_t header_crc = Crc(in.data(), at);
+  if (Take<uint32_t>(in, &at, who) != header_crc) throw Error(ErrorCode::kProtocol, who + ": header checksum mismatch");
+  if (codec > kLz4 || kind > 1 || chunk == 0 ||
+      static_cast<uint64_t>(chunks) != (state_bytes + chunk - 1) / chunk)
+    throw Error(ErrorCode::kProtocol, who + ": inconsistent header");
+  LoadedCheckpoint base;
+  if (kind == 1) {
+    const std::string base_path = (fs::path(path).parent_path() / FileName(base_step, -1)).string();
+    if (!fs::exists(base_path))
+      throw Error(ErrorCode::kProtocol, who + ": its base, full checkpoint of step " + std::to_string(base_step) +
+                                            ", is missing");
+    base = ReadCheckpointFile(base_path);
+  }
+  LoadedCheckpoint out;
+  out.step = step;
+  out.path = path;
+  out.state.reserve(state_bytes);
+  for (uint32_t i = 0; i < chunks; ++i) {
+    const std::string rwho = who + " record " + std::to_string(i);
+    const size_t head_at = at;
+    const auto index = Take<uint32_t>(in, &at, rwho);
+    const auto encoding = Take<uint8_t>(in, &at, rwho);
+    at += 3;
+    const auto len = Take<uint32_t>(in, &at, rwho);
+    const auto payload_len = Take<uint32_t>(in, &at, rwho);
+    const auto chunk_crc = Take<uint32_t>(in, &at, rwho);
+    const uint32_t expect = Crc(in.data() + head_at, kRecordHeaderBytes - 4);
+    const auto record_crc = Take<uint32_t>(in, &at, rwho);
+    if (at + payload_len > in.size()) throw Error(ErrorCode::kProtocol, rwho + ": truncated");
+    if (Crc(in.data() + at, payload_len, expect) != record_crc || index != i)
+      throw Error(ErrorCode::kProtocol, rwho + ": checksum mismatch (the file is corrupt)");
+    const size_t begin = static_cast<size_t>(i) * chunk;
+    std::string data;
+    if (encoding == kSameAsBase || encoding == kXorWithBase) {
+      if (kind != 1 || begin + len > base.state.size())
+        throw Error(ErrorCode::kProtocol, rwho + ": refers to a base it does not have");
+      if (encoding == kSameAsBase) {
+        data = base.state.substr(begin, len);
+      } else {
+        data = Unshuffle(Decompress(codec, in.data() + at, payload_len, len, rwho));
+        for (size_t k = 0; k < len; ++k) data[k] = static_cast<char>(data[k] ^ base.state[begin + k]);
+      }
+    } else if (encoding == kLiteral) {
+      data = Unshuffle(Decompress(codec, in.data() + at, payload_len, len, rwho));
+    } else {
+      throw Error(ErrorCode::kProtocol, rwho + ": unknown encoding " + std::to_string(encoding));
+    }
+    if (Crc(data.data(), data.size()) != chunk_crc)
+      throw Error(ErrorCode::kProtocol, rwho + ": decoded bytes fail their checksum");
+    out.state += data;
+    at += payload_len;
+  }
+  if (at + sizeof kEnd + 4 > in.size() || std::memcmp(in.data() + at, kEnd, sizeof kEnd) != 0)
+    throw Error(ErrorCode::kProtocol, who + ": truncated (no end marker)");
+  if (out.state.size() != state_bytes || Crc(out.state.data(), out.state.size()) != state_crc)
+    throw Error(ErrorCode::kProtocol, who + ": the state fails its checksum");
+  return out;
+}
+
+std::optional<LoadedCheckpoint> LoadNewestCheckpoint(const std::string& dir, std::vector<std::string>* skipped) {
+  std::vector<std::pair<int64_t, std::string>> files;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (const auto parsed = ParseName(e.path().filename().string())) files.push_back({parsed->first, e.path().string()});
+  std::sort(files.rbegin(), files.rend());
+  std::vector<std::string> warnings;
+  for (const auto& [step, path] : files) {
+    try {
+      LoadedCheckpoint c = ReadCheckpointFile(path);
+      c.warnings = warnings;
+      return c;
+    } catch (const Error& e) {
+      warnings.push_back(std::string(e.what()) + "; using an older checkpoint");
+    }
+  }
+  if (skipped) *skipped = warnings;
+  return std::nullopt;
+}
+
+}  // namespace cdt::elastic

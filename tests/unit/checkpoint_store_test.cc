@@ -1,0 +1,235 @@
+// Checkpoint files (src/elastic/checkpoint_store.h): round trips through every codec, increments
+// that write only what changed, corruption and truncation caught by checksums with a fallback to
+// the previous checkpoint, retention, and a writer killed with SIGKILL mid-write (a real
+// process) leaving a loadable directory.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "cdt/error.h"
+#include "elastic/checkpoint_store.h"
+
+namespace cdt::elastic {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string TempDir(const std::string& name) {
+  const std::string d = fs::temp_directory_path() / ("cdt-ckpt-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  return d;
+}
+
+// A state like a model's: float32 weights, then a small changing tail (a step counter).
+std::string State(size_t floats, int step, double drift = 1e-3) {
+  std::mt19937 rng(42);
+  std::normal_distribution<float> w(0.0f, 0.05f);
+  std::vector<float> v(floats);
+  for (auto& x : v) x = w(rng);
+  for (size_t i = 0; i < floats; ++i) v[i] += static_cast<float>(drift * step * std::sin(0.001 * i));
+  std::string s(reinterpret_cast<const char*>(v.data()), floats * 4);
+  s += "step=" + std::to_string(step);
+  return s;
+}
+
+size_t CountCheckpoints(const std::string& dir) {
+  size_t n = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().extension() == ".cdtc") ++n;
+  return n;
+}
+
+std::vector<fs::path> Files(const std::string& dir) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(CheckpointStore, RoundTripsThroughEveryCodec) {
+  for (const std::string codec : {"zstd", "lz4", "none"}) {
+    CheckpointOptions o;
+    o.dir = TempDir("codec-" + codec);
+    o.codec = codec;
+    const std::string a = State(100000, 1);
+    {
+      CheckpointWriter w(o);
+      w.Submit(7, a);
+      w.Flush();
+      ASSERT_EQ(w.records().size(), 1u);
+      EXPECT_TRUE(w.records()[0].full);
+    }
+    auto c = LoadNewestCheckpoint(o.dir);
+    ASSERT_TRUE(c) << codec;
+    EXPECT_EQ(c->step, 7);
+    EXPECT_EQ(c->state, a) << codec;
+    EXPECT_TRUE(c->warnings.empty());
+  }
+  // Empty and odd-sized states too.
+  CheckpointOptions o;
+  o.dir = TempDir("sizes");
+  o.chunk_bytes = 100;
+  CheckpointWriter w(o);
+  for (size_t n : {size_t{0}, size_t{1}, size_t{101}, size_t{1003}}) {
+    w.Submit(static_cast<int64_t>(n), std::string(n, 'x') + std::to_string(n));
+    w.Flush();
+    EXPECT_EQ(ReadCheckpointFile(w.records().back().path).state, std::string(n, 'x') + std::to_string(n));
+  }
+}
+
+TEST(CheckpointStore, IncrementsWriteWhatChangedAndLoadExactly) {
+  CheckpointOptions o;
+  o.dir = TempDir("incr");
+  o.incremental = true;
+  o.full_every = 4;
+  CheckpointWriter w(o);
+  std::vector<std::string> states;
+  for (int step = 0; step < 6; ++step) {
+    states.push_back(State(200000, step));
+    w.Submit(step, states.back());
+    w.Flush();
+  }
+  auto rec = w.records();
+  ASSERT_EQ(rec.size(), 6u);
+  EXPECT_TRUE(rec[0].full);
+  EXPECT_FALSE(rec[1].full);
+  EXPECT_TRUE(rec[4].full);  // every 4th is full
+  // Every float moved a little: no chunk is unchanged, but the XOR with the base is mostly zero
+  // in its high bytes.
+  EXPECT_LT(rec[1].file_bytes, rec[0].file_bytes);
+  for (int step = 0; step < 6; ++step) {
+    const auto& r = rec[static_cast<size_t>(step)];
+    EXPECT_EQ(ReadCheckpointFile(r.path).state, states[static_cast<size_t>(step)]) << r.path;
+  }
+  // A state whose bytes did not change is stored as references to the base.
+  w.Submit(6, states[4]);
+  w.Flush();
+  EXPECT_EQ(w.records().back().chunks_unchanged, w.records().back().chunks);
+  EXPECT_LT(w.records().back().file_bytes, 2000u);
+  EXPECT_EQ(LoadNewestCheckpoint(o.dir)->state, states[4]);
+}
+
+TEST(CheckpointStore, AFlippedByteFallsBackToThePreviousCheckpoint) {
+  CheckpointOptions o;
+  o.dir = TempDir("flip");
+  CheckpointWriter w(o);
+  w.Submit(1, State(50000, 1));
+  w.Flush();
+  w.Submit(2, State(50000, 2));
+  w.Flush();
+  const std::string newest = w.records().back().path;
+  {
+    std::fstream f(newest, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(5000);
+    char c;
+    f.get(c);
+    f.seekp(5000);
+    f.put(static_cast<char>(c ^ 0x10));
+  }
+  auto c = LoadNewestCheckpoint(o.dir);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->step, 1);
+  EXPECT_EQ(c->state, State(50000, 1));
+  ASSERT_EQ(c->warnings.size(), 1u);
+  EXPECT_NE(c->warnings[0].find(newest), std::string::npos) << c->warnings[0];
+  EXPECT_NE(c->warnings[0].find("checksum"), std::string::npos) << c->warnings[0];
+}
+
+TEST(CheckpointStore, TruncatedFilesAndMissingBasesAreSkipped) {
+  CheckpointOptions o;
+  o.dir = TempDir("trunc");
+  o.incremental = true;
+  CheckpointWriter w(o);
+  for (int step = 1; step <= 3; ++step) {
+    w.Submit(step, State(30000, step));
+    w.Flush();
+  }
+  const auto rec = w.records();
+  fs::resize_file(rec[2].path, fs::file_size(rec[2].path) / 2);
+  auto c = LoadNewestCheckpoint(o.dir);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->step, 2);
+  EXPECT_NE(c->warnings.at(0).find("truncated"), std::string::npos) << c->warnings[0];
+  fs::remove(rec[0].path);  // the base of both increments
+  std::vector<std::string> skipped;
+  EXPECT_FALSE(LoadNewestCheckpoint(o.dir, &skipped));
+  ASSERT_EQ(skipped.size(), 2u);
+  EXPECT_NE(skipped[1].find("is missing"), std::string::npos) << skipped[1];
+}
+
+TEST(CheckpointStore, RetentionKeepsTheNewestFullCheckpointsAndTheirIncrements) {
+  CheckpointOptions o;
+  o.dir = TempDir("keep");
+  o.incremental = true;
+  o.full_every = 2;
+  o.keep = 2;
+  CheckpointWriter w(o);
+  for (int step = 0; step < 7; ++step) {  // full at 0, 2, 4, 6
+    w.Submit(step, State(1000, step));
+    w.Flush();
+  }
+  std::vector<std::string> names;
+  for (const auto& p : Files(o.dir)) names.push_back(p.filename().string());
+  EXPECT_EQ(names, (std::vector<std::string>{"ckpt-000000000004.full.cdtc",
+                                             "ckpt-000000000005.incr-000000000004.cdtc",
+                                             "ckpt-000000000006.full.cdtc"}));
+}
+
+TEST(CheckpointStore, AWriterKilledMidWriteLeavesTheLastCheckpointLoadable) {
+  // A real process writes 16 MB checkpoints in a loop; SIGKILL at a random moment; every
+  // checkpoint on disk must then load, and the newest must be a whole one.
+  const std::string dir = TempDir("kill");
+  const size_t floats = 4 << 20;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      CheckpointOptions o;
+      o.dir = dir;
+      o.codec = "lz4";
+      o.keep = 100;
+      CheckpointWriter w(o);
+      for (int step = 100 * attempt;; ++step) w.Submit(step, State(floats, step));
+    }
+    // Let it write at least one, then kill it somewhere in a later write.
+    const size_t before = CountCheckpoints(dir);
+    for (int i = 0; i < 600 && CountCheckpoints(dir) < before + 2; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::this_thread::sleep_for(std::chrono::milliseconds(37 * (attempt + 1)));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    auto c = LoadNewestCheckpoint(dir);
+    ASSERT_TRUE(c) << "attempt " << attempt;
+    EXPECT_TRUE(c->warnings.empty()) << c->warnings.at(0);
+    EXPECT_EQ(c->state, State(floats, static_cast<int>(c->step)));
+  }
+}
+
+TEST(CheckpointStore, YoungDalyInterval) {
+  EXPECT_DOUBLE_EQ(YoungDalyInterval(2.0, 3600.0), std::sqrt(2 * 2.0 * 3600.0));
+  EXPECT_DOUBLE_EQ(YoungDalyInterval(0.0, 3600.0), 0.0);
+}
+
+TEST(CheckpointStore, BadOptionsAreRefused) {
+  CheckpointOptions o;
+  o.dir = TempDir("bad");
+  o.codec = "gzip";
+  EXPECT_THROW(CheckpointWriter{o}, Error);
+  o.codec = "zstd";
+  o.dir = "";
+  EXPECT_THROW(CheckpointWriter{o}, Error);
+}
+
+}  // namespace
+}  // namespace cdt::elastic
