@@ -7,17 +7,18 @@
 # snapshots: `train` and `train --elastic` alternated, fault-free.
 #
 #   bash bench/run_elastic_recovery.sh [--runs 10] [--epochs 1] [--torchrun-runs 3] [--overhead-reps 3]
-#                                      [--seed 7]
+#                                      [--spare-runs 3] [--seed 7]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=$(pwd)/${BIN:-build/bin}
-RUNS=10 EPOCHS=1 TRUNS=3 OREPS=3 SEED=7
+RUNS=10 EPOCHS=1 TRUNS=3 OREPS=3 SEED=7 SRUNS=3
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) RUNS=$2; shift 2 ;;
     --epochs) EPOCHS=$2; shift 2 ;;
     --torchrun-runs) TRUNS=$2; shift 2 ;;
     --overhead-reps) OREPS=$2; shift 2 ;;
+    --spare-runs) SRUNS=$2; shift 2 ;;
     --seed) SEED=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
@@ -42,6 +43,11 @@ for i in $(seq 1 "$RUNS"); do
   echo "== kill worker $worker at step $step"
   run_ours "kill$i" --inject "kill:$worker@$step"
 done
+for i in $(seq 1 "$SRUNS"); do
+  worker=$(( RANDOM % 4 )) step=$(( 20 + RANDOM % (STEPS * ${EPOCHS%.*} - 40) ))
+  echo "== one hot spare; kill worker $worker at step $step"
+  run_ours "spare$i" --spares 1 --inject "kill:$worker@$step"
+done
 for i in $(seq 1 "$TRUNS"); do
   rank=$(( RANDOM % 4 )) step=$(( 20 + RANDOM % 160 ))
   echo "== torchrun: kill rank $rank at step $step"
@@ -61,31 +67,33 @@ for i in $(seq 1 "$OREPS"); do
         > "$out/overhead-$mode$i.txt" 2>&1 || echo "   overhead run $mode $i failed"
   done
 done
-python3 - "$out" "$RUNS" "$TRUNS" "$OREPS" <<'PY'
+python3 - "$out" "$RUNS" "$TRUNS" "$OREPS" "$SRUNS" <<'PY'
 import json, os, statistics, sys
-d, runs, truns, oreps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+d, runs, truns, oreps, sruns = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 def load(name):
     p = os.path.join(d, name + ".json")
     return json.load(open(p)) if os.path.exists(p) else None
 base = load("nofault")
 print("| run | lost worker | step | rto_s | detected_after_s | lost steps | curve gaps | test accuracy | vs fault-free (pp) |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-rtos = []
-for i in range(1, runs + 1):
-    r = load(f"kill{i}")
+rtos, spare_rtos = [], []
+for name in [f"kill{i}" for i in range(1, runs + 1)] + [f"spare{i}" for i in range(1, sruns + 1)]:
+    r = load(name)
     if not r or not r["recoveries"]:
-        print(f"| kill{i} | failed | | | | | | | |"); continue
+        print(f"| {name} | failed | | | | | | | |"); continue
     x = r["recoveries"][0]
     steps = [s for s, _ in r["loss_curve"]]
     gaps = sum(1 for a, b in zip(steps, steps[1:]) if b != a + 1)  # 0 = every step once
-    rtos.append(x["rto_s"])
+    (spare_rtos if name.startswith("spare") else rtos).append(x["rto_s"])
     delta = "" if not base else f"{100 * (r['test_accuracy'] - base['test_accuracy']):+.2f}"
-    print(f"| kill{i} | {x['lost_workers'][0]} | {x['failed_step']} | {x['rto_s']:.3f} | "
+    print(f"| {name} (world {x['world_before']}->{x['world_after']}) | {x['lost_workers'][0]} | {x['failed_step']} | {x['rto_s']:.3f} | "
           f"{x['detected_after_s']:.3f} | {x['lost_steps']} | {gaps} | {r['test_accuracy']:.4f} | {delta} |")
 if base:
     print(f"\nfault-free: test accuracy {base['test_accuracy']:.4f}, {base['samples_per_s']:.0f} samples/s")
 if rtos:
     print(f"ours: median rto_s {statistics.median(rtos):.3f} (min {min(rtos):.3f}, max {max(rtos):.3f}) over {len(rtos)} kills")
+if spare_rtos:
+    print(f"with one hot spare: median rto_s {statistics.median(spare_rtos):.3f} (max {max(spare_rtos):.3f}) over {len(spare_rtos)} kills")
 tr = [load(f"torchrun{i}") for i in range(1, truns + 1)]
 tr = [t["rto_s"] for t in tr if t and "rto_s" in t]
 if tr:

@@ -50,9 +50,19 @@ void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o) {
   cmd->add_option("--eval-every", t.eval_every, "evaluate every N steps (0 = at the end)");
   cmd->add_option("--target-accuracy", t.target_accuracy,
                   "stop at the first evaluation reaching this test accuracy (time_to_target_s)");
-  cmd->add_option("--checkpoint-dir", t.checkpoint_dir, "write checkpoint.pt here");
+  cmd->add_option("--checkpoint-dir", t.checkpoint_dir,
+                  "write checkpoints here (docs/checkpoint-format.md; rank 0, in the background)");
   cmd->add_option("--checkpoint-every", t.checkpoint_every, "steps between checkpoints (0 = at the end)");
-  cmd->add_flag("--resume", t.resume, "continue from --checkpoint-dir/checkpoint.pt");
+  cmd->add_option("--checkpoint-codec", t.checkpoint_codec, "zstd | lz4 | none")->capture_default_str();
+  cmd->add_flag("--checkpoint-incremental", t.checkpoint_incremental,
+                "write only what changed since the last full checkpoint");
+  cmd->add_option("--checkpoint-full-every", t.checkpoint_full_every,
+                  "with --checkpoint-incremental: every Nth checkpoint is full")->capture_default_str();
+  cmd->add_option("--checkpoint-keep", t.checkpoint_keep, "full checkpoints kept (with their increments)")
+      ->capture_default_str();
+  cmd->add_option("--checkpoint-mtbf", t.checkpoint_mtbf_s,
+                  "checkpoint at the Young/Daly interval for this mean time between failures (s)");
+  cmd->add_flag("--resume", t.resume, "continue from the newest valid checkpoint in --checkpoint-dir");
   cmd->add_option("--stop-after", t.stop_after, "stop after this step (checkpointed); for resume tests");
   cmd->add_option("--layers", t.layers, "moe-transformer layers")->capture_default_str();
   cmd->add_option("--width", t.width, "moe-transformer width")->capture_default_str();

@@ -3,7 +3,11 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <sstream>
 
@@ -74,17 +78,73 @@ Position RestoreState(const std::string& bytes, torch::nn::Module& model, torch:
 
 std::string CheckpointPath(const std::string& dir) { return dir + "/checkpoint.pt"; }
 
-// Atomic: a crash mid-write leaves the previous checkpoint intact.
 void WriteFileAtomically(const std::string& path, const std::string& bytes) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    f.flush();
-    if (!f) throw Error(ErrorCode::kIo, "cannot write checkpoint '" + tmp + "'");
+  elastic::WriteFileDurably(path, bytes);
+}
+
+std::string NewestCheckpoint(const std::string& dir, bool log, std::string* source) {
+  std::vector<std::string> skipped;
+  std::optional<elastic::LoadedCheckpoint> c = elastic::LoadNewestCheckpoint(dir, &skipped);
+  if (c) skipped = c->warnings;
+  if (log)
+    for (const auto& w : skipped) std::fprintf(stderr, "cann-dist-train train: warning: %s\n", w.c_str());
+  if (c) {
+    *source = c->path;
+    return std::move(c->state);
   }
-  std::filesystem::rename(tmp, path);
+  const std::string legacy = CheckpointPath(dir);
+  if (!std::filesystem::exists(legacy)) return {};
+  *source = legacy;
+  return ReadFile(legacy);
+}
+
+bool CheckpointSchedule::Due(int64_t step) const {
+  if (o_.checkpoint_mtbf_s > 0) return writer_rank_ && step + 1 >= next_due_;
+  return o_.checkpoint_every > 0 && (step + 1) % o_.checkpoint_every == 0;
+}
+
+void CheckpointSchedule::Take(int64_t next_step, const std::function<std::string()>& capture, double step_s) {
+  if (!writer_rank_) return;
+  if (!writer_) {
+    elastic::CheckpointOptions co;
+    co.dir = o_.checkpoint_dir;
+    co.codec = o_.checkpoint_codec;
+    co.incremental = o_.checkpoint_incremental;
+    co.full_every = o_.checkpoint_full_every;
+    co.keep = o_.checkpoint_keep;
+    writer_ = std::make_unique<elastic::CheckpointWriter>(co);
+  }
+  const auto t = std::chrono::steady_clock::now();
+  std::string state = capture();
+  const double captured = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  const double blocked_before = writer_->blocked_seconds();
+  writer_->Submit(next_step, std::move(state));
+  capture_s_ += captured;
+  if (o_.checkpoint_mtbf_s > 0) {
+    const double cost = captured + (writer_->blocked_seconds() - blocked_before);
+    const double interval_s = elastic::YoungDalyInterval(cost, o_.checkpoint_mtbf_s);
+    next_due_ = next_step + std::max<int64_t>(1, std::llround(interval_s / std::max(1e-9, step_s)));
+  }
+}
+
+void CheckpointSchedule::Finish(TrainResult* r) {
+  if (!writer_) return;
+  writer_->Flush();
+  TrainResult::CheckpointStats& s = r->checkpoints;
+  s = {};
+  for (const auto& rec : writer_->records()) {
+    ++s.written;
+    s.full += rec.full ? 1 : 0;
+    s.file_bytes += static_cast<double>(rec.file_bytes);
+    s.state_bytes = rec.state_bytes;
+    (rec.full ? s.last_full_bytes : s.last_incremental_bytes) = rec.file_bytes;
+    s.encode_s += rec.encode_s;
+    s.write_s += rec.write_s;
+    r->checkpoint = rec.path;
+  }
+  s.capture_s = capture_s_;
+  s.blocked_s = writer_->blocked_seconds();
 }
 
 std::string ReadFile(const std::string& path) {

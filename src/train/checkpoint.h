@@ -5,9 +5,12 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "elastic/checkpoint_store.h"
 #include "train/trainer.h"
 
 namespace cdt::train {
@@ -28,8 +31,39 @@ std::string CaptureState(torch::nn::Module& model, torch::optim::Optimizer& opt,
 Position RestoreState(const std::string& bytes, torch::nn::Module& model, torch::optim::Optimizer& opt,
                       const TrainOptions& o, const std::string& source);
 
-std::string CheckpointPath(const std::string& dir);
-// Temp file, then rename: a crash mid-write leaves the previous file intact.
+// The state of the newest valid checkpoint in `dir` (elastic/checkpoint_store.h; falling back
+// past corrupt ones, each reported on stderr when `log`), else a checkpoint.pt written by an
+// older version; empty when there is none. `source` receives the file read.
+std::string NewestCheckpoint(const std::string& dir, bool log, std::string* source);
+
+// When the trainer checkpoints and what it cost: every --checkpoint-every steps, or at the
+// Young/Daly interval sqrt(2 C MTBF) with C measured (the training thread's part: snapshot and
+// waiting for the previous write) when --checkpoint-mtbf is set. Rank 0 writes, on the
+// writer's background thread.
+class CheckpointSchedule {
+ public:
+  // `writer`: this rank writes (rank 0).
+  CheckpointSchedule(const TrainOptions& o, bool writer) : o_(o), writer_rank_(writer) {}
+  // Whether to checkpoint after `step`. Every rank agrees with --checkpoint-every; in MTBF mode
+  // only the writer checkpoints (the others have nothing to write: MTBF mode refuses
+  // compression, whose per-rank state every rank writes).
+  bool Due(int64_t step) const;
+  // Snapshot (`capture`) and hand to the writer (nothing on other ranks); `step_s` is the mean
+  // step time so far (for the Young/Daly interval in steps).
+  void Take(int64_t next_step, const std::function<std::string()>& capture, double step_s);
+  // Waits for the last write; fills r->checkpoints and r->checkpoint.
+  void Finish(TrainResult* r);
+
+ private:
+  const TrainOptions& o_;
+  bool writer_rank_;
+  std::unique_ptr<elastic::CheckpointWriter> writer_;
+  double capture_s_ = 0;
+  int64_t next_due_ = 1;  // MTBF mode: the first checkpoint after step 0 measures C
+};
+
+std::string CheckpointPath(const std::string& dir);  // checkpoint.pt (older versions)
+// Temp file, fsync, rename, directory fsync: a crash mid-write leaves the previous file intact.
 void WriteFileAtomically(const std::string& path, const std::string& bytes);
 std::string ReadFile(const std::string& path);
 

@@ -19,6 +19,7 @@
 #include "compress/adaptive_controller.h"
 #include "compress/compressor.h"
 #include "train/checkpoint.h"
+#include "train/elastic_state.h"
 #include "train/global_sampler.h"
 #include "train/gradient_reducer.h"
 #include "train/image_dataset.h"
@@ -174,93 +175,6 @@ double UnixNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// Steps left in an --epochs run from `at` with a global batch of `global_batch` (a changed world
-// size changes it; each epoch ends with a short step, as the sampler cuts it).
-int64_t StepsToFinish(int64_t n, double epochs, Position at, int64_t global_batch) {
-  if (static_cast<int64_t>(at.pos) >= n) {
-    ++at.epoch;
-    at.pos = 0;
-  }
-  auto steps_for = [&](double samples) {
-    return samples <= 0 ? 0 : static_cast<int64_t>(std::ceil(samples / static_cast<double>(global_batch)));
-  };
-  const double whole = std::floor(epochs), part = epochs - whole;
-  const auto epoch = static_cast<double>(at.epoch), pos = static_cast<double>(at.pos);
-  const auto size = static_cast<double>(n);
-  if (epoch < whole)
-    return steps_for(size - pos) + static_cast<int64_t>(whole - epoch - 1) * steps_for(size) +
-           steps_for(part * size);
-  return steps_for(part * size - pos);
-}
-
-// Elastic: the first step of a new group completed; what the recovery cost.
-void RecordRecovery(ElasticSession& s, int64_t step, int world, bool log) {
-  ElasticSession::Pending& p = s.pending;
-  TrainResult::Recovery rec;
-  rec.cause = p.cause;
-  rec.lost = p.lost;
-  rec.detected_after_s = p.detected_unix - p.failure_unix;
-  rec.rto_s = UnixNow() - p.failure_unix;
-  rec.failed_step = p.failed_step;
-  rec.resumed_step = step;
-  rec.lost_steps = std::max<int64_t>(0, p.failed_step - step);
-  rec.world_before = p.world_before;
-  rec.world_after = world;
-  rec.generation = s.generation;
-  s.result.recoveries.push_back(rec);
-  p.active = false;
-  if (log) {
-    std::string lost;
-    for (int w : rec.lost) lost += (lost.empty() ? "" : ", ") + std::to_string(w);
-    std::fprintf(stderr, "\relastic: generation %lld: world %d -> %d (lost worker(s) %s); resumed at step "
-                         "%lld (%lld step(s) done again); detected after %.3f s, first step done %.3f s "
-                         "after the failure\n",
-                 static_cast<long long>(rec.generation), rec.world_before, rec.world_after,
-                 lost.empty() ? "none" : lost.c_str(), static_cast<long long>(rec.resumed_step),
-                 static_cast<long long>(rec.lost_steps), rec.detected_after_s, rec.rto_s);
-  }
-}
-
-// Elastic: the group starts from the newest step every member has committed (the minimum of
-// the members' newest snapshots; the older snapshot covers a member one step behind), sent by
-// rank 0 so that members without one (spares) receive it too. False when no member has one.
-bool RestoreCommittedState(Communicator& comm, ElasticSession& s, torch::nn::Module& model,
-                           torch::optim::Optimizer& opt, const TrainOptions& o, Position* at) {
-  constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
-  int64_t agreed = s.snapshots[0].step >= 0 ? s.snapshots[0].step : kNone;
-  comm.Allreduce(&agreed, 1, DataType::kInt64, ReduceOp::kMin)->Wait();
-  if (agreed == kNone) return false;
-  int64_t header[2] = {0, 0};  // bytes, size of the group that wrote them
-  std::string bytes;
-  if (comm.rank() == 0) {
-    const ElasticSession::Snapshot* found = nullptr;
-    for (const auto& snapshot : s.snapshots)
-      if (snapshot.step == agreed) found = &snapshot;
-    if (!found)
-      throw Error(ErrorCode::kProtocol,
-                  Who(comm) + ": holds no committed state of step " + std::to_string(agreed) +
-                      " (newest " + std::to_string(s.snapshots[0].step) + ", older " +
-                      std::to_string(s.snapshots[1].step) + "); the group cannot resume");
-    bytes = found->bytes;
-    header[0] = static_cast<int64_t>(bytes.size());
-    header[1] = found->world;
-  }
-  comm.Broadcast(header, 2, DataType::kInt64, 0)->Wait();
-  bytes.resize(static_cast<size_t>(header[0]));
-  comm.Broadcast(bytes.data(), bytes.size(), DataType::kInt8, 0)->Wait();
-  *at = RestoreState(bytes, model, opt, o, "the committed state of step " + std::to_string(agreed));
-  s.snapshots[0] = {agreed, std::move(bytes), static_cast<int>(header[1])};
-  s.snapshots[1] = {};
-  // What the broken group recorded past the committed step is done again.
-  auto drop_from = [agreed](std::vector<std::pair<int64_t, double>>& curve) {
-    curve.erase(std::remove_if(curve.begin(), curve.end(), [agreed](const auto& p) { return p.first >= agreed; }),
-                curve.end());
-  };
-  drop_from(s.result.loss_curve);
-  drop_from(s.result.eval_curve);
-  return true;
-}
-
 void Validate(const TrainOptions& o) {
   auto bad = [](const std::string& m) { throw Error(ErrorCode::kInvalidArgument, m); };
   if (o.batch_size < 1) bad("--batch-size must be at least 1");
@@ -270,6 +184,13 @@ void Validate(const TrainOptions& o) {
   if (!(o.lr > 0)) bad("--lr must be > 0");
   if (o.bucket_mb < 0) bad("--bucket-mb must be >= 0");
   if (o.resume && o.checkpoint_dir.empty()) bad("--resume needs --checkpoint-dir");
+  if (o.checkpoint_mtbf_s > 0 && o.compress != "none")
+    bad("--checkpoint-mtbf with --compress: the ranks' compression state is written at fixed steps; "
+        "use --checkpoint-every");
+  if (o.checkpoint_mtbf_s < 0 || o.checkpoint_full_every < 1 || o.checkpoint_keep < 1)
+    bad("--checkpoint-mtbf must be >= 0, --checkpoint-full-every and --checkpoint-keep >= 1");
+  if (o.checkpoint_codec != "zstd" && o.checkpoint_codec != "lz4" && o.checkpoint_codec != "none")
+    bad("--checkpoint-codec '" + o.checkpoint_codec + "': use zstd, lz4 or none");
   const auto& names = compress::CompressorNames();
   if (o.compress != "adaptive" && std::find(names.begin(), names.end(), o.compress) == names.end()) {
     std::string all;
@@ -334,13 +255,14 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
 
   Position at;
   if (o.resume && !(session && session->result.steps > 0)) {
-    const std::string path = CheckpointPath(o.checkpoint_dir);
-    if (std::filesystem::exists(path)) {
-      at = RestoreState(ReadFile(path), *model, *opt, o, path);
-      r.resumed_from = path;
+    std::string source;
+    const std::string bytes = NewestCheckpoint(o.checkpoint_dir, me == 0, &source);
+    if (!bytes.empty()) {
+      at = RestoreState(bytes, *model, *opt, o, source);
+      r.resumed_from = source;
     } else if (me == 0) {
-      std::fprintf(stderr, "cann-dist-train train: --resume: no checkpoint at '%s', starting at step 0\n",
-                   path.c_str());
+      std::fprintf(stderr, "cann-dist-train train: --resume: no checkpoint in '%s', starting at step 0\n",
+                   o.checkpoint_dir.c_str());
     }
   }
   if (!session || session->result.steps == 0) r.first_step = at.step;
@@ -582,6 +504,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
     }
   };
 
+  CheckpointSchedule checkpoints(o, me == 0);
   // Elastic: the state after the previous step, once this step's forward has applied all of it.
   auto snapshot = [&](int micro_batch) {
     if (!session || micro_batch != 0) return;
@@ -663,21 +586,20 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
         break;
       }
     }
-    if (!o.checkpoint_dir.empty() &&
-        ((o.checkpoint_every > 0 && (at.step + 1) % o.checkpoint_every == 0) || last)) {
+    if (!o.checkpoint_dir.empty() && (checkpoints.Due(at.step) || last)) {
       settle();
       Position next = at;
       ++next.step;
-      if (me == 0) {
-        r.checkpoint = CheckpointPath(o.checkpoint_dir);
-        WriteFileAtomically(r.checkpoint, CaptureState(*model, *opt, next, o));
-      }
-      if (reducer.compressing())
+      checkpoints.Take(next.step, [&] { return CaptureState(*model, *opt, next, o); },
+                       Since(loop_start) / std::max<int64_t>(1, r.steps));
+      if (reducer.compressing()) {
         WriteFileAtomically(CompressionStatePath(o.checkpoint_dir, me),
                             CaptureCompressionState(reducer.CompressorStates(), W));
-      comm.Barrier()->Wait();  // nobody reads a half-written checkpoint
+        comm.Barrier()->Wait();  // the ranks' compression state of the same step is on disk
+      }
     }
   }
+  checkpoints.Finish(&r);
   settle();
   if (interval_work) interval_work->Wait();  // its buffer goes with this frame
   r.step_time.comm_wait_s = updates.wait_seconds() + loss_wait;
@@ -740,6 +662,12 @@ std::string TrainResultJson(const TrainResult& r) {
       {"params_consistent", r.params_consistent},
       {"resumed_from", r.resumed_from},
       {"checkpoint", r.checkpoint},
+      {"checkpoints", {{"written", r.checkpoints.written}, {"full", r.checkpoints.full},
+                       {"file_bytes", r.checkpoints.file_bytes}, {"state_bytes", r.checkpoints.state_bytes},
+                       {"last_full_bytes", r.checkpoints.last_full_bytes},
+                       {"last_incremental_bytes", r.checkpoints.last_incremental_bytes},
+                       {"capture_s", r.checkpoints.capture_s}, {"blocked_s", r.checkpoints.blocked_s},
+                       {"encode_s", r.checkpoints.encode_s}, {"write_s", r.checkpoints.write_s}}},
       {"generation", r.generation},
       {"recoveries", recoveries}};
   return j.dump(2);

@@ -54,6 +54,14 @@ struct TrainOptions {
   double target_accuracy = 0;         // stop at the first evaluation reaching it (0 = never)
   std::string checkpoint_dir;         // "" = no checkpoints
   int64_t checkpoint_every = 0;       // steps; 0 = at the end only (when a dir is given)
+  // Checkpoint files (docs/checkpoint-format.md), written by rank 0 on a background thread.
+  std::string checkpoint_codec = "zstd";  // zstd | lz4 | none
+  bool checkpoint_incremental = false;
+  int checkpoint_full_every = 10;
+  int checkpoint_keep = 2;
+  // >0: checkpoint at the Young/Daly interval sqrt(2 C MTBF) for this mean time between
+  // failures (seconds), C the measured cost on the training thread (replaces checkpoint_every).
+  double checkpoint_mtbf_s = 0;
   bool resume = false;
   int64_t stop_after = 0;             // stop (and checkpoint) after this step; 0 = run to the end
   bool progress = true;               // live progress line on rank 0 (stderr)
@@ -104,6 +112,15 @@ struct TrainResult {
   bool params_consistent = false;
   std::string resumed_from;     // checkpoint file, if any
   std::string checkpoint;       // last checkpoint written, if any
+  struct CheckpointStats {
+    int written = 0, full = 0;
+    double file_bytes = 0;          // all files written
+    size_t state_bytes = 0;         // of the last checkpoint
+    size_t last_full_bytes = 0, last_incremental_bytes = 0;
+    double capture_s = 0;           // training thread: snapshot to memory (the blocking part)
+    double blocked_s = 0;           // training thread: waiting for the previous write
+    double encode_s = 0, write_s = 0;  // background thread
+  } checkpoints;
   // Elastic runs (docs/elastic.md): one entry per failure the group recovered from in process.
   struct Recovery {
     std::string cause;          // what the survivors saw (the first error), and the injected fault

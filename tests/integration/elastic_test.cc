@@ -4,8 +4,14 @@
 // bench/run_elastic_recovery.sh, not asserted here.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "process_util.h"
@@ -141,6 +147,77 @@ TEST(Elastic, AnUnusedSpareLeavesQuietlyWhenTheJobEnds) {
                              {"--steps", "6", "--batch-size", "16"});
   EXPECT_EQ(j["recoveries"].size(), 0u);
   EXPECT_EQ(j["world_size"], 2);
+}
+
+// Kill every process of a job (agent and workers, SIGKILL) while it checkpoints in the
+// background, flip a byte in the newest checkpoint, restart with --resume: it continues from the
+// newest checkpoint that verifies, with a warning about the other, at the same sample position
+// (the loss curve is the uninterrupted one's).
+TEST(Elastic, AfterKillingEveryProcessAResumeUsesTheNewestValidCheckpoint) {
+  namespace fs = std::filesystem;
+  const std::string dir = TempPath("killall-ckpt");
+  fs::remove_all(dir);
+  const std::vector<std::string> common = {
+      CDT_CLI, "train", "--nproc-per-node", "2", "--model", "cnn", "--dataset", "synthetic",
+      "--synthetic-samples", "4000", "--seed", "5", "--steps", "2000", "--batch-size", "16",
+      "--no-progress", "--checkpoint-dir", dir};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> argv = common;
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return argv;
+  };
+  std::vector<std::string> victim = {"setsid"};
+  for (const auto& a : with({"--checkpoint-every", "4", "--checkpoint-incremental", "--checkpoint-full-every", "3",
+                             "--checkpoint-keep", "10"}))
+    victim.push_back(a);
+  Proc p = Spawn(victim, {}, TempPath("killall.out"));
+  auto checkpoints = [&] {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec))
+      if (e.path().extension() == ".cdtc") out.push_back(e.path().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  for (int i = 0; i < 3000 && checkpoints().size() < 4; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ::kill(-p.pid, SIGKILL);  // the whole session: agent and workers
+  WaitFor(p.pid, std::chrono::seconds(30));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // workers reaped by init
+  const auto files = checkpoints();
+  ASSERT_GE(files.size(), 4u) << ReadFile(TempPath("killall.out"));
+  const std::string newest = files.back();
+  auto step_of = [](const std::string& path) {
+    return std::stoll(fs::path(path).filename().string().substr(5, 12));
+  };
+  const int64_t previous_step = step_of(files[files.size() - 2]);
+  {
+    std::fstream f(newest, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f.put('\x5a');
+  }
+  const int64_t stop = previous_step + 8;
+  const std::string json = TempPath("resumed.json"), ref_json = TempPath("reference.json");
+  Proc r = Spawn(with({"--resume", "--stop-after", std::to_string(stop), "--json", json}), {}, TempPath("resumed.out"));
+  ASSERT_EQ(WaitFor(r.pid, std::chrono::seconds(300)), 0) << ReadFile(TempPath("resumed.out"));
+  const std::string output = ReadFile(TempPath("resumed.out"));
+  EXPECT_NE(output.find("warning: checkpoint '" + newest + "'"), std::string::npos) << output;
+  nlohmann::json resumed = nlohmann::json::parse(ReadFile(json));
+  EXPECT_EQ(resumed["first_step"], previous_step);
+  // The uninterrupted run, in another directory.
+  std::vector<std::string> ref = common;
+  ref.back() = dir + "-reference";
+  ref.insert(ref.end(), {"--stop-after", std::to_string(stop), "--json", ref_json});
+  Proc u = Spawn(ref, {}, TempPath("reference.out"));
+  ASSERT_EQ(WaitFor(u.pid, std::chrono::seconds(300)), 0) << ReadFile(TempPath("reference.out"));
+  nlohmann::json whole = nlohmann::json::parse(ReadFile(ref_json));
+  std::map<int64_t, double> expect;
+  for (auto& e : whole["loss_curve"]) expect[e[0].get<int64_t>()] = e[1].get<double>();
+  ASSERT_FALSE(resumed["loss_curve"].empty());
+  for (auto& e : resumed["loss_curve"]) {
+    const int64_t step = e[0].get<int64_t>();
+    ASSERT_TRUE(expect.count(step)) << step;
+    EXPECT_NEAR(e[1].get<double>(), expect[step], 1e-6 * std::fabs(expect[step])) << "step " << step;
+  }
 }
 
 TEST(Elastic, BadFaultSpecsAreRefusedBeforeAnyWorkerStarts) {

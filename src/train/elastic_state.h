@@ -1,0 +1,31 @@
+// The trainer's side of elastic training (docs/elastic.md): the committed state a new group
+// starts from, the step count after a change of world size, the recovery record. libtorch;
+// include only from src/train .cc files.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+
+#include "cdt/communicator.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+
+namespace cdt::train {
+
+// Steps left in an --epochs run from `at` with a global batch of `global_batch` (a changed world
+// size changes it; each epoch ends with a short step, as the sampler cuts it).
+int64_t StepsToFinish(int64_t n, double epochs, Position at, int64_t global_batch);
+
+// The group starts from the newest step every member has committed (the minimum of the members'
+// newest snapshots; the older snapshot covers a member one step behind), sent by rank 0 so that
+// members without one (spares) receive it too. False when no member has one. Drops what the
+// broken group recorded past that step from the session's curves.
+bool RestoreCommittedState(Communicator& comm, ElasticSession& s, torch::nn::Module& model,
+                           torch::optim::Optimizer& opt, const TrainOptions& o, Position* at);
+
+// The new group's first step (`step`) completed: records what the recovery cost in
+// s.result.recoveries and clears s.pending; rank 0 (`log`) prints it.
+void RecordRecovery(ElasticSession& s, int64_t step, int world, bool log);
+
+}  // namespace cdt::train
