@@ -167,7 +167,15 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch, Trai
       train::TrainResult r = train::RunTraining(*s.comm, options.train, s.priority_comm.get(), &session);
       r.generation = generation;
       const int code = ReportTrainResult(r, options, m.rank);
-      if (m.rank == 0) elastic::ReportFinished(store, launch.job_id, generation);
+      if (m.rank == 0) {
+        try {
+          elastic::ReportFinished(store, launch.job_id, generation);
+        } catch (const Error& e) {
+          // The store went with node 0's agent: the training is done and reported all the same.
+          std::fprintf(stderr, "cann-dist-train: worker %d: cannot tell the agents the job finished (%s); "
+                               "they will stop what is left when they notice\n", id.rank, e.what());
+        }
+      }
       return code;
     } catch (const Error& e) {
       if (!Recoverable(e)) throw;

@@ -220,6 +220,30 @@ TEST(Elastic, AfterKillingEveryProcessAResumeUsesTheNewestValidCheckpoint) {
   }
 }
 
+// Node 0's agent hosts the store. Killed (SIGKILL) mid-run, it takes the store with it; the
+// workers need the store only to re-form a group, so a job without another failure finishes and
+// reports (docs/elastic.md says what happens when a failure then comes: the job ends).
+TEST(Elastic, TheJobOutlivesTheStoreHostingAgentUntilItNeedsARendezvous) {
+  const std::string json = TempPath("agentkill.json"), out = TempPath("agentkill.out");
+  Proc p = Spawn({"setsid", CDT_CLI, "elastic", "--nproc-per-node", "2", "--", "--no-progress", "--json", json,
+                  "--dataset", "synthetic", "--synthetic-samples", "4000", "--model", "cnn", "--steps", "400",
+                  "--batch-size", "16"},
+                 {}, out);
+  // Let the group form and train a little, then kill the agent alone.
+  for (int i = 0; i < 500 && ReadFile(out).find("autotune") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ::kill(p.pid, SIGKILL);
+  WaitFor(p.pid, std::chrono::seconds(10));
+  for (int i = 0; i < 3000 && ReadFile(json).empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // written in full, and the summary printed
+  ::kill(-p.pid, SIGKILL);  // whatever is left of the session
+  ASSERT_FALSE(ReadFile(json).empty()) << ReadFile(out);
+  nlohmann::json j = nlohmann::json::parse(ReadFile(json));
+  EXPECT_EQ(j["steps"], 400);
+  EXPECT_TRUE(j["params_consistent"].get<bool>());
+  EXPECT_NE(ReadFile(out).find("cannot tell the agents the job finished"), std::string::npos) << ReadFile(out);
+}
+
 TEST(Elastic, BadFaultSpecsAreRefusedBeforeAnyWorkerStarts) {
   int rc = 0;
   std::string output;
