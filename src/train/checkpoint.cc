@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <unistd.h>
 #include <optional>
 #include <fstream>
 #include <sstream>
@@ -99,12 +100,44 @@ std::string NewestCheckpoint(const std::string& dir, bool log, std::string* sour
   return ReadFile(legacy);
 }
 
+CheckpointSchedule::CheckpointSchedule(const TrainOptions& o, bool writer) : o_(o), writer_rank_(writer) {
+  elastic::PredictorOptions po;
+  po.memory_limit_bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  predictor_ = elastic::FailurePredictor(po);
+}
+
+bool CheckpointSchedule::ObserveHealth(double step_s, int64_t step, int rank) {
+  // One sample a second: the mean step time since the last one.
+  const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  health_step_s_ += step_s;
+  ++health_steps_;
+  if (health_t_ >= 0 && now - health_t_ < 1.0) return false;
+  health_t_ = now;
+  elastic::HealthSample s;
+  s.t = now;
+  s.step_time_s = health_step_s_ / health_steps_;
+  health_step_s_ = 0;
+  health_steps_ = 0;
+  s.rss_bytes = elastic::ReadResidentBytes(::getpid()).value_or(0);
+  s.tcp_retrans = elastic::ReadTcpRetransSegs().value_or(0);
+  s.temperature_c = elastic::ReadMaxTemperatureC().value_or(-1);
+  const std::optional<elastic::HealthWarning> w = predictor_.Observe(s);
+  if (!w) return false;
+  std::fprintf(stderr, "\rhealth: rank %d, step %lld: %s: %s%s\n", rank, static_cast<long long>(step),
+               w->rule.c_str(), w->detail.c_str(),
+               o_.checkpoint_dir.empty() ? "" : "; checkpointing now");
+  return true;
+}
+
 bool CheckpointSchedule::Due(int64_t step) const {
+  if (requested_) return true;
   if (o_.checkpoint_mtbf_s > 0) return writer_rank_ && step + 1 >= next_due_;
   return o_.checkpoint_every > 0 && (step + 1) % o_.checkpoint_every == 0;
 }
 
 void CheckpointSchedule::Take(int64_t next_step, const std::function<std::string()>& capture, double step_s) {
+  if (requested_) ++health_checkpoints_;
+  requested_ = false;
   if (!writer_rank_) return;
   if (!writer_) {
     elastic::CheckpointOptions co;
@@ -144,6 +177,7 @@ void CheckpointSchedule::Finish(TrainResult* r) {
     r->checkpoint = rec.path;
   }
   s.capture_s = capture_s_;
+  s.health = health_checkpoints_;
   s.blocked_s = writer_->blocked_seconds();
 }
 

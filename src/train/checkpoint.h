@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "elastic/checkpoint_store.h"
+#include "elastic/health_monitor.h"
 #include "train/trainer.h"
 
 namespace cdt::train {
@@ -43,7 +44,7 @@ std::string NewestCheckpoint(const std::string& dir, bool log, std::string* sour
 class CheckpointSchedule {
  public:
   // `writer`: this rank writes (rank 0).
-  CheckpointSchedule(const TrainOptions& o, bool writer) : o_(o), writer_rank_(writer) {}
+  CheckpointSchedule(const TrainOptions& o, bool writer);
   // Whether to checkpoint after `step`. Every rank agrees with --checkpoint-every; in MTBF mode
   // only the writer checkpoints (the others have nothing to write: MTBF mode refuses
   // compression, whose per-rank state every rank writes).
@@ -54,11 +55,24 @@ class CheckpointSchedule {
   // Waits for the last write; fills r->checkpoints and r->checkpoint.
   void Finish(TrainResult* r);
 
+  // Health (elastic/health_monitor.h): feeds this rank's predictor with the step's time, its
+  // resident memory and the host's TCP retransmissions (at most once a second); true when a rule
+  // fired (logged with the rank). A warning on any rank makes every rank call RequestNow (the
+  // trainer sums the flags with the step's loss): the next Due is true, with a checkpoint dir.
+  bool ObserveHealth(double step_s, int64_t step, int rank);
+  void RequestNow() { requested_ = !o_.checkpoint_dir.empty(); }
+  int health_checkpoints() const { return health_checkpoints_; }
+
  private:
   const TrainOptions& o_;
   bool writer_rank_;
   std::unique_ptr<elastic::CheckpointWriter> writer_;
   double capture_s_ = 0;
+  bool requested_ = false;
+  int health_checkpoints_ = 0;
+  elastic::FailurePredictor predictor_;
+  double health_t_ = -1, health_step_s_ = 0;
+  int health_steps_ = 0;
   int64_t next_due_ = 1;  // MTBF mode: the first checkpoint after step 0 measures C
 };
 

@@ -376,12 +376,15 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   // The global loss of a step travels behind its early-layer gradients and is read when the next
   // step has launched its own (or at once without deferral): reading it right away would wait for
   // every bucket and undo the overlap. A diverged loss is therefore reported one step late.
+  // It carries the ranks' health warnings along (elastic/health_monitor.h): a warning anywhere
+  // makes every rank checkpoint at the same step.
   struct PendingLoss {
     int64_t step = 0;
-    double sum = 0;
+    double sum[2] = {0, 0};  // loss, ranks whose health monitor warned
     size_t samples = 0;
     std::shared_ptr<Work> work;
   } loss_in_flight;
+  CheckpointSchedule checkpoints(o, me == 0);
   const int64_t end_step = o.stop_after > 0 ? std::min(total_steps, o.stop_after) : total_steps;
   const auto loop_start = Clock::now();
   if (session && session->loop_start_unix == 0) session->loop_start_unix = UnixNow();
@@ -394,7 +397,8 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
     l.work->Wait();
     l.work.reset();
     loss_wait += Since(t);
-    const double mean_loss = l.sum / static_cast<double>(l.samples);
+    const double mean_loss = l.sum[0] / static_cast<double>(l.samples);
+    if (l.sum[1] > 0) checkpoints.RequestNow();
     if (!std::isfinite(mean_loss))
       throw Error(ErrorCode::kDiverged, Who(comm) + ": loss is " + std::to_string(mean_loss) +
                                             " at step " + std::to_string(l.step) +
@@ -504,13 +508,13 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
     }
   };
 
-  CheckpointSchedule checkpoints(o, me == 0);
   // Elastic: the state after the previous step, once this step's forward has applied all of it.
   auto snapshot = [&](int micro_batch) {
     if (!session || micro_batch != 0) return;
     session->snapshots[1] = std::move(session->snapshots[0]);
     session->snapshots[0] = {at.step, CaptureState(*model, *opt, at, o), W};
   };
+  auto step_clock = Clock::now();
   for (; at.step < end_step; ++at.step) {
     if (at.pos >= sampler.dataset_size()) {
       ++at.epoch;
@@ -561,9 +565,11 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
     updates.BackwardDone(schedule.At(at.step));
     if (controller) observe_interval();
     record_loss();  // the previous step's
-    loss_in_flight = {at.step, loss_sum, step_samples, nullptr};
+    const bool warned = checkpoints.ObserveHealth(Since(step_clock), at.step, me);
+    step_clock = Clock::now();
+    loss_in_flight = {at.step, {loss_sum, warned ? 1.0 : 0.0}, step_samples, nullptr};
     loss_in_flight.work = reducer.SubmitInOrder(true, [&loss_in_flight](Communicator& c) {
-      return c.Allreduce(&loss_in_flight.sum, 1, DataType::kFloat64, ReduceOp::kSum,
+      return c.Allreduce(loss_in_flight.sum, 2, DataType::kFloat64, ReduceOp::kSum,
                          {AllreduceAlgorithm::kRecursiveDoubling});
     });
     at.pos += step_samples;
@@ -667,7 +673,8 @@ std::string TrainResultJson(const TrainResult& r) {
                        {"last_full_bytes", r.checkpoints.last_full_bytes},
                        {"last_incremental_bytes", r.checkpoints.last_incremental_bytes},
                        {"capture_s", r.checkpoints.capture_s}, {"blocked_s", r.checkpoints.blocked_s},
-                       {"encode_s", r.checkpoints.encode_s}, {"write_s", r.checkpoints.write_s}}},
+                       {"encode_s", r.checkpoints.encode_s}, {"write_s", r.checkpoints.write_s},
+                       {"health", r.checkpoints.health}}},
       {"generation", r.generation},
       {"recoveries", recoveries}};
   return j.dump(2);

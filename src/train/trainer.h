@@ -120,6 +120,7 @@ struct TrainResult {
     double capture_s = 0;           // training thread: snapshot to memory (the blocking part)
     double blocked_s = 0;           // training thread: waiting for the previous write
     double encode_s = 0, write_s = 0;  // background thread
+    int health = 0;                 // taken at once because a rank's health monitor warned
   } checkpoints;
   // Elastic runs (docs/elastic.md): one entry per failure the group recovered from in process.
   struct Recovery {
