@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <numeric>
+#include <thread>
 
 #include "cdt/error.h"
 #include "elastic/rendezvous.h"
@@ -38,16 +39,26 @@ std::vector<Fault> ParseFaults(const std::string& spec) {
     const auto colon = item.find(':'), at = item.find('@');
     auto bad = [&](const std::string& why) {
       return Error(ErrorCode::kInvalidArgument, "--inject '" + item + "': " + why +
-                                                    " (expected kill:RANK@STEP or hang:RANK@STEP)");
+                                                    " (expected kill:RANK@STEP, hang:RANK@STEP or "
+                                                    "slow:RANK=FACTOR@STEP)");
     };
     if (colon == std::string::npos || at == std::string::npos || at < colon) throw bad("malformed");
     Fault f;
     f.kind = item.substr(0, colon);
-    if (f.kind != "kill" && f.kind != "hang") throw bad("unknown fault '" + f.kind + "'");
+    if (f.kind != "kill" && f.kind != "hang" && f.kind != "slow") throw bad("unknown fault '" + f.kind + "'");
     try {
       size_t used = 0;
-      f.worker = std::stoi(item.substr(colon + 1, at - colon - 1), &used);
-      if (used != at - colon - 1) throw bad("RANK is not an integer");
+      std::string who = item.substr(colon + 1, at - colon - 1);
+      if (f.kind == "slow") {
+        const auto eq = who.find('=');
+        if (eq == std::string::npos) throw bad("slow needs RANK=FACTOR");
+        f.factor = std::stod(who.substr(eq + 1), &used);
+        if (used != who.size() - eq - 1 || !(f.factor >= 1 && f.factor <= 1000))
+          throw bad("FACTOR must be a number from 1 to 1000");
+        who = who.substr(0, eq);
+      }
+      f.worker = std::stoi(who, &used);
+      if (used != who.size()) throw bad("RANK is not an integer");
       f.step = std::stoll(item.substr(at + 1), &used);
       if (used != item.size() - at - 1) throw bad("STEP is not an integer");
     } catch (const Error&) {
@@ -66,7 +77,8 @@ void AddElasticOptions(CLI::App* cmd, ElasticOptions* o) {
                 "survive lost workers in process: re-form the group without them and train on from "
                 "the last committed step (docs/elastic.md)");
   cmd->add_option("--inject", o->inject,
-                  "scripted faults: kill:RANK@STEP,hang:RANK@STEP (RANK as first launched)");
+                  "scripted faults: kill:RANK@STEP,hang:RANK@STEP,slow:RANK=FACTOR@STEP (RANK as first "
+                  "launched)");
   cmd->add_option("--spares", o->spares,
                   "elastic: hot spares per node, loaded and waiting to take a lost worker's place")
       ->capture_default_str();
@@ -95,9 +107,27 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch, Trai
   train::ElasticSession session;
   session.worker_id = id.rank;
   const std::vector<Fault> faults = ParseFaults(elastic.inject);
+  // slow: the step's own time is measured between calls, before the fault starts.
+  auto last_call = std::chrono::steady_clock::now();
+  double normal_step_s = 0;
+  int64_t normal_steps = 0;
   session.before_step = [&](int64_t step) {
+    const auto now = std::chrono::steady_clock::now();
+    const double dt = std::chrono::duration<double>(now - last_call).count();
+    last_call = now;
     for (const Fault& f : faults) {
-      if (f.worker != session.worker_id || f.step != step) continue;
+      if (f.kind == "slow" && f.worker == session.worker_id && step >= f.step && normal_steps > 0) {
+        if (step == f.step)
+          std::fprintf(stderr, "\ncann-dist-train: worker %d: injected fault: slow x%.1f from step %lld\n",
+                       f.worker, f.factor, static_cast<long long>(step));
+        std::this_thread::sleep_for(std::chrono::duration<double>((f.factor - 1) * normal_step_s / normal_steps));
+        last_call = std::chrono::steady_clock::now();
+        return;
+      }
+    }
+    if (step > 0) normal_step_s += dt, ++normal_steps;
+    for (const Fault& f : faults) {
+      if (f.kind == "slow" || f.worker != session.worker_id || f.step != step) continue;
       std::fprintf(stderr, "\ncann-dist-train: worker %d: injected fault: %s at step %lld\n", f.worker,
                    f.kind.c_str(), static_cast<long long>(step));
       elastic::ReportFault(store, launch.job_id, f.worker, f.kind, UnixNow());

@@ -15,12 +15,13 @@
 
 namespace cdt::cli {
 
-// A scripted fault (`--inject kill:RANK@STEP,hang:RANK@STEP`): RANK is the worker's rank in the
-// first generation (its worker id); the fault fires at the start of STEP.
+// A scripted fault (`--inject kill:RANK@STEP,hang:RANK@STEP,slow:RANK=FACTOR@STEP`): RANK is the
+// worker's rank in the first generation (its worker id); the fault fires at the start of STEP.
 struct Fault {
-  std::string kind;  // kill (SIGKILL itself) | hang (SIGSTOP itself)
+  std::string kind;  // kill (SIGKILL itself) | hang (SIGSTOP itself) | slow (from STEP on)
   int worker = 0;
   int64_t step = 0;
+  double factor = 1;  // slow: each step takes this many times its time before STEP
 };
 // Throws cdt::Error(kInvalidArgument) naming the bad item.
 std::vector<Fault> ParseFaults(const std::string& spec);

@@ -62,6 +62,9 @@ void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o) {
       ->capture_default_str();
   cmd->add_option("--checkpoint-mtbf", t.checkpoint_mtbf_s,
                   "checkpoint at the Young/Daly interval for this mean time between failures (s)");
+  cmd->add_option("--health-interval", t.health_interval_s,
+                  "seconds between health samples (failure prediction; 0 = off; docs/elastic.md)")
+      ->capture_default_str();
   cmd->add_flag("--resume", t.resume, "continue from the newest valid checkpoint in --checkpoint-dir");
   cmd->add_option("--stop-after", t.stop_after, "stop after this step (checkpointed); for resume tests");
   cmd->add_option("--layers", t.layers, "moe-transformer layers")->capture_default_str();

@@ -111,7 +111,7 @@ bool CheckpointSchedule::ObserveHealth(double step_s, int64_t step, int rank) {
   const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   health_step_s_ += step_s;
   ++health_steps_;
-  if (health_t_ >= 0 && now - health_t_ < 1.0) return false;
+  if (o_.health_interval_s <= 0 || (health_t_ >= 0 && now - health_t_ < o_.health_interval_s)) return false;
   health_t_ = now;
   elastic::HealthSample s;
   s.t = now;

@@ -56,7 +56,7 @@ class CheckpointSchedule {
   void Finish(TrainResult* r);
 
   // Health (elastic/health_monitor.h): feeds this rank's predictor with the step's time, its
-  // resident memory and the host's TCP retransmissions (at most once a second); true when a rule
+  // resident memory and the host's TCP retransmissions (every --health-interval); true when a rule
   // fired (logged with the rank). A warning on any rank makes every rank call RequestNow (the
   // trainer sums the flags with the step's loss): the next Due is true, with a checkpoint dir.
   bool ObserveHealth(double step_s, int64_t step, int rank);

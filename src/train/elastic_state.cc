@@ -1,22 +1,107 @@
 // The trainer's side of elastic training (docs/elastic.md).
 #include "train/elastic_state.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <mutex>
+#include <string>
 
 #include "cdt/error.h"
 
 namespace cdt::train {
 namespace {
 
+void CopyInto(torch::Tensor* dst, const torch::Tensor& src) {
+  if (!src.defined()) {
+    *dst = torch::Tensor();
+    return;
+  }
+  if (!dst->defined() || dst->sizes() != src.sizes() || dst->dtype() != src.dtype())
+    *dst = torch::empty_like(src, torch::MemoryFormat::Contiguous);
+  dst->copy_(src);
+}
+
+std::string Key(const torch::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
+
 double UnixNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace
+
+void TakeMemorySnapshot(torch::nn::Module& model, torch::optim::Optimizer& opt, const Position& at,
+                        MemorySnapshot* into) {
+  torch::NoGradGuard no_grad;
+  into->at = at;
+  std::vector<torch::Tensor> state = model.parameters();
+  for (const auto& b : model.buffers()) state.push_back(b);
+  into->model.resize(state.size());
+  for (size_t i = 0; i < state.size(); ++i) CopyInto(&into->model[i], state[i].detach());
+  const std::vector<torch::Tensor> params = model.parameters();
+  auto* sgd = dynamic_cast<torch::optim::SGD*>(&opt);
+  const size_t slots = sgd ? 1 : 3;
+  into->optimizer.resize(slots * params.size());
+  into->steps.assign(params.size(), -1);
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto it = opt.state().find(Key(params[i]));
+    torch::Tensor* slot = &into->optimizer[slots * i];
+    if (it == opt.state().end()) {
+      for (size_t k = 0; k < slots; ++k) slot[k] = torch::Tensor();
+    } else if (sgd) {
+      CopyInto(slot, static_cast<torch::optim::SGDParamState&>(*it->second).momentum_buffer());
+    } else {
+      const auto& a = static_cast<torch::optim::AdamWParamState&>(*it->second);
+      CopyInto(slot, a.exp_avg());
+      CopyInto(slot + 1, a.exp_avg_sq());
+      CopyInto(slot + 2, a.max_exp_avg_sq());
+      into->steps[i] = a.step();
+    }
+  }
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  into->rng = gen.get_state();
+}
+
+void ApplyMemorySnapshot(const MemorySnapshot& s, torch::nn::Module& model, torch::optim::Optimizer& opt) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> state = model.parameters();
+  for (const auto& b : model.buffers()) state.push_back(b);
+  if (state.size() != s.model.size())
+    throw Error(ErrorCode::kProtocol, "elastic snapshot: it holds " + std::to_string(s.model.size()) +
+                                          " tensors, the model has " + std::to_string(state.size()));
+  for (size_t i = 0; i < state.size(); ++i) state[i].copy_(s.model[i]);
+  const std::vector<torch::Tensor> params = model.parameters();
+  const bool sgd = dynamic_cast<torch::optim::SGD*>(&opt) != nullptr;
+  if (!sgd && !dynamic_cast<torch::optim::AdamW*>(&opt))
+    throw Error(ErrorCode::kInvalidArgument, "elastic snapshots support the sgd and adamw optimizers");
+  const size_t slots = sgd ? 1 : 3;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const torch::Tensor* slot = &s.optimizer[slots * i];
+    const std::string key = Key(params[i]);
+    if (!slot[0].defined()) {
+      opt.state().erase(key);
+    } else if (sgd) {
+      auto st = std::make_unique<torch::optim::SGDParamState>();
+      st->momentum_buffer(slot[0].clone());
+      opt.state()[key] = std::move(st);
+    } else {
+      auto st = std::make_unique<torch::optim::AdamWParamState>();
+      st->exp_avg(slot[0].clone());
+      st->exp_avg_sq(slot[1].clone());
+      if (slot[2].defined()) st->max_exp_avg_sq(slot[2].clone());
+      st->step(s.steps[i]);
+      opt.state()[key] = std::move(st);
+    }
+  }
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(s.rng);
+}
 
 // Steps left in an --epochs run from `at` with a global batch of `global_batch` (a changed world
 // size changes it; each epoch ends with a short step, as the sampler cuts it).
@@ -85,15 +170,21 @@ bool RestoreCommittedState(Communicator& comm, ElasticSession& s, torch::nn::Mod
                   "rank " + std::to_string(comm.rank()) + ": holds no committed state of step " + std::to_string(agreed) +
                       " (newest " + std::to_string(s.snapshots[0].step) + ", older " +
                       std::to_string(s.snapshots[1].step) + "); the group cannot resume");
-    bytes = found->bytes;
+    // Into the new group's model and optimizer, then serialised for the others.
+    const auto& mem = *static_cast<const MemorySnapshot*>(found->memory.get());
+    ApplyMemorySnapshot(mem, model, opt);
+    bytes = CaptureState(model, opt, mem.at, o);
+    *at = mem.at;
     header[0] = static_cast<int64_t>(bytes.size());
     header[1] = found->world;
   }
   comm.Broadcast(header, 2, DataType::kInt64, 0)->Wait();
   bytes.resize(static_cast<size_t>(header[0]));
   comm.Broadcast(bytes.data(), bytes.size(), DataType::kInt8, 0)->Wait();
-  *at = RestoreState(bytes, model, opt, o, "the committed state of step " + std::to_string(agreed));
-  s.snapshots[0] = {agreed, std::move(bytes), static_cast<int>(header[1])};
+  if (comm.rank() != 0) *at = RestoreState(bytes, model, opt, o, "the committed state of step " + std::to_string(agreed));
+  auto mem = std::make_shared<MemorySnapshot>();
+  TakeMemorySnapshot(model, opt, *at, mem.get());
+  s.snapshots[0] = {agreed, mem, static_cast<int>(header[1])};
   s.snapshots[1] = {};
   // What the broken group recorded past the committed step is done again.
   auto drop_from = [agreed](std::vector<std::pair<int64_t, double>>& curve) {

@@ -511,8 +511,12 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   // Elastic: the state after the previous step, once this step's forward has applied all of it.
   auto snapshot = [&](int micro_batch) {
     if (!session || micro_batch != 0) return;
-    session->snapshots[1] = std::move(session->snapshots[0]);
-    session->snapshots[0] = {at.step, CaptureState(*model, *opt, at, o), W};
+    std::swap(session->snapshots[0], session->snapshots[1]);  // reuse the older copy's tensors
+    ElasticSession::Snapshot& s = session->snapshots[0];
+    if (!s.memory) s.memory = std::make_shared<MemorySnapshot>();
+    TakeMemorySnapshot(*model, *opt, at, static_cast<MemorySnapshot*>(s.memory.get()));
+    s.step = at.step;
+    s.world = W;
   };
   auto step_clock = Clock::now();
   for (; at.step < end_step; ++at.step) {

@@ -62,6 +62,7 @@ struct TrainOptions {
   // >0: checkpoint at the Young/Daly interval sqrt(2 C MTBF) for this mean time between
   // failures (seconds), C the measured cost on the training thread (replaces checkpoint_every).
   double checkpoint_mtbf_s = 0;
+  double health_interval_s = 1.0;     // health monitor: seconds between samples (0 = off)
   bool resume = false;
   int64_t stop_after = 0;             // stop (and checkpoint) after this step; 0 = run to the end
   bool progress = true;               // live progress line on rank 0 (stderr)
@@ -147,11 +148,11 @@ struct ElasticSession {
   // Called at the start of every step with the step number: fault injection.
   std::function<void(int64_t step)> before_step;
   // Kept by the trainer: data loaded once, the last two committed states (the state after step
-  // `step - 1`, as CaptureState bytes; ranks' steps differ by at most one when a group breaks,
-  // so the older one is what every survivor holds), the running result.
+  // `step - 1`, copied in memory; ranks' steps differ by at most one when a group breaks, so the
+  // older one is what every survivor holds), the running result.
   struct Snapshot {
     int64_t step = -1;
-    std::string bytes;
+    std::shared_ptr<void> memory;     // the trainer's copy (train/elastic_state.h)
     int world = 0;                    // the size of the group that wrote it
   };
   Snapshot snapshots[2];              // [0] newest

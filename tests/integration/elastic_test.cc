@@ -140,6 +140,16 @@ TEST(Elastic, AHotSpareTakesTheLostWorkersPlace) {
   EXPECT_TRUE(j["params_consistent"].get<bool>());  // it received the committed state
   ExpectEveryStepOnce(j);
   EXPECT_NE(output.find("spare worker 3 joins generation 1 as rank 2 of 3"), std::string::npos) << output;
+  // Same world size, same global batches: the curve is the fault-free one (up to the order in
+  // which the allreduce adds the ranks' contributions), so the committed state — parameters,
+  // momentum, sampler position — came back whole.
+  nlohmann::json fault_free = Elastic("spare-ref", {"--nproc-per-node", "3"}, {"--steps", "20", "--batch-size", "16"});
+  std::map<int64_t, double> expect;
+  for (auto& e : fault_free["loss_curve"]) expect[e[0].get<int64_t>()] = e[1].get<double>();
+  for (auto& e : j["loss_curve"]) {
+    const int64_t step = e[0].get<int64_t>();
+    EXPECT_NEAR(e[1].get<double>(), expect.at(step), 1e-5 * std::fabs(expect.at(step))) << "step " << step;
+  }
 }
 
 TEST(Elastic, AnUnusedSpareLeavesQuietlyWhenTheJobEnds) {
@@ -244,12 +254,30 @@ TEST(Elastic, TheJobOutlivesTheStoreHostingAgentUntilItNeedsARendezvous) {
   EXPECT_NE(ReadFile(out).find("cannot tell the agents the job finished"), std::string::npos) << ReadFile(out);
 }
 
+// A rank slowed down 4x from step 120 (a throttling device): the health monitor sees the step
+// time drift, every rank checkpoints at once. Health samples every 0.05 s keep this short.
+TEST(Elastic, ASlowingRankMakesTheHealthMonitorCheckpoint) {
+  std::string output;
+  const std::string dir = TempPath("health-ckpt");
+  nlohmann::json j = Elastic("slow", {"--nproc-per-node", "2", "--inject", "slow:1=4@120"},
+                             {"--steps", "200", "--batch-size", "16", "--health-interval", "0.05",
+                              "--checkpoint-dir", dir},
+                             nullptr, &output);
+  EXPECT_NE(output.find("injected fault: slow x4.0 from step 120"), std::string::npos) << output;
+  EXPECT_NE(output.find("slowdown: step time"), std::string::npos) << output;
+  EXPECT_GE(j["checkpoints"]["health"].get<int>(), 1) << output;
+  EXPECT_GE(j["checkpoints"]["written"].get<int>(), 2);  // the health one and the last
+}
+
 TEST(Elastic, BadFaultSpecsAreRefusedBeforeAnyWorkerStarts) {
   int rc = 0;
   std::string output;
   Elastic("badspec", {"--nproc-per-node", "2", "--inject", "kill:1"}, {"--steps", "2"}, &rc, &output);
   EXPECT_EQ(rc, 2);
   EXPECT_NE(output.find("--inject 'kill:1'"), std::string::npos) << output;
+  Elastic("badslow", {"--nproc-per-node", "2", "--inject", "slow:1=0.5@3"}, {"--steps", "2"}, &rc, &output);
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(output.find("FACTOR must be a number from 1 to 1000"), std::string::npos) << output;
 }
 
 }  // namespace
