@@ -1,12 +1,14 @@
 #include "cli/elastic_train.h"
 
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <numeric>
+#include <optional>
 #include <thread>
 
 #include "cdt/error.h"
@@ -25,6 +27,25 @@ bool Recoverable(const Error& e) {
   return e.code() == ErrorCode::kPeerLost || e.code() == ErrorCode::kTimeout || e.code() == ErrorCode::kAborted;
 }
 
+// cut: every interface of this node's network namespace but lo goes down for `seconds`, then
+// up again, by a detached shell (the outside world: ip(8) from iproute2; needs CAP_NET_ADMIN, as
+// inside tools/emulate-cluster's namespaces).
+void CutLinks(double seconds) {
+  const std::string script =
+      "ifs=$(ls /sys/class/net | grep -v '^lo$'); for i in $ifs; do ip link set dev $i down; done; sleep " +
+      std::to_string(seconds) + "; for i in $ifs; do ip link set dev $i up; done";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setsid();
+    if (::fork() == 0) {
+      ::execl("/bin/sh", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ::_exit(0);
+  }
+  if (pid > 0) ::waitpid(pid, nullptr, 0);
+}
+
 }  // namespace
 
 std::vector<Fault> ParseFaults(const std::string& spec) {
@@ -39,13 +60,14 @@ std::vector<Fault> ParseFaults(const std::string& spec) {
     const auto colon = item.find(':'), at = item.find('@');
     auto bad = [&](const std::string& why) {
       return Error(ErrorCode::kInvalidArgument, "--inject '" + item + "': " + why +
-                                                    " (expected kill:RANK@STEP, hang:RANK@STEP or "
-                                                    "slow:RANK=FACTOR@STEP)");
+                                                    " (expected kill:RANK@STEP, hang:RANK@STEP, "
+                                                    "slow:RANK=FACTOR@STEP or cut:NODE@STEP+SECONDS)");
     };
     if (colon == std::string::npos || at == std::string::npos || at < colon) throw bad("malformed");
     Fault f;
     f.kind = item.substr(0, colon);
-    if (f.kind != "kill" && f.kind != "hang" && f.kind != "slow") throw bad("unknown fault '" + f.kind + "'");
+    if (f.kind != "kill" && f.kind != "hang" && f.kind != "slow" && f.kind != "cut")
+      throw bad("unknown fault '" + f.kind + "'");
     try {
       size_t used = 0;
       std::string who = item.substr(colon + 1, at - colon - 1);
@@ -59,8 +81,17 @@ std::vector<Fault> ParseFaults(const std::string& spec) {
       }
       f.worker = std::stoi(who, &used);
       if (used != who.size()) throw bad("RANK is not an integer");
-      f.step = std::stoll(item.substr(at + 1), &used);
-      if (used != item.size() - at - 1) throw bad("STEP is not an integer");
+      std::string when = item.substr(at + 1);
+      if (f.kind == "cut") {
+        const auto plus = when.find('+');
+        if (plus == std::string::npos) throw bad("cut needs NODE@STEP+SECONDS");
+        f.factor = std::stod(when.substr(plus + 1), &used);
+        if (used != when.size() - plus - 1 || !(f.factor > 0 && f.factor <= 3600))
+          throw bad("SECONDS must be a number from 0 to 3600");
+        when = when.substr(0, plus);
+      }
+      f.step = std::stoll(when, &used);
+      if (used != when.size()) throw bad("STEP is not an integer");
     } catch (const Error&) {
       throw;
     } catch (...) {
@@ -77,8 +108,8 @@ void AddElasticOptions(CLI::App* cmd, ElasticOptions* o) {
                 "survive lost workers in process: re-form the group without them and train on from "
                 "the last committed step (docs/elastic.md)");
   cmd->add_option("--inject", o->inject,
-                  "scripted faults: kill:RANK@STEP,hang:RANK@STEP,slow:RANK=FACTOR@STEP (RANK as first "
-                  "launched)");
+                  "scripted faults: kill:RANK@STEP,hang:RANK@STEP,slow:RANK=FACTOR@STEP,"
+                  "cut:NODE@STEP+SECONDS (RANK as first launched)");
   cmd->add_option("--spares", o->spares,
                   "elastic: hot spares per node, loaded and waiting to take a lost worker's place")
       ->capture_default_str();
@@ -106,7 +137,10 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch, Trai
 
   train::ElasticSession session;
   session.worker_id = id.rank;
-  const std::vector<Fault> faults = ParseFaults(elastic.inject);
+  int current_world = id.world_size;
+  std::vector<Fault> faults = ParseFaults(elastic.inject);
+  std::vector<bool> fired(faults.size(), false);  // once per process: a step run again after a
+                                                  // recovery does not repeat its fault
   // slow: the step's own time is measured between calls, before the fault starts.
   auto last_call = std::chrono::steady_clock::now();
   double normal_step_s = 0;
@@ -126,8 +160,27 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch, Trai
       }
     }
     if (step > 0) normal_step_s += dt, ++normal_steps;
-    for (const Fault& f : faults) {
-      if (f.kind == "slow" || f.worker != session.worker_id || f.step != step) continue;
+    // Rank 0 asks the store now and then whether workers wait to (re)join.
+    if (session.is_rank0 && step % 10 == 0 && current_world < id.world_size) {
+      try {
+        session.regroup_requested = elastic::RegroupRequests(store, launch.job_id) > 0;
+      } catch (const Error&) {
+      }
+    }
+    for (size_t i = 0; i < faults.size(); ++i) {
+      const Fault& f = faults[i];
+      if (f.kind != "cut" || f.worker != id.node_rank || id.local_rank != 0 || f.step != step || fired[i]) continue;
+      fired[i] = true;
+      std::fprintf(stderr, "\ncann-dist-train: node %d: injected fault: its links down for %.1f s at step %lld\n",
+                   f.worker, f.factor, static_cast<long long>(step));
+      elastic::ReportFault(store, launch.job_id, session.worker_id, "cut", UnixNow());
+      CutLinks(f.factor);
+    }
+    for (size_t i = 0; i < faults.size(); ++i) {
+      const Fault& f = faults[i];
+      if (f.kind == "slow" || f.kind == "cut" || f.worker != session.worker_id || f.step != step || fired[i])
+        continue;
+      fired[i] = true;
       std::fprintf(stderr, "\ncann-dist-train: worker %d: injected fault: %s at step %lld\n", f.worker,
                    f.kind.c_str(), static_cast<long long>(step));
       elastic::ReportFault(store, launch.job_id, f.worker, f.kind, UnixNow());
@@ -143,39 +196,74 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch, Trai
   ro.timeout = std::chrono::milliseconds(static_cast<int64_t>(std::max(60.0, launch.timeout_s) * 1000));
   std::vector<int> previous(static_cast<size_t>(id.world_size));
   std::iota(previous.begin(), previous.end(), 0);
+  // Newcomers — spares, and workers that arrived after their round closed (hung, or cut off and
+  // back) — wait for a round that opens from `from` on and join it; nullopt: the job finished.
+  auto join_as_newcomer = [&](int64_t from, bool ask_regroup) -> std::optional<elastic::Membership> {
+    elastic::AnnounceSpare(store, launch.job_id);
+    if (ask_regroup) elastic::RequestRegroup(store, launch.job_id, 1);
+    for (int64_t g = from;; ++g) {
+      g = elastic::WaitForRound(store, ro, g);
+      if (g < 0) return std::nullopt;
+      ro.last_call = ro.timeout;  // the members' last call decides
+      const elastic::Membership m =
+          elastic::JoinRound(store, ro, g, elastic::MembersOf(store, launch.job_id, g - 1, ro.timeout));
+      if (m.rank < 0) continue;
+      elastic::SpareJoined(store, launch.job_id);
+      // What this worker held is older than the group's: it receives the group's state.
+      session.snapshots[0] = {};
+      session.snapshots[1] = {};
+      session.pending = {};
+      if (ask_regroup) elastic::RequestRegroup(store, launch.job_id, -1);
+      std::fprintf(stderr, "cann-dist-train: %s worker %d joins generation %lld as rank %d of %d\n",
+                   ask_regroup ? "returning" : "spare", id.rank, static_cast<long long>(g), m.rank, m.world);
+      return m;
+    }
+  };
+  // Members join the round; a store out of reach (this node's link is down) is retried until the
+  // rendezvous timeout; arriving after the round closed makes this worker a newcomer.
+  auto join_round = [&](int64_t g) -> std::optional<elastic::Membership> {
+    const auto deadline = std::chrono::steady_clock::now() + ro.timeout;
+    for (bool said = false;;) {
+      try {
+        const elastic::Membership m = elastic::JoinRound(store, ro, g, previous);
+        if (m.rank >= 0) return m;
+        break;
+      } catch (const Error& e) {
+        const bool unreachable = e.code() == ErrorCode::kStore || e.code() == ErrorCode::kTimeout;
+        if (!unreachable && e.code() != ErrorCode::kAborted) throw;
+        if (!unreachable) break;
+        if (std::chrono::steady_clock::now() >= deadline) throw;
+        if (!said)
+          std::fprintf(stderr, "cann-dist-train: worker %d: the store is out of reach (%s); retrying\n", id.rank,
+                       e.what());
+        said = true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      }
+    }
+    std::fprintf(stderr, "cann-dist-train: worker %d: generation %lld formed without it; asking to rejoin\n",
+                 id.rank, static_cast<long long>(g));
+    return join_as_newcomer(g + 1, true);
+  };
   int64_t generation = 0;
+  std::optional<elastic::Membership> first;
   if (env.spare) {
     // Loaded and waiting: join the first round after a failure that needs us.
     train::LoadSessionData(options.train, &session);
-    elastic::AnnounceSpare(store, launch.job_id);
-    for (generation = 1;; ++generation) {
-      generation = elastic::WaitForRound(store, ro, generation);
-      if (generation < 0) return 0;  // the job finished without needing us
-      ro.last_call = ro.timeout;     // the survivors' last call decides
-      previous = elastic::MembersOf(store, launch.job_id, generation - 1, ro.timeout);
-      const elastic::Membership m = elastic::JoinRound(store, ro, generation, previous);
-      if (m.rank < 0) continue;
-      elastic::SpareJoined(store, launch.job_id);
-      std::fprintf(stderr, "cann-dist-train: spare worker %d joins generation %lld as rank %d of %d\n",
-                   id.rank, static_cast<long long>(generation), m.rank, m.world);
-      previous = m.workers;
-      break;
-    }
+    first = join_as_newcomer(1, false);
+    if (!first) return 0;  // the job finished without needing us
   }
-  for (bool joined = env.spare;; ++generation, joined = false) {
+  for (;; ++generation) {
     // The first round waits for every worker to start; later ones only for the living.
     const train::TrainResult& so_far = session.result;
     const double step_s = so_far.steps > 0 ? so_far.wall_s / static_cast<double>(so_far.steps) : 0;
     ro.last_call = generation == 0 ? ro.timeout
                                    : std::chrono::milliseconds(static_cast<int64_t>(
                                          1000 * std::max(elastic.last_call_s, 3 * step_s)));
-    const elastic::Membership m =
-        joined ? elastic::Membership{generation, static_cast<int>(std::find(previous.begin(), previous.end(), id.rank) - previous.begin()),
-                                     static_cast<int>(previous.size()), previous}
-               : elastic::JoinRound(store, ro, generation, previous);
-    if (m.rank < 0)
-      throw Error(ErrorCode::kAborted, "worker " + std::to_string(id.rank) + " was left out of generation " +
-                                           std::to_string(generation) + " (the group is full)");
+    std::optional<elastic::Membership> joined = first ? first : join_round(generation);
+    first.reset();
+    if (!joined) return 0;  // came back after the job finished
+    const elastic::Membership m = *joined;
+    generation = m.generation;
     session.generation = generation;
     if (session.pending.active && session.pending.lost.empty()) {
       for (int w : previous)
@@ -187,6 +275,9 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch, Trai
         }
     }
     previous = m.workers;
+    session.is_rank0 = m.rank == 0;
+    current_world = m.world;
+    session.regroup_requested = false;
     CommunicatorOptions co = base;
     co.rank = m.rank;
     co.size = m.world;

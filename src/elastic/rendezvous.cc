@@ -37,7 +37,15 @@ Membership JoinRound(Store& store, const RendezvousOptions& o, int64_t generatio
   auto read_arrivals = [&](int count) {
     while (static_cast<int>(arrivals.size()) < count) {
       const std::string key = round + "arrival/" + std::to_string(arrivals.size());
-      arrivals.push_back(ParseInt(store.Get(key, o.timeout), key));
+      // A number taken by a request whose reply was lost (the worker's link went down; its
+      // retry took another) never gets its key: after a short wait it counts as nobody (-1).
+      int id = -1;
+      try {
+        id = ParseInt(store.Get(key, std::min(o.timeout, std::chrono::milliseconds(3000))), key);
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::kTimeout) throw;
+      }
+      arrivals.push_back(id);
     }
   };
   std::string closed;
@@ -86,7 +94,9 @@ Membership JoinRound(Store& store, const RendezvousOptions& o, int64_t generatio
                                          " arrived late: generation " + std::to_string(generation) +
                                          " closed with " + std::to_string(arrived) + " arrival(s)");
   read_arrivals(arrived);
-  std::vector<int> ids(arrivals.begin(), arrivals.begin() + arrived);
+  std::vector<int> ids;
+  for (int i = 0; i < arrived; ++i)
+    if (arrivals[static_cast<size_t>(i)] >= 0) ids.push_back(arrivals[static_cast<size_t>(i)]);
   auto order = [&](int w) {
     auto it = std::find(previous.begin(), previous.end(), w);
     return std::make_pair(it == previous.end() ? 1 : 0, it == previous.end() ? w : static_cast<int>(it - previous.begin()));
@@ -144,6 +154,14 @@ int64_t WaitForRound(Store& store, const RendezvousOptions& o, int64_t from) {
 }
 
 void SpareJoined(Store& store, const std::string& job_id) { store.Add(SparesKey(job_id), -1); }
+
+void RequestRegroup(Store& store, const std::string& job_id, int64_t delta) {
+  store.Add(job_id + "/elastic/joiners", delta);
+}
+
+int64_t RegroupRequests(Store& store, const std::string& job_id) {
+  return store.Add(job_id + "/elastic/joiners", 0);
+}
 
 void ReportGone(Store& store, const std::string& job_id, int worker_id, const std::string& how) {
   store.Set(GoneKey(job_id, worker_id), how);

@@ -64,6 +64,13 @@ Membership JoinRound(Store& store, const RendezvousOptions& options, int64_t gen
 void AnnounceSpare(Store& store, const std::string& job_id);
 int64_t WaitForRound(Store& store, const RendezvousOptions& options, int64_t from);
 void SpareJoined(Store& store, const std::string& job_id);
+// Scale-up: a worker outside the group (it arrived late: it was hung, or its link was down)
+// announces itself like a spare and asks the group to regroup (+1; -1 once it is a member). The
+// group's rank 0 polls RegroupRequests at step boundaries; the group then ends its generation
+// after the step and re-forms with the newcomers, up to target_world.
+void RequestRegroup(Store& store, const std::string& job_id, int64_t delta);
+int64_t RegroupRequests(Store& store, const std::string& job_id);
+
 // The members (worker ids by rank) of a closed round, written by its rank 0.
 std::vector<int> MembersOf(Store& store, const std::string& job_id, int64_t generation,
                            std::chrono::milliseconds timeout);

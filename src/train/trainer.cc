@@ -380,11 +380,12 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   // makes every rank checkpoint at the same step.
   struct PendingLoss {
     int64_t step = 0;
-    double sum[2] = {0, 0};  // loss, ranks whose health monitor warned
+    double sum[3] = {0, 0, 0};  // loss, ranks whose health monitor warned, regroup requests
     size_t samples = 0;
     std::shared_ptr<Work> work;
   } loss_in_flight;
   CheckpointSchedule checkpoints(o, me == 0);
+  bool regroup_due = false;  // elastic: workers wait to join; end this generation after the step
   const int64_t end_step = o.stop_after > 0 ? std::min(total_steps, o.stop_after) : total_steps;
   const auto loop_start = Clock::now();
   if (session && session->loop_start_unix == 0) session->loop_start_unix = UnixNow();
@@ -399,6 +400,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
     loss_wait += Since(t);
     const double mean_loss = l.sum[0] / static_cast<double>(l.samples);
     if (l.sum[1] > 0) checkpoints.RequestNow();
+    if (l.sum[2] > 0) regroup_due = true;
     if (!std::isfinite(mean_loss))
       throw Error(ErrorCode::kDiverged, Who(comm) + ": loss is " + std::to_string(mean_loss) +
                                             " at step " + std::to_string(l.step) +
@@ -509,14 +511,16 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   };
 
   // Elastic: the state after the previous step, once this step's forward has applied all of it.
-  auto snapshot = [&](int micro_batch) {
-    if (!session || micro_batch != 0) return;
+  auto snapshot_at = [&](const Position& p) {
     std::swap(session->snapshots[0], session->snapshots[1]);  // reuse the older copy's tensors
     ElasticSession::Snapshot& s = session->snapshots[0];
     if (!s.memory) s.memory = std::make_shared<MemorySnapshot>();
-    TakeMemorySnapshot(*model, *opt, at, static_cast<MemorySnapshot*>(s.memory.get()));
-    s.step = at.step;
+    TakeMemorySnapshot(*model, *opt, p, static_cast<MemorySnapshot*>(s.memory.get()));
+    s.step = p.step;
     s.world = W;
+  };
+  auto snapshot = [&](int micro_batch) {
+    if (session && micro_batch == 0) snapshot_at(at);
   };
   auto step_clock = Clock::now();
   for (; at.step < end_step; ++at.step) {
@@ -571,9 +575,10 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
     record_loss();  // the previous step's
     const bool warned = checkpoints.ObserveHealth(Since(step_clock), at.step, me);
     step_clock = Clock::now();
-    loss_in_flight = {at.step, {loss_sum, warned ? 1.0 : 0.0}, step_samples, nullptr};
+    const bool regroup = session && session->regroup_requested;
+    loss_in_flight = {at.step, {loss_sum, warned ? 1.0 : 0.0, regroup ? 1.0 : 0.0}, step_samples, nullptr};
     loss_in_flight.work = reducer.SubmitInOrder(true, [&loss_in_flight](Communicator& c) {
-      return c.Allreduce(loss_in_flight.sum, 2, DataType::kFloat64, ReduceOp::kSum,
+      return c.Allreduce(loss_in_flight.sum, 3, DataType::kFloat64, ReduceOp::kSum,
                          {AllreduceAlgorithm::kRecursiveDoubling});
     });
     at.pos += step_samples;
@@ -607,6 +612,16 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
                             CaptureCompressionState(reducer.CompressorStates(), W));
         comm.Barrier()->Wait();  // the ranks' compression state of the same step is on disk
       }
+    }
+    if (regroup_due && !last) {
+      // Every rank saw the request with the same step's loss: end the generation here, the
+      // state after this step committed, and re-form with the newcomers.
+      settle();
+      Position next = at;
+      ++next.step;
+      snapshot_at(next);
+      throw Error(ErrorCode::kAborted, Who(comm) + ": regroup after step " + std::to_string(at.step) +
+                                           ": worker(s) wait to join");
     }
   }
   checkpoints.Finish(&r);

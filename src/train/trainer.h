@@ -145,8 +145,13 @@ struct TrainResult {
 struct ElasticSession {
   int64_t generation = 0;
   int worker_id = 0;
-  // Called at the start of every step with the step number: fault injection.
+  // Called at the start of every step with the step number: fault injection, and on rank 0
+  // (`is_rank0`) a look at the store for workers waiting to join (`regroup_requested`: the group
+  // then ends this generation after the step and re-forms with them; the trainer throws
+  // cdt::Error(kAborted, "regroup ...") from a step boundary, its state snapshotted).
   std::function<void(int64_t step)> before_step;
+  bool is_rank0 = false;
+  bool regroup_requested = false;
   // Kept by the trainer: data loaded once, the last two committed states (the state after step
   // `step - 1`, copied in memory; ranks' steps differ by at most one when a group breaks, so the
   // older one is what every survivor holds), the running result.

@@ -46,5 +46,25 @@ check "namespaces cleaned up ($before before, $after after)" $([ "$before" = "$a
 "$emulate" --nodes 2 --link-of 5=1gbit -- true > "$tmp/bad.log" 2>&1
 rc=$?; check "--link-of outside the node range refused (rc=$rc)" $([ $rc = 2 ] && grep -q 'only 2 nodes' "$tmp/bad.log" && echo 0 || echo 1)
 
-echo "$(( 5 + 1 - failures )) passed, $failures failed"
+# 5. Elastic: node 1's link is cut for 20 s at step 40. Node 0 trains on alone (the silent-peer
+#    timeout, 3 s, detects it); node 1's worker rejoins when its link is back, and the group grows
+#    back to two (docs/elastic.md).
+"$emulate" --nodes 2 -- "$bin/cann-dist-train" elastic --nproc-per-node 1 --timeout 3 --inject cut:1@40+20 -- \
+    --model cnn --dataset synthetic --synthetic-samples 4000 --steps 3000 --batch-size 16 --threads 1 \
+    --no-progress --json "$tmp/cut.json" > "$tmp/cut.log" 2>&1
+rc=$?
+python3 - "$tmp/cut.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+r = d["recoveries"]
+assert d["world_size"] == 2 and d["params_consistent"], d
+assert len(r) == 2, r
+assert (r[0]["world_before"], r[0]["world_after"], r[0]["lost_workers"]) == (2, 1, [1]), r[0]
+assert (r[1]["world_before"], r[1]["world_after"]) == (1, 2), r[1]
+print(f"   shrank in {r[0]['rto_s']:.2f} s, grew back in {r[1]['rto_s']:.2f} s at step {r[1]['resumed_step']}")
+PY
+check "elastic: a node cut off for 20 s is left behind and rejoins (rc=$rc)" $(( rc | $? ))
+[ $rc = 0 ] || cat "$tmp/cut.log"
+
+echo "$(( 6 + 1 - failures )) passed, $failures failed"
 [ $failures = 0 ]

@@ -16,16 +16,19 @@ constexpr auto kReplyMargin = std::chrono::seconds(5);  // server answers a Wait
 TcpStoreClient::TcpStoreClient(const net::HostPort& server, const std::string& secret,
                                std::chrono::milliseconds connect_timeout,
                                std::chrono::milliseconds request_timeout)
-    : where_("store at " + server.ToString()), request_timeout_(request_timeout) {
-  net::Deadline deadline = net::DeadlineAfter(connect_timeout);
+    : server_(server), secret_(secret), where_("store at " + server.ToString()), request_timeout_(request_timeout) {
+  Connect(net::DeadlineAfter(connect_timeout), std::max(connect_timeout, std::chrono::milliseconds(5000)));
+}
+
+void TcpStoreClient::Connect(net::Deadline deadline, std::chrono::milliseconds handshake_timeout) {
   try {
-    sock_ = net::ConnectUntil(server, deadline);
+    sock_ = net::ConnectUntil(server_, deadline);
   } catch (const Error& e) {
     throw Error(ErrorCode::kTimeout, std::string("rendezvous: ") + e.what() +
                                          "; check --rdzv-endpoint / MASTER_ADDR:MASTER_PORT");
   }
   net::SetNoDelay(sock_.fd());
-  net::Deadline hs = net::DeadlineAfter(std::max(connect_timeout, std::chrono::milliseconds(5000)));
+  net::Deadline hs = net::DeadlineAfter(handshake_timeout);
   try {
     char hello[8 + store::kNonceBytes];
     net::RecvAll(sock_.fd(), hello, sizeof hello, hs, where_);
@@ -38,7 +41,7 @@ TcpStoreClient::TcpStoreClient(const net::HostPort& server, const std::string& s
       throw Error(ErrorCode::kProtocol, where_ + " speaks store protocol v" +
                                             std::to_string(version) + ", this build v" +
                                             std::to_string(store::kVersion));
-    std::string mac = store::ComputeMac(secret, std::string_view(hello + 8, store::kNonceBytes));
+    std::string mac = store::ComputeMac(secret_, std::string_view(hello + 8, store::kNonceBytes));
     auto [type, payload] = Request(MsgType::kAuth, mac, hs);
     if (type != MsgType::kOk)
       throw Error(ErrorCode::kAuth, where_ + " refused the job secret: every process of a job "
@@ -64,8 +67,17 @@ std::pair<MsgType, std::string> TcpStoreClient::ReadFrame(net::Deadline deadline
 
 std::pair<MsgType, std::string> TcpStoreClient::Request(MsgType type, const std::string& payload,
                                                         net::Deadline deadline) {
-  if (!sock_.valid())
-    throw Error(ErrorCode::kStore, where_ + ": connection already failed; create a new client");
+  if (!sock_.valid() && type != MsgType::kAuth) {
+    // The last request failed half-way: connect again (the store may be back, or the link).
+    try {
+      // One short try: callers that want to wait for the store retry the request.
+      Connect(std::min(deadline, net::DeadlineAfter(std::chrono::seconds(2))), std::chrono::seconds(2));
+    } catch (const Error& e) {
+      sock_.Close();
+      throw Error(e.code() == ErrorCode::kAuth ? ErrorCode::kAuth : ErrorCode::kStore,
+                  where_ + ": the connection failed earlier and reconnecting failed too: " + e.what());
+    }
+  }
   std::string frame;
   ByteWriter w(&frame);
   w.U32(static_cast<uint32_t>(payload.size() + 1));

@@ -1,6 +1,10 @@
 // TcpStoreClient: cdt::Store over one authenticated TCP connection to a TcpStoreServer.
 // Thread-safe (requests are serialised on the connection). Each request has a deadline: Get/Wait use
 // the caller's timeout, the others `request_timeout` given at construction.
+// A request that fails half-way (the connection dropped, a link was down) throws and closes the
+// connection; the next request connects and authenticates again within its own deadline. The
+// failed request may or may not have been applied (an Add may count once more): callers that
+// retry must tolerate that, as the elastic rendezvous does by timing out a round.
 #pragma once
 
 #include <chrono>
@@ -31,12 +35,16 @@ class TcpStoreClient : public Store {
   bool Check(const std::string& key) override;
 
  private:
+  // Connects and authenticates (sock_ invalid before). Throws kTimeout / kAuth / kProtocol.
+  void Connect(net::Deadline connect_deadline, std::chrono::milliseconds handshake_timeout);
   // Sends one frame and reads the reply frame; returns (type, payload).
   std::pair<store::MsgType, std::string> Request(store::MsgType type, const std::string& payload,
                                                  net::Deadline deadline);
   std::pair<store::MsgType, std::string> ReadFrame(net::Deadline deadline);
   void WaitLocked(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
 
+  const net::HostPort server_;
+  const std::string secret_;
   const std::string where_;  // "store at host:port"
   const std::chrono::milliseconds request_timeout_;
   std::mutex mu_;
