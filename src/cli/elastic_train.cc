@@ -12,14 +12,11 @@
 #include <thread>
 
 #include "cdt/error.h"
+#include "common/unix_time.h"
 #include "elastic/rendezvous.h"
 
 namespace cdt::cli {
 namespace {
-
-double UnixNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 // Failures the group survives by re-forming; anything else (bad options, divergence, a dead
 // store) ends the job as it would without --elastic.
@@ -173,7 +170,7 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch, Trai
       fired[i] = true;
       std::fprintf(stderr, "\ncann-dist-train: node %d: injected fault: its links down for %.1f s at step %lld\n",
                    f.worker, f.factor, static_cast<long long>(step));
-      elastic::ReportFault(store, launch.job_id, session.worker_id, "cut", UnixNow());
+      elastic::ReportFault(store, launch.job_id, session.worker_id, "cut", UnixSeconds());
       CutLinks(f.factor);
     }
     for (size_t i = 0; i < faults.size(); ++i) {
@@ -183,7 +180,7 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch, Trai
       fired[i] = true;
       std::fprintf(stderr, "\ncann-dist-train: worker %d: injected fault: %s at step %lld\n", f.worker,
                    f.kind.c_str(), static_cast<long long>(step));
-      elastic::ReportFault(store, launch.job_id, f.worker, f.kind, UnixNow());
+      elastic::ReportFault(store, launch.job_id, f.worker, f.kind, UnixSeconds());
       ::kill(::getpid(), f.kind == "kill" ? SIGKILL : SIGSTOP);
     }
   };
@@ -302,7 +299,7 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch, Trai
       if (!Recoverable(e)) throw;
       if (s.comm) s.comm->Abort();
       if (s.priority_comm) s.priority_comm->Abort();
-      const double now = UnixNow();
+      const double now = UnixSeconds();
       if (!session.pending.active) {
         session.pending = {};
         session.pending.active = true;

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "cdt/error.h"
+#include "common/unix_time.h"
 
 namespace cdt::train {
 namespace {
@@ -27,10 +28,6 @@ void CopyInto(torch::Tensor* dst, const torch::Tensor& src) {
 }
 
 std::string Key(const torch::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
-
-double UnixNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 }  // namespace
 
@@ -129,7 +126,7 @@ void RecordRecovery(ElasticSession& s, int64_t step, int world, bool log) {
   rec.cause = p.cause;
   rec.lost = p.lost;
   rec.detected_after_s = p.detected_unix - p.failure_unix;
-  rec.rto_s = UnixNow() - p.failure_unix;
+  rec.rto_s = UnixSeconds() - p.failure_unix;
   rec.failed_step = p.failed_step;
   rec.resumed_step = step;
   rec.lost_steps = std::max<int64_t>(0, p.failed_step - step);

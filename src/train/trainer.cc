@@ -16,6 +16,7 @@
 #include <tuple>
 
 #include "cdt/error.h"
+#include "common/unix_time.h"
 #include "compress/adaptive_controller.h"
 #include "compress/compressor.h"
 #include "train/checkpoint.h"
@@ -169,10 +170,6 @@ std::shared_ptr<Datasets> LoadDatasets(const TrainOptions& o, const std::string&
     }
   }
   return data;
-}
-
-double UnixNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 void Validate(const TrainOptions& o) {
@@ -388,7 +385,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   bool regroup_due = false;  // elastic: workers wait to join; end this generation after the step
   const int64_t end_step = o.stop_after > 0 ? std::min(total_steps, o.stop_after) : total_steps;
   const auto loop_start = Clock::now();
-  if (session && session->loop_start_unix == 0) session->loop_start_unix = UnixNow();
+  if (session && session->loop_start_unix == 0) session->loop_start_unix = UnixSeconds();
   double eval_seconds = 0, loss_wait = 0;
   auto last_progress = Clock::now();
   auto record_loss = [&] {
@@ -632,7 +629,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   r.wall_s = Since(loop_start) - eval_seconds;
   if (session) {  // every generation's time, recoveries included
     session->eval_seconds += eval_seconds;
-    r.wall_s = UnixNow() - session->loop_start_unix - session->eval_seconds;
+    r.wall_s = UnixSeconds() - session->loop_start_unix - session->eval_seconds;
   }
   r.samples_per_s = r.samples / std::max(1e-9, r.wall_s);
   const ReducerStats& rs = reducer.stats();
