@@ -11,7 +11,7 @@ packages=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libsodium-dev
   libopenmpi-dev openmpi-bin libgloo-dev
-  iproute2 python3 zlib1g-dev libeigen3-dev liblz4-dev libzstd-dev
+  iproute2 python3 zlib1g-dev libeigen3-dev liblz4-dev libzstd-dev libcpp-httplib-dev etcd-server
   libtorch-dev dataset-fashion-mnist
 )
 [ "${1:-}" = "--bench" ] && packages+=(python3-torch python3-numpy)

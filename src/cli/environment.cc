@@ -34,6 +34,7 @@ Environment Environment::FromProcess() {
   e.nproc_per_node = Get("CDT_NPROC_PER_NODE");
   e.nnodes = Get("CDT_NNODES");
   e.node_rank = Get("CDT_NODE_RANK");
+  e.rdzv_backend = Get("CDT_RDZV_BACKEND");
   e.rdzv_endpoint = Get("CDT_RDZV_ENDPOINT");
   e.node_addr = Get("CDT_NODE_ADDR");
   e.job_id = Get("CDT_JOB_ID");

@@ -23,7 +23,7 @@ struct WorkerIdentity {
 
 struct Environment {
   // Launch defaults (DESIGN.md §4).
-  std::optional<std::string> nproc_per_node, nnodes, node_rank, rdzv_endpoint, node_addr;
+  std::optional<std::string> nproc_per_node, nnodes, node_rank, rdzv_endpoint, rdzv_backend, node_addr;
   std::optional<std::string> job_id, job_secret, timeout, allreduce_algo, allreduce_rules, debug;
   // CDT_AUTOTUNE: timed calls per candidate for online autotuning (0 = off).
   std::optional<std::string> autotune;

@@ -4,6 +4,7 @@
 
 #include "cdt/error.h"
 #include "cdt/tcp_communicator.h"
+#include "comm/store/etcd_store.h"
 #include "comm/store/tcp_store_client.h"
 #ifdef CDT_HAVE_MPI
 #include "comm/mpi/mpi_communicator.h"
@@ -27,6 +28,7 @@ void AddLaunchOptions(CLI::App* cmd, LaunchOptions* o, const Environment& env) {
   o->nnodes = ToInt(env.nnodes, 1, "CDT_NNODES");
   o->node_rank = ToInt(env.node_rank, 0, "CDT_NODE_RANK");
   o->rdzv_endpoint = env.rdzv_endpoint.value_or("");
+  o->rdzv_backend = env.rdzv_backend.value_or("tcp");
   o->job_id = env.job_id.value_or("cdt");
   o->job_secret = env.job_secret.value_or("");
   o->node_addr = env.node_addr.value_or("");
@@ -45,7 +47,7 @@ void AddLaunchOptions(CLI::App* cmd, LaunchOptions* o, const Environment& env) {
   cmd->add_option("--rdzv-endpoint", o->rdzv_endpoint,
                   "HOST:PORT of the rendezvous store on node 0 (CDT_RDZV_ENDPOINT)");
   cmd->add_option("--rdzv-backend", o->rdzv_backend, "rendezvous backend")
-      ->check(CLI::IsMember({"tcp"}))
+      ->check(CLI::IsMember({"tcp", "etcd"}))
       ->capture_default_str();
   cmd->add_option("--job-id", o->job_id, "job name, namespaces the store keys (CDT_JOB_ID)")
       ->capture_default_str();
@@ -77,6 +79,7 @@ AgentConfig ToAgentConfig(const LaunchOptions& o) {
   c.nnodes = o.nnodes;
   c.node_rank = o.node_rank;
   c.rdzv_endpoint = o.rdzv_endpoint;
+  c.rdzv_backend = o.rdzv_backend;
   c.job_id = o.job_id;
   c.job_secret = o.job_secret;
   c.node_addr = o.node_addr;
@@ -155,6 +158,10 @@ void ConnectStore(const Environment& env, const LaunchOptions& o, WorkerSession*
                   "rank " + std::to_string(id.rank) + " (" + id.launcher +
                       "): MASTER_ADDR and MASTER_PORT must name the rendezvous store");
     net::HostPort hp = net::ParseHostPort(*env.master_addr + ":" + *env.master_port, "MASTER_ADDR:MASTER_PORT");
+    if (o.rdzv_backend == "etcd") {
+      s.store = std::make_unique<EtcdStore>(hp, timeout);
+      return;
+    }
     std::string secret = o.job_secret;
     if (secret.empty())
       throw Error(ErrorCode::kInvalidArgument,

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "cdt/error.h"
+#include "comm/store/etcd_store.h"
 #include "comm/store/store_protocol.h"
 #include "comm/store/tcp_store_client.h"
 #include "comm/store/tcp_store_server.h"
@@ -89,15 +90,25 @@ GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>&
   if (c.nnodes < 1 || c.node_rank < 0 || c.node_rank >= c.nnodes)
     throw Error(ErrorCode::kInvalidArgument, "--node-rank " + std::to_string(c.node_rank) +
                                                  " is outside 0.." + std::to_string(c.nnodes - 1));
+  const bool etcd = c.rdzv_backend == "etcd";
+  if (!etcd && c.rdzv_backend != "tcp")
+    throw Error(ErrorCode::kInvalidArgument, "--rdzv-backend '" + c.rdzv_backend + "': use tcp or etcd");
+  // etcd keeps keys across runs: a job on one node gets its own namespace per run; on several
+  // nodes every agent must agree, so the --job-id must be new (checked below).
+  std::string job = c.job_id;
+  if (etcd && c.nnodes == 1) job += "/run-" + Hex(store::RandomBytes(6));
   std::string secret = c.job_secret;
   if (secret.empty()) {
-    if (c.nnodes > 1)
+    if (c.nnodes > 1 && !etcd)
       throw Error(ErrorCode::kInvalidArgument,
                   "a job on several nodes needs a shared secret: set CDT_JOB_SECRET (or --job-secret)"
                   " to the same value on every node");
     secret = Hex(store::RandomBytes(16));
   }
   std::string endpoint = c.rdzv_endpoint;
+  if (endpoint.empty() && etcd)
+    throw Error(ErrorCode::kInvalidArgument, "--rdzv-backend etcd needs --rdzv-endpoint HOST:PORT (etcd's client URL, "
+                                             "e.g. 127.0.0.1:2379)");
   if (endpoint.empty()) {
     if (c.nnodes > 1)
       throw Error(ErrorCode::kInvalidArgument,
@@ -120,13 +131,21 @@ GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>&
   } restore{original};
 
   std::unique_ptr<TcpStoreServer> server;
-  if (c.node_rank == 0) {
+  if (c.node_rank == 0 && !etcd) {
     std::string bind = c.nnodes > 1 ? "0.0.0.0" : rdzv.host;
     server = std::make_unique<TcpStoreServer>(bind, rdzv.port, secret);
     rdzv.port = server->address().port;
   }
-  TcpStoreClient store(rdzv, secret, c.rdzv_timeout);
-  const std::string prefix = c.job_id + "/agent/";
+  std::unique_ptr<Store> store_owner;
+  if (etcd)
+    store_owner = std::make_unique<EtcdStore>(rdzv, c.rdzv_timeout);
+  else
+    store_owner = std::make_unique<TcpStoreClient>(rdzv, secret, c.rdzv_timeout);
+  Store& store = *store_owner;
+  const std::string prefix = job + "/agent/";
+  if (etcd && c.node_rank == 0 && store.Check(prefix + "node/0/nproc"))
+    throw Error(ErrorCode::kInvalidArgument, "etcd at " + rdzv.ToString() + " already holds job '" + job +
+                                                 "' from an earlier run: give this run a new --job-id");
   store.Set(prefix + "node/" + std::to_string(c.node_rank) + "/nproc",
             std::to_string(c.nproc_per_node));
   int base = 0, world = 0;
@@ -142,9 +161,10 @@ GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>&
   env["GROUP_RANK"] = std::to_string(c.node_rank);
   env["MASTER_ADDR"] = rdzv.host;
   env["MASTER_PORT"] = std::to_string(rdzv.port);
-  env["CDT_JOB_ID"] = c.job_id;
+  env["CDT_JOB_ID"] = job;
   env["CDT_JOB_SECRET"] = secret;
   env["CDT_STORE_HOSTED"] = "1";
+  env["CDT_RDZV_BACKEND"] = c.rdzv_backend;
   env["CDT_NNODES"] = std::to_string(c.nnodes);
   env["CDT_NODE_RANK"] = std::to_string(c.node_rank);
   if (!c.node_addr.empty()) env["CDT_NODE_ADDR"] = c.node_addr;
@@ -212,7 +232,7 @@ GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>&
                                "re-form the group without it\n",
                        c.node_rank, ex.global_rank, static_cast<int>(pid), ex.how.c_str());
           try {
-            elastic::ReportGone(store, c.job_id, ex.global_rank, ex.how);
+            elastic::ReportGone(store, job, ex.global_rank, ex.how);
           } catch (const Error& e) {
             std::fprintf(stderr, "cann-dist-train agent (node %d): cannot report worker %d gone: %s\n",
                          c.node_rank, ex.global_rank, e.what());
@@ -234,7 +254,7 @@ GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>&
     }
     if (c.elastic && !finished && running > 0) {
       try {
-        finished = elastic::IsFinished(store, c.job_id);
+        finished = elastic::IsFinished(store, job);
       } catch (const Error&) {
       }
       if (finished) {

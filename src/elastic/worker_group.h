@@ -24,6 +24,7 @@ struct AgentConfig {
   int nnodes = 1;
   int node_rank = 0;
   std::string rdzv_endpoint;  // HOST:PORT; empty on a single node = 127.0.0.1 on a free port
+  std::string rdzv_backend = "tcp";  // tcp (node 0's agent hosts the store) | etcd (at rdzv_endpoint)
   std::string job_id = "cdt";
   std::string job_secret;     // empty on a single node = a random one
   std::string node_addr;      // CDT_NODE_ADDR handed to workers (what they bind and advertise)

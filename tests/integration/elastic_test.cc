@@ -14,6 +14,7 @@
 #include <thread>
 #include <nlohmann/json.hpp>
 
+#include "etcd_server.h"
 #include "process_util.h"
 
 namespace cdt {
@@ -267,6 +268,34 @@ TEST(Elastic, ASlowingRankMakesTheHealthMonitorCheckpoint) {
   EXPECT_NE(output.find("slowdown: step time"), std::string::npos) << output;
   EXPECT_GE(j["checkpoints"]["health"].get<int>(), 1) << output;
   EXPECT_GE(j["checkpoints"]["written"].get<int>(), 2);  // the health one and the last
+}
+
+// With etcd as the rendezvous store (started by the test), the store outlives node 0's agent:
+// kill the agent (SIGKILL), then a worker; nobody reports the dead worker, the survivors' round
+// closes after its last call, and the job finishes on two workers.
+TEST(Elastic, WithEtcdTheJobSurvivesItsAgentAndThenAWorker) {
+  if (!testing::EtcdServer::available()) GTEST_SKIP() << "etcd is not installed (Debian etcd-server)";
+  testing::EtcdServer etcd;
+  const std::string json = TempPath("etcd.json"), out = TempPath("etcd.out");
+  Proc p = Spawn({"setsid", CDT_CLI, "elastic", "--nproc-per-node", "3", "--rdzv-backend", "etcd",
+                  "--rdzv-endpoint", etcd.endpoint(), "--inject", "kill:2@300", "--", "--no-progress", "--json",
+                  json, "--dataset", "synthetic", "--synthetic-samples", "4000", "--model", "cnn", "--steps", "400",
+                  "--batch-size", "16"},
+                 {}, out);
+  for (int i = 0; i < 1500 && ReadFile(out).find("autotune") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ::kill(p.pid, SIGKILL);  // the agent alone
+  WaitFor(p.pid, std::chrono::seconds(10));
+  for (int i = 0; i < 6000 && ReadFile(json).empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ::kill(-p.pid, SIGKILL);
+  ASSERT_FALSE(ReadFile(json).empty()) << ReadFile(out);
+  nlohmann::json j = nlohmann::json::parse(ReadFile(json));
+  ASSERT_EQ(j["recoveries"].size(), 1u) << ReadFile(out);
+  EXPECT_EQ(j["recoveries"][0]["lost_workers"], nlohmann::json({2}));
+  EXPECT_EQ(j["world_size"], 2);
+  EXPECT_TRUE(j["params_consistent"].get<bool>());
+  ExpectEveryStepOnce(j);
 }
 
 TEST(Elastic, BadFaultSpecsAreRefusedBeforeAnyWorkerStarts) {
