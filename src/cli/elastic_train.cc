@@ -138,6 +138,7 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch, Trai
   std::vector<Fault> faults = ParseFaults(elastic.inject);
   std::vector<bool> fired(faults.size(), false);  // once per process: a step run again after a
                                                   // recovery does not repeat its fault
+  int64_t faults_seen = 0;                        // of the queue `fault-inject` fills
   // slow: the step's own time is measured between calls, before the fault starts.
   auto last_call = std::chrono::steady_clock::now();
   double normal_step_s = 0;
@@ -146,18 +147,32 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch, Trai
     const auto now = std::chrono::steady_clock::now();
     const double dt = std::chrono::duration<double>(now - last_call).count();
     last_call = now;
-    for (const Fault& f : faults) {
+    for (size_t i = 0; i < faults.size(); ++i) {
+      const Fault& f = faults[i];
       if (f.kind == "slow" && f.worker == session.worker_id && step >= f.step && normal_steps > 0) {
-        if (step == f.step)
+        if (!fired[i])
           std::fprintf(stderr, "\ncann-dist-train: worker %d: injected fault: slow x%.1f from step %lld\n",
                        f.worker, f.factor, static_cast<long long>(step));
+        fired[i] = true;
         std::this_thread::sleep_for(std::chrono::duration<double>((f.factor - 1) * normal_step_s / normal_steps));
         last_call = std::chrono::steady_clock::now();
         return;
       }
     }
     if (step > 0) normal_step_s += dt, ++normal_steps;
-    // Rank 0 asks the store now and then whether workers wait to (re)join.
+    // Every tenth step: faults queued by `fault-inject`, and on rank 0 whether workers wait to
+    // (re)join.
+    if (step % 10 == 0) {
+      try {
+        for (const std::string& spec : elastic::QueuedFaults(store, launch.job_id, &faults_seen))
+          for (Fault f : ParseFaults(spec)) {
+            faults.push_back(f);
+            fired.push_back(false);
+          }
+      } catch (const Error& e) {
+        std::fprintf(stderr, "cann-dist-train: worker %d: a queued fault was not understood: %s\n", id.rank, e.what());
+      }
+    }
     if (session.is_rank0 && step % 10 == 0 && current_world < id.world_size) {
       try {
         session.regroup_requested = elastic::RegroupRequests(store, launch.job_id) > 0;
@@ -166,7 +181,7 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch, Trai
     }
     for (size_t i = 0; i < faults.size(); ++i) {
       const Fault& f = faults[i];
-      if (f.kind != "cut" || f.worker != id.node_rank || id.local_rank != 0 || f.step != step || fired[i]) continue;
+      if (f.kind != "cut" || f.worker != id.node_rank || id.local_rank != 0 || step < f.step || fired[i]) continue;
       fired[i] = true;
       std::fprintf(stderr, "\ncann-dist-train: node %d: injected fault: its links down for %.1f s at step %lld\n",
                    f.worker, f.factor, static_cast<long long>(step));
@@ -175,7 +190,7 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch, Trai
     }
     for (size_t i = 0; i < faults.size(); ++i) {
       const Fault& f = faults[i];
-      if (f.kind == "slow" || f.kind == "cut" || f.worker != session.worker_id || f.step != step || fired[i])
+      if (f.kind == "slow" || f.kind == "cut" || f.worker != session.worker_id || step < f.step || fired[i])
         continue;
       fired[i] = true;
       std::fprintf(stderr, "\ncann-dist-train: worker %d: injected fault: %s at step %lld\n", f.worker,

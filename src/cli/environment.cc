@@ -1,5 +1,7 @@
 #include "cli/environment.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 
 #include "cdt/error.h"
@@ -50,6 +52,10 @@ Environment Environment::FromProcess() {
   e.master_addr = Get("MASTER_ADDR");
   e.master_port = Get("MASTER_PORT");
   e.store_hosted = Get("CDT_STORE_HOSTED").value_or("") == "1";
+  if (auto run = Get("XDG_RUNTIME_DIR"))
+    e.runtime_dir = *run + "/cann-dist-train";
+  else
+    e.runtime_dir = "/tmp/cann-dist-train-" + std::to_string(::getuid());
   if (auto xdg = Get("XDG_CACHE_HOME"))
     e.strategy_cache_dir = *xdg + "/cann-dist-train/strategies";
   else if (auto home = Get("HOME"))

@@ -34,6 +34,9 @@ struct Environment {
   // Default strategy cache: $XDG_CACHE_HOME/cann-dist-train/strategies, else
   // $HOME/.cache/cann-dist-train/strategies, else knowledge_base/strategies.
   std::string strategy_cache_dir;
+  // Where agents leave a job's rendezvous address and secret for `fault-inject` (mode 0600):
+  // $XDG_RUNTIME_DIR/cann-dist-train, else /tmp/cann-dist-train-<uid>.
+  std::string runtime_dir;
   bool store_hosted = false;  // CDT_STORE_HOSTED=1: our agent runs the store at MASTER_ADDR:PORT
   bool is_worker = false;     // CDT_WORKER=1: started by our agent to run a verb's worker side
   bool spare = false;         // CDT_SPARE=1: an elastic job's hot spare (docs/elastic.md)

@@ -197,6 +197,7 @@ int RunAsAgent(const LaunchOptions& o, int argc, char** argv) {
   if (n > 0) args[0] = std::string(self, static_cast<size_t>(n));
   AgentConfig config = ToAgentConfig(o);
   config.elastic = o.elastic;
+  config.job_file = o.job_file;
   config.spares = o.spares;
   GroupResult r = RunWorkerGroup(config, args, {{"CDT_WORKER", "1"}});
   if (!r.summary.empty()) std::fprintf(stderr, "cann-dist-train: %s", r.summary.c_str());

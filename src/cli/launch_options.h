@@ -30,6 +30,7 @@ struct LaunchOptions {
   std::string node_addr;
   bool elastic = false;  // set by the verb (`train --elastic`, `elastic`): the agent's mode
   int spares = 0;        // elastic: hot spares per node
+  std::string job_file;  // node 0's agent leaves the store's address here (fault-inject)
 };
 
 // Registers the options on `cmd`, with defaults taken from `env`.

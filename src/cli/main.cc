@@ -10,6 +10,7 @@
 #include "cli/bench_allreduce.h"
 #include "cli/elastic_train.h"
 #include "cli/environment.h"
+#include "cli/fault_inject.h"
 #include "cli/launch_options.h"
 #include "cli/topo_scan.h"
 #include "cli/train_command.h"
@@ -104,6 +105,10 @@ int Main(int argc, char** argv) {
   app.add_subcommand("elastic", "elastic training: `elastic [launch options] -- [train options]` "
                                 "is `train --elastic` with both (docs/elastic.md)");
 
+  FaultInjectOptions inject;
+  CLI::App* inject_cmd = app.add_subcommand("fault-inject", "queue a fault for a running elastic job (docs/elastic.md)");
+  AddFaultInjectOptions(inject_cmd, &inject, env);
+
   std::vector<std::string> args = ElasticAsTrain(argc, argv);
   try {
     std::vector<std::string> reversed(args.rbegin(), args.rend() - 1);  // CLI11 takes them reversed
@@ -112,6 +117,7 @@ int Main(int argc, char** argv) {
     return app.exit(e);
   }
 
+  if (inject_cmd->parsed()) return RunFaultInject(inject, env);
   if (launch_cmd->parsed()) {
     ValidateLaunchOptions(launch);
     GroupResult r = RunWorkerGroup(ToAgentConfig(launch), command, {});
@@ -143,6 +149,7 @@ int Main(int argc, char** argv) {
       throw Error(ErrorCode::kInvalidArgument, "--inject needs --elastic (without it a fault ends the job)");
     train_launch.elastic = elastic.enabled;
     train_launch.spares = elastic.spares;
+    train_launch.job_file = JobFilePath(env, train_launch.job_id);
     if (elastic.spares < 0 || (elastic.spares > 0 && !elastic.enabled))
       throw Error(ErrorCode::kInvalidArgument, "--spares needs --elastic and must not be negative");
     if (!ShouldRunAsWorker(env)) return RunAsAgent(train_launch, argc, argv);

@@ -155,6 +155,19 @@ int64_t WaitForRound(Store& store, const RendezvousOptions& o, int64_t from) {
 
 void SpareJoined(Store& store, const std::string& job_id) { store.Add(SparesKey(job_id), -1); }
 
+void QueueFault(Store& store, const std::string& job_id, const std::string& spec) {
+  const int64_t n = store.Add(job_id + "/elastic/injections", 1);
+  store.Set(job_id + "/elastic/injection/" + std::to_string(n - 1), spec);
+}
+
+std::vector<std::string> QueuedFaults(Store& store, const std::string& job_id, int64_t* seen) {
+  std::vector<std::string> out;
+  const int64_t n = store.Add(job_id + "/elastic/injections", 0);
+  for (; *seen < n; ++*seen)
+    out.push_back(store.Get(job_id + "/elastic/injection/" + std::to_string(*seen), std::chrono::milliseconds(2000)));
+  return out;
+}
+
 void RequestRegroup(Store& store, const std::string& job_id, int64_t delta) {
   store.Add(job_id + "/elastic/joiners", delta);
 }

@@ -71,6 +71,11 @@ void SpareJoined(Store& store, const std::string& job_id);
 void RequestRegroup(Store& store, const std::string& job_id, int64_t delta);
 int64_t RegroupRequests(Store& store, const std::string& job_id);
 
+// `fault-inject`: fault specs (cli/elastic_train.h's format) queued for a running job; every
+// worker reads the queue every few steps, from its position `*seen` (advanced).
+void QueueFault(Store& store, const std::string& job_id, const std::string& spec);
+std::vector<std::string> QueuedFaults(Store& store, const std::string& job_id, int64_t* seen);
+
 // The members (worker ids by rank) of a closed round, written by its rank 0.
 std::vector<int> MembersOf(Store& store, const std::string& job_id, int64_t generation,
                            std::chrono::milliseconds timeout);

@@ -1,5 +1,6 @@
 #include "elastic/worker_group.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -7,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <optional>
 
@@ -153,6 +155,24 @@ GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>&
     int k = std::stoi(store.Get(prefix + "node/" + std::to_string(n) + "/nproc", c.rdzv_timeout));
     if (n < c.node_rank) base += k;
     world += k;
+  }
+
+  struct JobFile {
+    std::string path;
+    ~JobFile() {
+      if (!path.empty()) ::unlink(path.c_str());
+    }
+  } job_file;
+  if (c.node_rank == 0 && !c.job_file.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(c.job_file).parent_path(), ec);
+    const int fd = ::open(c.job_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      const std::string text = c.rdzv_backend + "\n" + rdzv.ToString() + "\n" + job + "\n" + secret + "\n";
+      const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+      ::close(fd);
+      if (ok) job_file.path = c.job_file;
+    }
   }
 
   std::map<std::string, std::string> env = extra_env;

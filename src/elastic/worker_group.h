@@ -31,6 +31,9 @@ struct AgentConfig {
   std::chrono::milliseconds rdzv_timeout{60000};
   std::chrono::milliseconds stop_grace{3000};  // SIGTERM -> SIGKILL delay when stopping workers
   bool elastic = false;
+  // Node 0's agent writes the rendezvous backend, address and secret here (mode 0600) for
+  // `fault-inject`, and removes it at the end; empty = not written.
+  std::string job_file;
   // Elastic: hot spares started beside the workers of this node (CDT_SPARE=1; worker ids after
   // every node's workers: world + node_rank * spares + s).
   int spares = 0;

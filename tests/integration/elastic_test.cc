@@ -298,6 +298,28 @@ TEST(Elastic, WithEtcdTheJobSurvivesItsAgentAndThenAWorker) {
   ExpectEveryStepOnce(j);
 }
 
+// `fault-inject` talks to a running job: it finds the job's store through the file its agent
+// left (mode 0600), queues the fault, and the workers carry it out within ten steps.
+TEST(Elastic, FaultInjectKillsAWorkerOfARunningJob) {
+  const std::string job = "fi-" + std::to_string(::getpid());
+  const std::string json = TempPath("fi.json"), out = TempPath("fi.out");
+  Proc p = Spawn({CDT_CLI, "elastic", "--nproc-per-node", "3", "--job-id", job, "--", "--no-progress", "--json", json,
+                  "--dataset", "synthetic", "--synthetic-samples", "4000", "--model", "cnn", "--steps", "300",
+                  "--batch-size", "16"},
+                 {}, out);
+  for (int i = 0; i < 1500 && ReadFile(out).find("autotune") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const std::string inject_out = TempPath("fi-inject.out");
+  Proc f = Spawn({CDT_CLI, "fault-inject", "--job-id", job, "--kill", "1"}, {}, inject_out);
+  ASSERT_EQ(WaitFor(f.pid, std::chrono::seconds(30)), 0) << ReadFile(inject_out);
+  EXPECT_NE(ReadFile(inject_out).find("queued kill:1@0 for job " + job), std::string::npos) << ReadFile(inject_out);
+  ASSERT_EQ(WaitFor(p.pid, std::chrono::seconds(300)), 0) << ReadFile(out);
+  nlohmann::json j = nlohmann::json::parse(ReadFile(json));
+  ASSERT_EQ(j["recoveries"].size(), 1u) << ReadFile(out);
+  EXPECT_EQ(j["recoveries"][0]["lost_workers"], nlohmann::json({1}));
+  EXPECT_EQ(j["world_size"], 2);
+}
+
 TEST(Elastic, BadFaultSpecsAreRefusedBeforeAnyWorkerStarts) {
   int rc = 0;
   std::string output;
