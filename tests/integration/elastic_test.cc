@@ -320,6 +320,22 @@ TEST(Elastic, FaultInjectKillsAWorkerOfARunningJob) {
   EXPECT_EQ(j["world_size"], 2);
 }
 
+// Young/Daly: checkpoints every sqrt(2 C MTBF) seconds, C measured. A short MTBF makes them
+// frequent, a long one leaves only the first (which measures C) and the last.
+TEST(Elastic, CheckpointIntervalFollowsYoungDaly) {
+  auto run = [](const std::string& tag, const std::string& mtbf) {
+    const std::string json = TempPath(tag + ".json"), out = TempPath(tag + ".out");
+    Proc p = Spawn({CDT_CLI, "train", "--nproc-per-node", "2", "--no-progress", "--json", json, "--dataset", "synthetic",
+                    "--synthetic-samples", "4000", "--model", "cnn", "--steps", "150", "--batch-size", "16",
+                    "--checkpoint-dir", TempPath(tag + "-ckpt"), "--checkpoint-mtbf", mtbf},
+                   {}, out);
+    EXPECT_EQ(WaitFor(p.pid, std::chrono::seconds(300)), 0) << ReadFile(out);
+    return nlohmann::json::parse(ReadFile(json))["checkpoints"]["written"].get<int>();
+  };
+  EXPECT_EQ(run("yd-long", "1000000"), 2);
+  EXPECT_GE(run("yd-short", "0.5"), 4);
+}
+
 TEST(Elastic, BadFaultSpecsAreRefusedBeforeAnyWorkerStarts) {
   int rc = 0;
   std::string output;
