@@ -34,7 +34,7 @@ run_ours() {  # name, extra elastic options...
   local name=$1; shift
   "$BIN/cann-dist-train" elastic --nproc-per-node 4 "$@" -- "${TRAIN[@]}" --json "$out/$name.json" \
       > "$out/$name.txt" 2>&1 || { echo "   $name failed: see $out/$name.txt"; return 0; }
-  grep -h "^elastic:\|test accuracy" "$out/$name.txt" | sed 's/^/   /' || true
+  tr '\r' '\n' < "$out/$name.txt" | grep -h "^elastic:\|test accuracy" | sed 's/^/   /' || true
 }
 echo "== fault-free"
 run_ours nofault
@@ -57,7 +57,7 @@ for i in $(seq 1 "$TRUNS"); do
       bench/peers/torchrun_elastic.py --steps 200 --kill-rank "$rank" --kill-step "$step" \
       --checkpoint-dir "$out/torchrun-ckpt$i" --json "$out/torchrun$i.json" > "$out/torchrun$i.txt" 2>&1 ||
     echo "   torchrun run $i failed: see $out/torchrun$i.txt"
-  grep -h "^torchrun:" "$out/torchrun$i.txt" | sed 's/^/   /' || true
+  grep -h "torchrun: {" "$out/torchrun$i.txt" | sed 's/^/   /' || true
 done
 for i in $(seq 1 "$OREPS"); do
   for mode in plain elastic; do
