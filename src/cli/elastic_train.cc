@@ -139,6 +139,8 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch, Trai
   std::vector<bool> fired(faults.size(), false);  // once per process: a step run again after a
                                                   // recovery does not repeat its fault
   int64_t faults_seen = 0;                        // of the queue `fault-inject` fills
+  auto store_quiet_until = std::chrono::steady_clock::now();
+  bool store_warned = false;
   // slow: the step's own time is measured between calls, before the fault starts.
   auto last_call = std::chrono::steady_clock::now();
   double normal_step_s = 0;
@@ -161,23 +163,30 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch, Trai
     }
     if (step > 0) normal_step_s += dt, ++normal_steps;
     // Every tenth step: faults queued by `fault-inject`, and on rank 0 whether workers wait to
-    // (re)join.
-    if (step % 10 == 0) {
+    // (re)join. Training does not need the store: while it is out of reach (its host died, a
+    // link is down), say so once and look again every 30 s instead of every tenth step.
+    if (step % 10 == 0 && std::chrono::steady_clock::now() >= store_quiet_until) {
+      std::vector<std::string> specs;
       try {
-        for (const std::string& spec : elastic::QueuedFaults(store, launch.job_id, &faults_seen))
+        specs = elastic::QueuedFaults(store, launch.job_id, &faults_seen);
+        if (session.is_rank0 && current_world < id.world_size)
+          session.regroup_requested = elastic::RegroupRequests(store, launch.job_id) > 0;
+      } catch (const Error& e) {
+        if (!store_warned)
+          std::fprintf(stderr, "\ncann-dist-train: worker %d: the store is out of reach (%s); training on, "
+                               "looking again every 30 s\n", id.rank, e.what());
+        store_warned = true;
+        store_quiet_until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      }
+      for (const std::string& spec : specs) try {
           for (Fault f : ParseFaults(spec)) {
             faults.push_back(f);
             fired.push_back(false);
           }
-      } catch (const Error& e) {
-        std::fprintf(stderr, "cann-dist-train: worker %d: a queued fault was not understood: %s\n", id.rank, e.what());
-      }
-    }
-    if (session.is_rank0 && step % 10 == 0 && current_world < id.world_size) {
-      try {
-        session.regroup_requested = elastic::RegroupRequests(store, launch.job_id) > 0;
-      } catch (const Error&) {
-      }
+        } catch (const Error& e) {
+          std::fprintf(stderr, "cann-dist-train: worker %d: a queued fault was not understood: %s\n", id.rank,
+                       e.what());
+        }
     }
     for (size_t i = 0; i < faults.size(); ++i) {
       const Fault& f = faults[i];
