@@ -135,6 +135,15 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch, Trai
   train::ElasticSession session;
   session.worker_id = id.rank;
   int current_world = id.world_size;
+  // Spares (and nodes past MIN of --nnodes MIN:MAX) bring the group up to this.
+  int target_world = id.world_size;
+  if (env.target_world) {
+    try {
+      target_world = std::max(id.world_size, std::stoi(*env.target_world));
+    } catch (...) {
+      throw Error(ErrorCode::kInvalidArgument, "CDT_TARGET_WORLD='" + *env.target_world + "' is not an integer");
+    }
+  }
   std::vector<Fault> faults = ParseFaults(elastic.inject);
   std::vector<bool> fired(faults.size(), false);  // once per process: a step run again after a
                                                   // recovery does not repeat its fault
@@ -169,7 +178,7 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch, Trai
       std::vector<std::string> specs;
       try {
         specs = elastic::QueuedFaults(store, launch.job_id, &faults_seen);
-        if (session.is_rank0 && current_world < id.world_size)
+        if (session.is_rank0 && current_world < target_world)
           session.regroup_requested = elastic::RegroupRequests(store, launch.job_id) > 0;
       } catch (const Error& e) {
         if (!store_warned)
@@ -213,7 +222,7 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch, Trai
   ro.job_id = launch.job_id;
   ro.worker_id = id.rank;
   ro.min_workers = elastic.min_workers;
-  ro.target_world = id.world_size;  // spares, where there are, restore it
+  ro.target_world = target_world;
   ro.timeout = std::chrono::milliseconds(static_cast<int64_t>(std::max(60.0, launch.timeout_s) * 1000));
   std::vector<int> previous(static_cast<size_t>(id.world_size));
   std::iota(previous.begin(), previous.end(), 0);
@@ -236,7 +245,7 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch, Trai
       session.pending = {};
       if (ask_regroup) elastic::RequestRegroup(store, launch.job_id, -1);
       std::fprintf(stderr, "cann-dist-train: %s worker %d joins generation %lld as rank %d of %d\n",
-                   ask_regroup ? "returning" : "spare", id.rank, static_cast<long long>(g), m.rank, m.world);
+                   ask_regroup ? "joining" : "spare", id.rank, static_cast<long long>(g), m.rank, m.world);
       return m;
     }
   };
@@ -267,10 +276,11 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch, Trai
   };
   int64_t generation = 0;
   std::optional<elastic::Membership> first;
-  if (env.spare) {
-    // Loaded and waiting: join the first round after a failure that needs us.
+  if (env.spare || env.joiner) {
+    // Loaded and waiting: a spare joins the first round after a failure that needs it; a node
+    // past MIN asks the running group to take it in.
     train::LoadSessionData(options.train, &session);
-    first = join_as_newcomer(1, false);
+    first = join_as_newcomer(1, env.joiner);
     if (!first) return 0;  // the job finished without needing us
   }
   for (;; ++generation) {

@@ -64,6 +64,8 @@ Environment Environment::FromProcess() {
     e.strategy_cache_dir = "knowledge_base/strategies";
   e.is_worker = Get("CDT_WORKER").value_or("") == "1";
   e.spare = Get("CDT_SPARE").value_or("") == "1";
+  e.joiner = Get("CDT_JOINER").value_or("") == "1";
+  e.target_world = Get("CDT_TARGET_WORLD");
 
   WorkerIdentity w;
   if (Get("RANK") && Get("WORLD_SIZE")) {
@@ -92,7 +94,7 @@ Environment Environment::FromProcess() {
     e.worker = w;
   }
   if (e.worker && (e.worker->world_size < 1 || e.worker->rank < 0 ||
-                   (e.worker->rank >= e.worker->world_size && !e.spare)))  // spares: ids after the world
+                   (e.worker->rank >= e.worker->world_size && !e.spare && !e.joiner)))  // ids past the world
     throw Error(ErrorCode::kInvalidArgument,
                 "launcher " + e.worker->launcher + " gave rank " + std::to_string(e.worker->rank) +
                     " outside world size " + std::to_string(e.worker->world_size));

@@ -40,6 +40,8 @@ struct Environment {
   bool store_hosted = false;  // CDT_STORE_HOSTED=1: our agent runs the store at MASTER_ADDR:PORT
   bool is_worker = false;     // CDT_WORKER=1: started by our agent to run a verb's worker side
   bool spare = false;         // CDT_SPARE=1: an elastic job's hot spare (docs/elastic.md)
+  bool joiner = false;        // CDT_JOINER=1: a worker of a node past MIN of --nnodes MIN:MAX
+  std::optional<std::string> target_world;  // CDT_TARGET_WORLD: the most workers an elastic job takes
   std::optional<WorkerIdentity> worker;  // set when any launcher's variables are present
 
   static Environment FromProcess();

@@ -21,11 +21,30 @@ int ToInt(const std::optional<std::string>& v, int fallback, const char* name) {
     throw Error(ErrorCode::kInvalidArgument, std::string(name) + "='" + *v + "' is not an integer");
   }
 }
+// "N" or, for elastic jobs, "MIN:MAX" (torchrun's spelling).
+void ParseNodes(const std::string& spec, const char* name, LaunchOptions* o) {
+  const auto colon = spec.find(':');
+  try {
+    size_t used = 0;
+    if (colon == std::string::npos) {
+      o->nnodes = o->min_nodes = std::stoi(spec, &used);
+      if (used == spec.size()) return;
+    } else {
+      o->min_nodes = std::stoi(spec.substr(0, colon), &used);
+      if (used == colon) {
+        o->nnodes = std::stoi(spec.substr(colon + 1), &used);
+        if (used == spec.size() - colon - 1) return;
+      }
+    }
+  } catch (...) {
+  }
+  throw Error(ErrorCode::kInvalidArgument, std::string(name) + "='" + spec + "': expected N or MIN:MAX");
+}
 }  // namespace
 
 void AddLaunchOptions(CLI::App* cmd, LaunchOptions* o, const Environment& env) {
   o->nproc_per_node = ToInt(env.nproc_per_node, 1, "CDT_NPROC_PER_NODE");
-  o->nnodes = ToInt(env.nnodes, 1, "CDT_NNODES");
+  ParseNodes(env.nnodes.value_or("1"), "CDT_NNODES", o);
   o->node_rank = ToInt(env.node_rank, 0, "CDT_NODE_RANK");
   o->rdzv_endpoint = env.rdzv_endpoint.value_or("");
   o->rdzv_backend = env.rdzv_backend.value_or("tcp");
@@ -41,7 +60,9 @@ void AddLaunchOptions(CLI::App* cmd, LaunchOptions* o, const Environment& env) {
   }
   cmd->add_option("--nproc-per-node", o->nproc_per_node, "workers on this node (CDT_NPROC_PER_NODE)")
       ->capture_default_str();
-  cmd->add_option("--nnodes", o->nnodes, "number of nodes (CDT_NNODES)")->capture_default_str();
+  cmd->add_option_function<std::string>(
+      "--nnodes", [o](const std::string& v) { ParseNodes(v, "--nnodes", o); },
+      "number of nodes, or MIN:MAX for elastic jobs (nodes past MIN join as they come) (CDT_NNODES)");
   cmd->add_option("--node-rank", o->node_rank, "this node's index (CDT_NODE_RANK)")
       ->capture_default_str();
   cmd->add_option("--rdzv-endpoint", o->rdzv_endpoint,
@@ -66,7 +87,10 @@ void AddLaunchOptions(CLI::App* cmd, LaunchOptions* o, const Environment& env) {
 void ValidateLaunchOptions(const LaunchOptions& o) {
   if (o.nproc_per_node < 1 || o.nproc_per_node > 1024)
     throw Error(ErrorCode::kInvalidArgument, "--nproc-per-node must be between 1 and 1024");
-  if (o.nnodes < 1) throw Error(ErrorCode::kInvalidArgument, "--nnodes must be at least 1");
+  if (o.nnodes < 1 || o.min_nodes < 1 || o.min_nodes > o.nnodes)
+    throw Error(ErrorCode::kInvalidArgument, "--nnodes must be at least 1 (MIN:MAX with 1 <= MIN <= MAX)");
+  if (o.min_nodes < o.nnodes && !o.elastic)
+    throw Error(ErrorCode::kInvalidArgument, "--nnodes MIN:MAX needs --elastic");
   if (o.node_rank < 0 || o.node_rank >= o.nnodes)
     throw Error(ErrorCode::kInvalidArgument, "--node-rank must be in 0.." + std::to_string(o.nnodes - 1));
   if (!(o.timeout_s >= 1 && o.timeout_s <= 86400))
@@ -77,6 +101,7 @@ AgentConfig ToAgentConfig(const LaunchOptions& o) {
   AgentConfig c;
   c.nproc_per_node = o.nproc_per_node;
   c.nnodes = o.nnodes;
+  c.min_nodes = o.min_nodes;
   c.node_rank = o.node_rank;
   c.rdzv_endpoint = o.rdzv_endpoint;
   c.rdzv_backend = o.rdzv_backend;

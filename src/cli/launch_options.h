@@ -19,7 +19,8 @@ namespace cdt::cli {
 
 struct LaunchOptions {
   int nproc_per_node = 1;
-  int nnodes = 1;
+  int nnodes = 1;     // MAX of --nnodes MIN:MAX
+  int min_nodes = 1;  // MIN (= nnodes unless MIN:MAX)
   int node_rank = 0;
   std::string rdzv_endpoint;
   std::string rdzv_backend = "tcp";

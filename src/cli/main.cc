@@ -143,6 +143,7 @@ int Main(int argc, char** argv) {
     return RunTopoScan(*s.comm, scan, env.strategy_cache_dir);
   }
   if (train_cmd->parsed()) {
+    train_launch.elastic = elastic.enabled;
     ValidateLaunchOptions(train_launch);
     ParseFaults(elastic.inject);  // bad specs fail here, before any worker starts
     if (!elastic.inject.empty() && !elastic.enabled)

@@ -150,12 +150,22 @@ GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>&
                                                  "' from an earlier run: give this run a new --job-id");
   store.Set(prefix + "node/" + std::to_string(c.node_rank) + "/nproc",
             std::to_string(c.nproc_per_node));
-  int base = 0, world = 0;
-  for (int n = 0; n < c.nnodes; ++n) {
-    int k = std::stoi(store.Get(prefix + "node/" + std::to_string(n) + "/nproc", c.rdzv_timeout));
-    if (n < c.node_rank) base += k;
-    world += k;
+  int base = 0, world = 0, target = 0;
+  const int min_nodes = c.min_nodes > 0 ? c.min_nodes : c.nnodes;
+  if (c.elastic && min_nodes < c.nnodes) {
+    // Nodes come and go: no waiting for the others; ids by node rank.
+    base = c.node_rank * c.nproc_per_node;
+    world = min_nodes * c.nproc_per_node;
+    target = c.nnodes * c.nproc_per_node;
+  } else {
+    for (int n = 0; n < c.nnodes; ++n) {
+      int k = std::stoi(store.Get(prefix + "node/" + std::to_string(n) + "/nproc", c.rdzv_timeout));
+      if (n < c.node_rank) base += k;
+      world += k;
+    }
+    target = world;
   }
+  const bool joiner = c.node_rank >= min_nodes;  // joins a running job
 
   struct JobFile {
     std::string path;
@@ -185,6 +195,8 @@ GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>&
   env["CDT_JOB_SECRET"] = secret;
   env["CDT_STORE_HOSTED"] = "1";
   env["CDT_RDZV_BACKEND"] = c.rdzv_backend;
+  env["CDT_TARGET_WORLD"] = std::to_string(target);
+  if (joiner) env["CDT_JOINER"] = "1";
   env["CDT_NNODES"] = std::to_string(c.nnodes);
   env["CDT_NODE_RANK"] = std::to_string(c.node_rank);
   if (!c.node_addr.empty()) env["CDT_NODE_ADDR"] = c.node_addr;
@@ -207,7 +219,7 @@ GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>&
       children.push_back({Spawn(argv, BuildEnvironment(env), original), l, true});
     }
     for (int s = 0; c.elastic && s < c.spares; ++s) {
-      env["RANK"] = std::to_string(world + c.node_rank * c.spares + s);
+      env["RANK"] = std::to_string(target + c.node_rank * c.spares + s);
       env["LOCAL_RANK"] = std::to_string(c.nproc_per_node + s);
       env["CDT_SPARE"] = "1";
       children.push_back({Spawn(argv, BuildEnvironment(env), original), c.nproc_per_node + s, true});
@@ -241,7 +253,7 @@ GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>&
         --running;
         const int id = ch.local_rank < c.nproc_per_node
                            ? base + ch.local_rank
-                           : world + c.node_rank * c.spares + (ch.local_rank - c.nproc_per_node);
+                           : target + c.node_rank * c.spares + (ch.local_rank - c.nproc_per_node);
         WorkerExit ex{ch.local_rank, id, pid, 0, ""};
         ex.how = DescribeStatus(status, &ex.exit_code);
         result.exits.push_back(ex);
@@ -294,7 +306,9 @@ GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>&
     store.Set(prefix + "node/" + std::to_string(c.node_rank) + "/done", std::to_string(result.exit_code));
     if (server) {
       std::vector<std::string> keys;
-      for (int n = 0; n < c.nnodes; ++n) keys.push_back(prefix + "node/" + std::to_string(n) + "/done");
+      for (int n = 0; n < c.nnodes; ++n)  // nodes past MIN that never came are not waited for
+        if (n < min_nodes || store.Check(prefix + "node/" + std::to_string(n) + "/nproc"))
+          keys.push_back(prefix + "node/" + std::to_string(n) + "/done");
       store.Wait(keys, result.exit_code == 0 ? c.rdzv_timeout : std::chrono::milliseconds(5000));
     }
   } catch (const Error& e) {

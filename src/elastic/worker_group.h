@@ -22,6 +22,10 @@ namespace cdt {
 struct AgentConfig {
   int nproc_per_node = 1;
   int nnodes = 1;
+  // Elastic: the first generation is nodes 0..min_nodes-1; nodes from min_nodes on join it as they
+  // come (their workers ask for a regroup), up to nnodes. Every node then runs nproc_per_node
+  // workers; worker ids are node_rank * nproc_per_node + local rank. = nnodes: all start together.
+  int min_nodes = 0;  // 0 = nnodes
   int node_rank = 0;
   std::string rdzv_endpoint;  // HOST:PORT; empty on a single node = 127.0.0.1 on a free port
   std::string rdzv_backend = "tcp";  // tcp (node 0's agent hosts the store) | etcd (at rdzv_endpoint)
@@ -35,7 +39,7 @@ struct AgentConfig {
   // `fault-inject`, and removes it at the end; empty = not written.
   std::string job_file;
   // Elastic: hot spares started beside the workers of this node (CDT_SPARE=1; worker ids after
-  // every node's workers: world + node_rank * spares + s).
+  // every node's workers: target world + node_rank * spares + s).
   int spares = 0;
 };
 

@@ -66,5 +66,21 @@ PY
 check "elastic: a node cut off for 20 s is left behind and rejoins (rc=$rc)" $(( rc | $? ))
 [ $rc = 0 ] || cat "$tmp/cut.log"
 
-echo "$(( 6 + 1 - failures )) passed, $failures failed"
+# 6. Elastic, --nnodes 2:3: nodes 0 and 1 start the job; node 2's worker is admitted at a step
+#    boundary and the group grows to three.
+"$emulate" --nodes 3 -- "$bin/cann-dist-train" elastic --nproc-per-node 1 --nnodes 2:3 --timeout 5 -- \
+    --model cnn --dataset synthetic --synthetic-samples 4000 --steps 200 --batch-size 16 --threads 1 \
+    --no-progress --json "$tmp/grow.json" > "$tmp/grow.log" 2>&1
+rc=$?
+python3 - "$tmp/grow.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+r = d["recoveries"]
+assert d["world_size"] == 3 and d["params_consistent"], d
+assert len(r) == 1 and (r[0]["world_before"], r[0]["world_after"], r[0]["lost_workers"]) == (2, 3, []), r
+PY
+check "elastic --nnodes 2:3: a third node joins the running job (rc=$rc)" $(( rc | $? ))
+[ $rc = 0 ] || cat "$tmp/grow.log"
+
+echo "$(( 7 + 1 - failures )) passed, $failures failed"
 [ $failures = 0 ]
