@@ -112,6 +112,10 @@ void AddElasticOptions(CLI::App* cmd, ElasticOptions* o) {
       ->capture_default_str();
   cmd->add_option("--min-workers", o->min_workers, "elastic: fewest workers to train on with")
       ->capture_default_str();
+  cmd->add_option("--pause-timeout", o->pause_timeout_s,
+                  "elastic: below --min-workers the group pauses (checkpointed, with --checkpoint-dir) and "
+                  "waits this many seconds for workers")
+      ->capture_default_str();
   cmd->add_option("--rdzv-last-call", o->last_call_s,
                   "elastic: seconds a re-forming group waits for workers neither present nor "
                   "reported dead (hung); at least 3 mean step times")
@@ -211,8 +215,8 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch, Trai
       if (f.kind == "slow" || f.kind == "cut" || f.worker != session.worker_id || step < f.step || fired[i])
         continue;
       fired[i] = true;
-      std::fprintf(stderr, "\ncann-dist-train: worker %d: injected fault: %s at step %lld\n", f.worker,
-                   f.kind.c_str(), static_cast<long long>(step));
+      std::fprintf(stderr, "\ncann-dist-train: worker %d (pid %d): injected fault: %s at step %lld\n", f.worker,
+                   static_cast<int>(::getpid()), f.kind.c_str(), static_cast<long long>(step));
       elastic::ReportFault(store, launch.job_id, f.worker, f.kind, UnixSeconds());
       ::kill(::getpid(), f.kind == "kill" ? SIGKILL : SIGSTOP);
     }
@@ -223,6 +227,22 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch, Trai
   ro.worker_id = id.rank;
   ro.min_workers = elastic.min_workers;
   ro.target_world = target_world;
+  ro.pause_timeout = std::chrono::milliseconds(static_cast<int64_t>(elastic.pause_timeout_s * 1000));
+  ro.on_pause = [&](const std::vector<int>& present) {
+    const bool writer = !present.empty() && id.rank == *std::min_element(present.begin(), present.end());
+    std::string file;
+    if (writer) {
+      try {
+        file = train::CheckpointSession(options.train, &session);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "cann-dist-train: worker %d: paused, but the checkpoint failed: %s\n", id.rank, e.what());
+      }
+    }
+    std::fprintf(stderr, "cann-dist-train: worker %d: paused: %zu worker(s) present, --min-workers %d; waiting up to "
+                         "%.0f s for more%s%s\n",
+                 id.rank, present.size(), elastic.min_workers, elastic.pause_timeout_s,
+                 file.empty() ? "" : "; state checkpointed to ", file.c_str());
+  };
   ro.timeout = std::chrono::milliseconds(static_cast<int64_t>(std::max(60.0, launch.timeout_s) * 1000));
   std::vector<int> previous(static_cast<size_t>(id.world_size));
   std::iota(previous.begin(), previous.end(), 0);

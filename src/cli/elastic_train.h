@@ -32,6 +32,7 @@ struct ElasticOptions {
   std::string inject;
   int min_workers = 1;
   int spares = 0;  // hot spares per node
+  double pause_timeout_s = 3600;  // below --min-workers: how long to wait for workers
   // Close a rendezvous round without missing workers (hung ones) this long after arriving; at
   // least three mean step times of the run so far.
   double last_call_s = 0.5;

@@ -49,6 +49,7 @@ Membership JoinRound(Store& store, const RendezvousOptions& o, int64_t generatio
     }
   };
   std::string closed;
+  bool paused = false;
   for (auto pause = std::chrono::microseconds(200);; pause = std::min(pause * 2, std::chrono::microseconds(5000))) {
     if (store.Check(round + "closed")) {
       closed = store.Get(round + "closed", o.timeout);
@@ -75,13 +76,23 @@ Membership JoinRound(Store& store, const RendezvousOptions& o, int64_t generatio
       closed = store.CompareSet(round + "closed", "", std::to_string(count));
       break;
     }
-    if (Clock::now() - arrived_at >= o.timeout) {
+    if (count < o.min_workers && (missing.empty() || last_call) && !paused) {
+      paused = true;
+      if (o.on_pause) {
+        std::vector<int> present;
+        for (int w : arrivals)
+          if (w >= 0) present.push_back(w);
+        o.on_pause(present);
+      }
+    }
+    if (Clock::now() - arrived_at >= (paused && o.pause_timeout.count() > 0 ? o.pause_timeout : o.timeout)) {
       std::string who;
       for (int w : missing) who += (who.empty() ? "" : ", ") + std::to_string(w);
       throw Error(ErrorCode::kTimeout,
                   "elastic rendezvous: worker " + std::to_string(o.worker_id) + ": generation " +
                       std::to_string(generation) + " did not close within " +
-                      std::to_string(o.timeout.count()) + " ms: " + std::to_string(count) +
+                      std::to_string((paused && o.pause_timeout.count() > 0 ? o.pause_timeout : o.timeout).count()) +
+                      " ms" + (paused ? " (paused below --min-workers)" : "") + ": " + std::to_string(count) +
                       " worker(s) arrived, fewer than --min-workers " + std::to_string(o.min_workers) +
                       (who.empty() ? "" : "; not heard from worker(s) " + who));
     }

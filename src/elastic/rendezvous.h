@@ -26,6 +26,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,6 +44,11 @@ struct RendezvousOptions {
   std::chrono::milliseconds last_call{1000};
   // Give up (kTimeout naming who is missing) when the round has not closed after this long.
   std::chrono::milliseconds timeout{60000};
+  // Below min_workers with everyone accounted for (or after the last call), the round pauses:
+  // on_pause(the workers present) is called once and the wait lasts pause_timeout instead (when
+  // > 0), for workers to come back or join.
+  std::chrono::milliseconds pause_timeout{0};
+  std::function<void(const std::vector<int>& present)> on_pause;
 };
 
 struct Membership {

@@ -203,6 +203,20 @@ void Validate(const TrainOptions& o) {
 
 }  // namespace
 
+std::string CheckpointSession(const TrainOptions& o, ElasticSession* session) {
+  const ElasticSession::Snapshot& newest = session->snapshots[0];
+  if (o.checkpoint_dir.empty() || newest.step < 0 || !newest.memory) return "";
+  std::shared_ptr<ClassifierModel> model = MakeModel({o.model, o.layers, o.width, o.heads, o.experts, o.top_k});
+  std::unique_ptr<torch::optim::Optimizer> opt = MakeOptimizer(o, *model);
+  const auto& mem = *static_cast<const MemorySnapshot*>(newest.memory.get());
+  ApplyMemorySnapshot(mem, *model, *opt);
+  CheckpointSchedule writer(o, true);
+  writer.Take(mem.at.step, [&] { return CaptureState(*model, *opt, mem.at, o); }, 1.0);
+  TrainResult written;
+  writer.Finish(&written);
+  return written.checkpoint;
+}
+
 void LoadSessionData(const TrainOptions& o, ElasticSession* session) {
   if (!session->data) session->data = LoadDatasets(o, "worker " + std::to_string(session->worker_id));
 }
@@ -642,58 +656,6 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   r.sync_wait_fraction = r.wall_s > 0 ? r.step_time.comm_wait_s / r.wall_s : 0;
   r.params_consistent = ParamsConsistent(comm, *model);
   return r;
-}
-
-std::string TrainResultJson(const TrainResult& r) {
-  nlohmann::json loss = nlohmann::json::array(), evals = nlohmann::json::array();
-  for (auto& [s, l] : r.loss_curve) loss.push_back({s, l});
-  for (auto& [s, a] : r.eval_curve) evals.push_back({s, a});
-  nlohmann::json phases = nlohmann::json::array();
-  for (const auto& p : r.compression_phases) phases.push_back({p.step, p.phase, p.compressor, p.parameter});
-  nlohmann::json recoveries = nlohmann::json::array();
-  for (const auto& x : r.recoveries)
-    recoveries.push_back({{"cause", x.cause}, {"lost_workers", x.lost}, {"detected_after_s", x.detected_after_s},
-                          {"rto_s", x.rto_s}, {"failed_step", x.failed_step}, {"resumed_step", x.resumed_step},
-                          {"lost_steps", x.lost_steps}, {"world_before", x.world_before},
-                          {"world_after", x.world_after}, {"generation", x.generation}});
-  nlohmann::json j = {
-      {"world_size", r.world_size},
-      {"model", r.model},
-      {"params", r.params},
-      {"steps", r.steps},
-      {"first_step", r.first_step},
-      {"samples", r.samples},
-      {"wall_s", r.wall_s},
-      {"samples_per_s", r.samples_per_s},
-      {"test_accuracy", r.test_accuracy < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.test_accuracy)},
-      {"final_loss", r.final_loss},
-      {"loss_curve", loss},
-      {"eval_curve", evals},
-      {"time_to_target_s", r.time_to_target_s < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.time_to_target_s)},
-      {"step_time", {{"forward_s", r.step_time.forward_s}, {"backward_s", r.step_time.backward_s},
-                     {"comm_wait_s", r.step_time.comm_wait_s}, {"optimizer_s", r.step_time.optimizer_s}}},
-      {"comm", {{"bytes_fp32", r.bytes_fp32}, {"bytes_wire", r.bytes_wire}, {"buckets", r.buckets},
-                {"bucket_bytes", r.bucket_bytes}, {"bucket_source", r.bucket_source},
-                {"bucket_elements", r.bucket_elements}, {"bucket_priority", r.bucket_priority},
-                {"bucket_comm_s", r.bucket_comm_s}, {"bucket_wait_s", r.bucket_wait_s},
-                {"overlap_ratio", r.overlap_ratio}}},
-      {"sync_wait_fraction", r.sync_wait_fraction},
-      {"compression", {{"compressor", r.compress}, {"phases", phases},
-                       {"volume_reduction", r.bytes_fp32 > 0 ? 1 - r.bytes_wire / r.bytes_fp32 : 0.0},
-                       {"residual_pct", r.residual_pct}}},
-      {"params_consistent", r.params_consistent},
-      {"resumed_from", r.resumed_from},
-      {"checkpoint", r.checkpoint},
-      {"checkpoints", {{"written", r.checkpoints.written}, {"full", r.checkpoints.full},
-                       {"file_bytes", r.checkpoints.file_bytes}, {"state_bytes", r.checkpoints.state_bytes},
-                       {"last_full_bytes", r.checkpoints.last_full_bytes},
-                       {"last_incremental_bytes", r.checkpoints.last_incremental_bytes},
-                       {"capture_s", r.checkpoints.capture_s}, {"blocked_s", r.checkpoints.blocked_s},
-                       {"encode_s", r.checkpoints.encode_s}, {"write_s", r.checkpoints.write_s},
-                       {"health", r.checkpoints.health}}},
-      {"generation", r.generation},
-      {"recoveries", recoveries}};
-  return j.dump(2);
 }
 
 }  // namespace cdt::train

@@ -188,6 +188,10 @@ struct ElasticSession {
 TrainResult RunTraining(Communicator& comm, const TrainOptions& options,
                         Communicator* priority = nullptr, ElasticSession* session = nullptr);
 
+// Writes the session's newest committed state to options.checkpoint_dir (a group paused below
+// --min-workers keeps it on disk too); the file written, or "" without a state or a directory.
+std::string CheckpointSession(const TrainOptions& options, ElasticSession* session);
+
 // Loads the datasets into `session` ahead of training (hot spares wait loaded).
 void LoadSessionData(const TrainOptions& options, ElasticSession* session);
 

@@ -338,6 +338,33 @@ TEST(Elastic, CheckpointIntervalFollowsYoungDaly) {
   EXPECT_GE(run("yd-short", "0.5"), 4);
 }
 
+// Below --min-workers the group pauses — checkpoints and waits — instead of failing: worker 1
+// hangs (SIGSTOP), worker 0 alone is below --min-workers 2 and pauses; the test then wakes the
+// stopped worker (SIGCONT), which rejoins, and the job finishes on two.
+TEST(Elastic, BelowMinWorkersTheGroupPausesCheckpointsAndWaits) {
+  namespace fs = std::filesystem;
+  const std::string dir = TempPath("pause-ckpt"), json = TempPath("pause.json"), out = TempPath("pause.out");
+  fs::remove_all(dir);
+  Proc p = Spawn({CDT_CLI, "elastic", "--nproc-per-node", "2", "--min-workers", "2", "--timeout", "2", "--inject",
+                  "hang:1@20", "--", "--no-progress", "--json", json, "--dataset", "synthetic", "--synthetic-samples",
+                  "4000", "--model", "cnn", "--steps", "60", "--batch-size", "16", "--checkpoint-dir", dir},
+                 {}, out);
+  for (int i = 0; i < 3000 && ReadFile(out).find("paused:") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const std::string text = ReadFile(out);
+  ASSERT_NE(text.find("worker 0: paused: 1 worker(s) present, --min-workers 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("state checkpointed to " + dir), std::string::npos) << text;
+  const auto at = text.find("worker 1 (pid ");
+  ASSERT_NE(at, std::string::npos) << text;
+  const int pid = std::stoi(text.substr(at + 14));
+  ::kill(pid, SIGCONT);  // it comes back
+  ASSERT_EQ(WaitFor(p.pid, std::chrono::seconds(300)), 0) << ReadFile(out);
+  nlohmann::json j = nlohmann::json::parse(ReadFile(json));
+  EXPECT_EQ(j["world_size"], 2);
+  EXPECT_TRUE(j["params_consistent"].get<bool>());
+  ExpectEveryStepOnce(j);
+}
+
 TEST(Elastic, BadFaultSpecsAreRefusedBeforeAnyWorkerStarts) {
   int rc = 0;
   std::string output;
