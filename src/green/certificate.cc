@@ -1,0 +1,151 @@
+#include "green/certificate.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <sodium.h>
+
+#include "cdt/error.h"
+#include "common/unix_time.h"
+#include "green/iso_time.h"
+
+namespace cdt::green {
+namespace {
+
+constexpr const char* kFormat = "cann-dist-train-certificate/1";
+constexpr const char* kStatement =
+    "Self-attested carbon report of a cann-dist-train run, following GSF SCI (ISO/IEC 21031:2024) and ISO "
+    "14064-style accounting. The signature shows the report is unchanged since the key holder issued it; it is "
+    "not a certification by any third party.";
+
+void Init() {
+  if (sodium_init() < 0) throw Error(ErrorCode::kIo, "libsodium failed to initialise");
+}
+
+std::string B64(const unsigned char* p, size_t n) {
+  std::string out(sodium_base64_encoded_len(n, sodium_base64_VARIANT_ORIGINAL), '\0');
+  sodium_bin2base64(out.data(), out.size(), p, n, sodium_base64_VARIANT_ORIGINAL);
+  out.resize(out.size() - 1);  // the terminating NUL
+  return out;
+}
+
+bool FromB64(const std::string& s, std::vector<unsigned char>* out, size_t expect) {
+  out->assign(s.size(), 0);
+  size_t n = 0;
+  if (sodium_base642bin(out->data(), out->size(), s.data(), s.size(), " \n", &n, nullptr,
+                        sodium_base64_VARIANT_ORIGINAL) != 0)
+    return false;
+  out->resize(n);
+  return n == expect;
+}
+
+std::string Sha256Hex(const std::string& bytes) {
+  unsigned char h[crypto_hash_sha256_BYTES];
+  crypto_hash_sha256(h, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+  std::string hex(2 * sizeof h + 1, '\0');
+  sodium_bin2hex(hex.data(), hex.size(), h, sizeof h);
+  hex.pop_back();
+  return hex;
+}
+
+std::vector<unsigned char> LoadSecretKey(const std::string& path) {
+  std::ifstream in(path);
+  std::string text;
+  if (!in || !std::getline(in, text))
+    throw Error(ErrorCode::kInvalidArgument, "cannot read signing key " + path + " (create one with `cert keygen`)");
+  std::vector<unsigned char> sk;
+  if (!FromB64(text, &sk, crypto_sign_SECRETKEYBYTES))
+    throw Error(ErrorCode::kInvalidArgument, path + " is not an Ed25519 secret key in base64");
+  return sk;
+}
+
+}  // namespace
+
+std::string EnsureSigningKey(const std::string& path) {
+  Init();
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    unsigned char pk[crypto_sign_PUBLICKEYBYTES], sk[crypto_sign_SECRETKEYBYTES];
+    crypto_sign_keypair(pk, sk);
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) throw Error(ErrorCode::kIo, "cannot create signing key " + path);
+    const std::string text = B64(sk, sizeof sk) + "\n";
+    const bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && fsync(fd) == 0;
+    close(fd);
+    sodium_memzero(sk, sizeof sk);
+    if (!ok) throw Error(ErrorCode::kIo, "cannot write signing key " + path);
+    return B64(pk, sizeof pk);
+  }
+  std::vector<unsigned char> sk = LoadSecretKey(path);
+  unsigned char pk[crypto_sign_PUBLICKEYBYTES];
+  crypto_sign_ed25519_sk_to_pk(pk, sk.data());
+  sodium_memzero(sk.data(), sk.size());
+  return B64(pk, sizeof pk);
+}
+
+std::string IssueCertificate(const std::string& report, const std::string& name, const std::string& key_path) {
+  Init();
+  std::vector<unsigned char> sk = LoadSecretKey(key_path);
+  unsigned char pk[crypto_sign_PUBLICKEYBYTES];
+  crypto_sign_ed25519_sk_to_pk(pk, sk.data());
+  unsigned char sig[crypto_sign_BYTES];
+  crypto_sign_detached(sig, nullptr, reinterpret_cast<const unsigned char*>(report.data()), report.size(), sk.data());
+  sodium_memzero(sk.data(), sk.size());
+  nlohmann::json c = {{"format", kFormat},
+                      {"statement", kStatement},
+                      {"report", name},
+                      {"report_bytes", report.size()},
+                      {"report_sha256", Sha256Hex(report)},
+                      {"algorithm", "Ed25519"},
+                      {"public_key", B64(pk, sizeof pk)},
+                      {"signature", B64(sig, sizeof sig)},
+                      {"issued_at", FormatIsoTime(UnixSeconds())}};
+  return c.dump(1) + "\n";
+}
+
+Verification VerifyCertificate(const std::string& report, const std::string& cert_text, const std::string& trusted) {
+  Init();
+  Verification v;
+  nlohmann::json c;
+  try {
+    c = nlohmann::json::parse(cert_text);
+  } catch (const nlohmann::json::parse_error& e) {
+    v.why = std::string("the certificate is not JSON: ") + e.what();
+    return v;
+  }
+  if (!c.is_object() || c.value("format", "") != kFormat || !c.contains("public_key") || !c.contains("signature")) {
+    v.why = std::string("not a ") + kFormat + " certificate";
+    return v;
+  }
+  v.public_key = c.value("public_key", "");
+  std::vector<unsigned char> pk, sig;
+  if (!FromB64(v.public_key, &pk, crypto_sign_PUBLICKEYBYTES) ||
+      !FromB64(c.value("signature", ""), &sig, crypto_sign_BYTES)) {
+    v.why = "malformed public key or signature";
+    return v;
+  }
+  if (!trusted.empty() && trusted != v.public_key) {
+    v.why = "signed by " + v.public_key + ", not by the trusted key " + trusted;
+    return v;
+  }
+  if (c.value("report_sha256", "") != Sha256Hex(report)) {
+    v.why = "the report's SHA-256 differs from the certified one: the report was changed";
+    return v;
+  }
+  if (crypto_sign_verify_detached(sig.data(), reinterpret_cast<const unsigned char*>(report.data()), report.size(),
+                                  pk.data()) != 0) {
+    v.why = "the signature does not match the report";
+    return v;
+  }
+  v.ok = true;
+  v.why = "report unchanged, Ed25519 signature valid" + std::string(trusted.empty() ? " (signer not pinned: pass --public-key to require a known signer)" : ", signer is the trusted key");
+  return v;
+}
+
+}  // namespace cdt::green

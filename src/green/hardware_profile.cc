@@ -1,0 +1,65 @@
+#include "green/hardware_profile.h"
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cdt/error.h"
+
+namespace cdt::green {
+namespace {
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+}  // namespace
+
+std::vector<HardwareProfile> LoadHardwareProfiles(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(ErrorCode::kInvalidArgument, "cannot read hardware profiles " + path);
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw Error(ErrorCode::kInvalidArgument, path + ": not JSON: " + e.what());
+  }
+  std::vector<HardwareProfile> out;
+  if (!doc.contains("devices") || !doc["devices"].is_array())
+    throw Error(ErrorCode::kInvalidArgument, path + ": expected {\"devices\": [...]}");
+  for (size_t i = 0; i < doc["devices"].size(); ++i) {
+    const nlohmann::json& d = doc["devices"][i];
+    try {
+      HardwareProfile p;
+      p.name = d.at("name").get<std::string>();
+      p.kind = d.at("kind").get<std::string>();
+      p.tdp_w = d.at("tdp_w").get<double>();
+      p.idle_w = d.value("idle_w", 0.1 * p.tdp_w);
+      p.threads = d.value("threads", 0);
+      p.source = d.value("source", "");
+      if (d.contains("match")) p.match = d["match"].get<std::vector<std::string>>();
+      if (p.tdp_w <= 0 || p.idle_w < 0 || p.idle_w > p.tdp_w) throw std::invalid_argument("need 0 <= idle_w <= tdp_w, tdp_w > 0");
+      out.push_back(std::move(p));
+    } catch (const std::exception& e) {
+      throw Error(ErrorCode::kInvalidArgument, path + ": device " + std::to_string(i) + ": " + e.what());
+    }
+  }
+  return out;
+}
+
+const HardwareProfile& FindProfile(const std::vector<HardwareProfile>& profiles, const std::string& kind,
+                                   const std::string& model) {
+  const std::string m = Lower(model);
+  for (const HardwareProfile& p : profiles) {
+    if (p.kind != kind) continue;
+    if (Lower(p.name) == m) return p;
+    for (const std::string& s : p.match)
+      if (!s.empty() && m.find(Lower(s)) != std::string::npos) return p;
+  }
+  for (const HardwareProfile& p : profiles)
+    if (p.kind == kind && p.name == "default " + kind) return p;
+  throw Error(ErrorCode::kInvalidArgument, "no hardware profile of kind " + kind + " for '" + model + "'");
+}
+
+}  // namespace cdt::green
