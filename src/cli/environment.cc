@@ -62,6 +62,28 @@ Environment Environment::FromProcess() {
     e.strategy_cache_dir = *home + "/.cache/cann-dist-train/strategies";
   else
     e.strategy_cache_dir = "knowledge_base/strategies";
+  {
+    char buf[4096];
+    const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+    e.self_exe = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "cann-dist-train";
+  }
+  if (auto kb = Get("CDT_KNOWLEDGE_BASE")) {
+    e.knowledge_base = *kb;
+  } else {
+    const std::string exe_dir = e.self_exe.substr(0, e.self_exe.find_last_of('/'));
+    const std::string in_tree = exe_dir + "/../../knowledge_base";
+    e.knowledge_base = ::access((in_tree + "/hardware_profiles").c_str(), R_OK) == 0
+                           ? in_tree
+                           : "/usr/share/cann-dist-train/knowledge_base";
+  }
+  if (auto key = Get("CDT_SIGNING_KEY"))
+    e.signing_key = *key;
+  else if (auto cfg = Get("XDG_CONFIG_HOME"))
+    e.signing_key = *cfg + "/cann-dist-train/signing.key";
+  else if (auto home = Get("HOME"))
+    e.signing_key = *home + "/.config/cann-dist-train/signing.key";
+  else
+    e.signing_key = "signing.key";
   e.is_worker = Get("CDT_WORKER").value_or("") == "1";
   e.spare = Get("CDT_SPARE").value_or("") == "1";
   e.joiner = Get("CDT_JOINER").value_or("") == "1";

@@ -37,6 +37,13 @@ struct Environment {
   // Where agents leave a job's rendezvous address and secret for `fault-inject` (mode 0600):
   // $XDG_RUNTIME_DIR/cann-dist-train, else /tmp/cann-dist-train-<uid>.
   std::string runtime_dir;
+  // CDT_KNOWLEDGE_BASE, else <binary>/../../knowledge_base (a build tree), else
+  // /usr/share/cann-dist-train/knowledge_base: hardware profiles, carbon traces and tables.
+  std::string knowledge_base;
+  // The signing key of `cert issue` / `green --certify`: CDT_SIGNING_KEY, else
+  // $XDG_CONFIG_HOME or $HOME/.config /cann-dist-train/signing.key.
+  std::string signing_key;
+  std::string self_exe;       // /proc/self/exe: verbs that run other verbs start this binary
   bool store_hosted = false;  // CDT_STORE_HOSTED=1: our agent runs the store at MASTER_ADDR:PORT
   bool is_worker = false;     // CDT_WORKER=1: started by our agent to run a verb's worker side
   bool spare = false;         // CDT_SPARE=1: an elastic job's hot spare (docs/elastic.md)

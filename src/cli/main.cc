@@ -8,9 +8,11 @@
 
 #include "cdt/error.h"
 #include "cli/bench_allreduce.h"
+#include "cli/cert_command.h"
 #include "cli/elastic_train.h"
 #include "cli/environment.h"
 #include "cli/fault_inject.h"
+#include "cli/green_command.h"
 #include "cli/launch_options.h"
 #include "cli/topo_scan.h"
 #include "cli/train_command.h"
@@ -109,6 +111,13 @@ int Main(int argc, char** argv) {
   CLI::App* inject_cmd = app.add_subcommand("fault-inject", "queue a fault for a running elastic job (docs/elastic.md)");
   AddFaultInjectOptions(inject_cmd, &inject, env);
 
+  GreenOptions green_opts;
+  CLI::App* green_cmd = app.add_subcommand(
+      "green", "carbon-aware planning and training: energy, carbon traces, plans, reports (docs/green.md)");
+  AddGreenOptions(green_cmd, &green_opts);
+  CertOptions cert_opts;
+  const CertCommands cert_cmds = AddCertCommands(&app, &cert_opts);
+
   std::vector<std::string> args = ElasticAsTrain(argc, argv);
   try {
     std::vector<std::string> reversed(args.rbegin(), args.rend() - 1);  // CLI11 takes them reversed
@@ -118,6 +127,8 @@ int Main(int argc, char** argv) {
   }
 
   if (inject_cmd->parsed()) return RunFaultInject(inject, env);
+  if (green_cmd->parsed()) return RunGreen(green_opts, env);
+  if (app.got_subcommand("cert")) return RunCert(cert_cmds, cert_opts, env);
   if (launch_cmd->parsed()) {
     ValidateLaunchOptions(launch);
     GroupResult r = RunWorkerGroup(ToAgentConfig(launch), command, {});
@@ -143,6 +154,8 @@ int Main(int argc, char** argv) {
     return RunTopoScan(*s.comm, scan, env.strategy_cache_dir);
   }
   if (train_cmd->parsed()) {
+    if (train_opts.energy_windows)
+      train_opts.train.energy_profiles = env.knowledge_base + "/hardware_profiles/devices.json";
     train_launch.elastic = elastic.enabled;
     ValidateLaunchOptions(train_launch);
     ParseFaults(elastic.inject);  // bad specs fail here, before any worker starts

@@ -75,6 +75,8 @@ void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o) {
   cmd->add_option("--aux-loss-weight", t.aux_loss_weight, "MoE load-balancing loss weight")->capture_default_str();
   cmd->add_option("--threads", t.threads, "torch threads per rank (0 = cores / ranks on this host)");
   cmd->add_flag("--progress,!--no-progress", t.progress, "live progress line on rank 0 (default on)");
+  cmd->add_flag("--energy-windows", o->energy_windows,
+                "meter every step's energy (RAPL, else the model of docs/green.md); JSON `energy`");
   cmd->add_option("--json", o->json, "write the results here (rank 0)");
 }
 
@@ -116,6 +118,11 @@ int ReportTrainResult(const train::TrainResult& r, const TrainCommandOptions& o,
                 r.compress.c_str(), r.bytes_wire / 1e6, r.bytes_fp32 / 1e6,
                 r.bytes_fp32 > 0 ? 100 * (1 - r.bytes_wire / r.bytes_fp32) : 0.0, r.residual_pct);
   if (!r.checkpoint.empty()) std::printf("checkpoint: %s\n", r.checkpoint.c_str());
+  if (!r.energy.meter.empty() && r.steps > 0)
+    std::printf("energy: %.1f J over %lld steps (%.3f J per step on rank 0's windows), %s\n", r.energy.joules,
+                static_cast<long long>(r.steps),
+                r.energy.step_j.empty() ? 0.0 : [&] { double s = 0; for (double x : r.energy.step_j) s += x; return s / r.energy.step_j.size(); }(),
+                r.energy.meter.c_str());
   for (const auto& x : r.recoveries)
     std::printf("recovered in process: generation %lld, world %d -> %d, resumed at step %lld "
                 "(%lld step(s) done again), first step %.3f s after the failure (%s)\n",

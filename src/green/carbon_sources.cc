@@ -185,7 +185,11 @@ CarbonTrace ParseCsv(const std::string& text, const std::string& path, const Tra
     header_notes.push_back(path + ":" + std::to_string(header_line) + ": the first column has no name; read as the timestamp");
     if (o.log) o.log(header_notes.back());
   }
-  const int ci = dcrl >= 0 ? dcrl : column({"gco2_per_kwh", "carbon_intensity", "gco2/kwh", "rating"});
+  const int ci = !o.value_column.empty() ? column({o.value_column.c_str()})
+                 : dcrl >= 0             ? dcrl
+                                         : column({"gco2_per_kwh", "carbon_intensity", "gco2/kwh", "rating"});
+  if (ci < 0 && !o.value_column.empty())
+    Bad(path, header_line, "missing column `" + o.value_column + "`; header is '" + line + "'");
   if (ts < 0 || ci < 0)
     Bad(path, header_line, "missing column(s): need `timestamp` and `avg_CI` (dc-rl) or `gco2_per_kwh` (generic); header is '" +
                                line + "'");
@@ -213,8 +217,8 @@ CarbonTrace ParseCsv(const std::string& text, const std::string& path, const Tra
     if (!t) Bad(path, n, "timestamp '" + f[static_cast<size_t>(ts)] + "' is not an ISO 8601 time");
     r.t = *t;
     r.ci = Number(f[static_cast<size_t>(ci)], path, n, header[static_cast<size_t>(ci)]);
-    if (r.ci && *r.ci < 0) Bad(path, n, "negative carbon intensity " + f[static_cast<size_t>(ci)]);
-    if (dcrl >= 0) {
+    if (r.ci && *r.ci < 0) Bad(path, n, "negative value " + f[static_cast<size_t>(ci)] + " in column " + header[static_cast<size_t>(ci)]);
+    if (dcrl >= 0 && o.value_column.empty()) {
       double total = 0, free = 0;
       bool ok = true;
       for (int c : all) {

@@ -29,6 +29,9 @@ struct TraceReadOptions {
   GapPolicy gaps = GapPolicy::kInterpolate;
   std::function<void(const std::string&)> log;   // one line per gap policy decision
   std::string region;                             // "" = from the file name / content
+  // Generic CSV only: read this column instead of the intensity (e.g. "price_per_kwh" for an
+  // hourly price series, which then reuses the same checks and gap policy).
+  std::string value_column;
 };
 
 // Picks the reader from the content: JSON for '[' or '{', dc-rl for an `avg_CI` column, else

@@ -7,10 +7,18 @@
 
 #include "cdt/error.h"
 
+#include <cstdio>
+
 namespace cdt::green {
 namespace {
 
 constexpr double kEps = 1e-9;
+
+std::string Num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
 
 const WorkerPoint& Base(const JobSpec& job) {
   for (const WorkerPoint& p : job.scaling)
@@ -61,8 +69,8 @@ void Finish(Plan* plan, const JobSpec& job, const PlanOptions& o) {
   }
   if (plan->feasible && job.carbon_cap_kg > 0 && plan->carbon_kg > job.carbon_cap_kg * (1 + 1e-12)) {
     plan->feasible = false;
-    plan->reason = "carbon cap " + std::to_string(job.carbon_cap_kg) + " kg cannot be met: the best " +
-                   plan->strategy + " plan needs " + std::to_string(plan->carbon_kg) + " kg";
+    plan->reason = "carbon cap " + Num(job.carbon_cap_kg) + " kg cannot be met: the best " +
+                   plan->strategy + " plan needs " + Num(plan->carbon_kg) + " kg";
   }
 }
 
@@ -82,14 +90,14 @@ Plan Agnostic(const JobSpec& job, const std::vector<double>& I) {
   if (plan.slots.size() > static_cast<size_t>(job.deadline_hours) ||
       (!plan.slots.empty() && plan.slots.back().hour + plan.slots.back().fraction > job.deadline_hours + kEps)) {
     plan.feasible = false;
-    plan.reason = "running without pause from the start needs " + std::to_string(job.work / b.work_per_hour) +
+    plan.reason = "running without pause from the start needs " + Num(job.work / b.work_per_hour) +
                   " h on " + std::to_string(b.workers) + " worker(s); the deadline is " +
                   std::to_string(job.deadline_hours) + " h";
   }
   return plan;
 }
 
-Plan SuspendResume(const JobSpec& job, const std::vector<double>& I) {
+Plan SuspendResume(const JobSpec& job, const std::vector<double>& I, bool contiguous_partial) {
   const WorkerPoint& b = Base(job);
   Plan plan;
   plan.strategy = "suspend-resume";
@@ -99,17 +107,40 @@ Plan SuspendResume(const JobSpec& job, const std::vector<double>& I) {
   std::stable_sort(order.begin(), order.end(),
                    [&](int a, int c) { return I[static_cast<size_t>(a)] < I[static_cast<size_t>(c)]; });
   double left = hours;
+  std::vector<bool> chosen(order.size(), false);
   for (int h : order) {
     if (left <= kEps) break;
     const double f = std::min(1.0, left);
+    if (f < 1.0 && contiguous_partial) break;
     plan.slots.push_back(Slot(h, 0, f, b, I[static_cast<size_t>(h)]));
+    chosen[static_cast<size_t>(h)] = true;
     left -= f;
+  }
+  if (left > kEps && left < 1.0 && contiguous_partial) {
+    // The cheapest free hour next to a chosen one; the partial runs against that neighbour.
+    const int n = job.deadline_hours;
+    int best = -1;
+    for (int h : order) {
+      if (chosen[static_cast<size_t>(h)]) continue;
+      const bool after = h > 0 && chosen[static_cast<size_t>(h) - 1];
+      const bool before = h + 1 < n && chosen[static_cast<size_t>(h) + 1];
+      if (after || before || plan.slots.empty()) {
+        best = h;
+        break;
+      }
+    }
+    if (best >= 0) {
+      const bool before_only = !(best > 0 && chosen[static_cast<size_t>(best) - 1]) && best + 1 < n &&
+                               chosen[static_cast<size_t>(best) + 1];
+      plan.slots.push_back(Slot(best, before_only ? 1 - left : 0, left, b, I[static_cast<size_t>(best)]));
+      left = 0;
+    }
   }
   if (left > kEps) {
     plan.feasible = false;
-    plan.reason = "the job needs " + std::to_string(hours) + " h on " + std::to_string(b.workers) +
+    plan.reason = "the job needs " + Num(hours) + " h on " + std::to_string(b.workers) +
                   " worker(s); the deadline is " + std::to_string(job.deadline_hours) + " h (best: " +
-                  std::to_string(100 * (hours - left) / hours) + "% of the work by then)";
+                  Num(100 * (hours - left) / hours) + "% of the work by then)";
   }
   return plan;
 }
@@ -171,7 +202,7 @@ Plan Greedy(const JobSpec& job, const std::vector<double>& I, const char* name, 
   if (left > kEps) {
     plan.feasible = false;
     plan.reason = "even " + std::to_string(c.back().workers) + " worker(s) in every hour do only " +
-                  std::to_string(100 * (job.work - left) / job.work) + "% of the work by the " +
+                  Num(100 * (job.work - left) / job.work) + "% of the work by the " +
                   std::to_string(job.deadline_hours) + " h deadline";
   }
   return plan;
@@ -216,10 +247,10 @@ Plan MakePlan(Strategy strategy, const JobSpec& job, const std::vector<double>& 
   Plan plan;
   switch (strategy) {
     case Strategy::kAgnostic: plan = Agnostic(job, I); break;
-    case Strategy::kSuspendResume: plan = SuspendResume(job, I); break;
+    case Strategy::kSuspendResume: plan = SuspendResume(job, I, o.contiguous_partial); break;
     case Strategy::kElastic: {
       plan = Greedy(job, I, "elastic", [&](int h, double dw, double dp) { return dp * I[static_cast<size_t>(h)] / dw; });
-      Plan sr = SuspendResume(job, I);
+      Plan sr = SuspendResume(job, I, o.contiguous_partial);
       Finish(&sr, job, o);
       Finish(&plan, job, o);
       if (sr.feasible && (!plan.feasible || sr.carbon_kg < plan.carbon_kg)) {

@@ -52,6 +52,9 @@ struct PlanWeights {
 struct PlanOptions {
   PlanWeights weights;
   std::vector<double> price_per_kwh;   // hourly, for `weighted`; empty = flat
+  // suspend-resume: put the partial hour next to a running stretch (each stretch costs a restart
+  // at run time), not in the cheapest hour anywhere. Slightly above the optimum.
+  bool contiguous_partial = false;
 };
 
 struct PlanSlot {

@@ -23,8 +23,11 @@ std::string TrainResultJson(const TrainResult& r) {
       {"params", r.params},
       {"steps", r.steps},
       {"first_step", r.first_step},
+      {"total_steps", r.total_steps},
       {"samples", r.samples},
       {"wall_s", r.wall_s},
+      {"started_unix", r.started_unix},
+      {"eval_s", r.eval_s},
       {"samples_per_s", r.samples_per_s},
       {"test_accuracy", r.test_accuracy < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.test_accuracy)},
       {"final_loss", r.final_loss},
@@ -53,6 +56,8 @@ std::string TrainResultJson(const TrainResult& r) {
                        {"encode_s", r.checkpoints.encode_s}, {"write_s", r.checkpoints.write_s},
                        {"health", r.checkpoints.health}}},
       {"generation", r.generation},
+      {"energy", {{"meter", r.energy.meter}, {"modelled", r.energy.modelled}, {"joules", r.energy.joules},
+                  {"step_j", r.energy.step_j}}},
       {"recoveries", recoveries}};
   return j.dump(2);
 }

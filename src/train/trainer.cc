@@ -19,6 +19,7 @@
 #include "common/unix_time.h"
 #include "compress/adaptive_controller.h"
 #include "compress/compressor.h"
+#include "green/energy_meter.h"
 #include "train/checkpoint.h"
 #include "train/elastic_state.h"
 #include "train/global_sampler.h"
@@ -282,6 +283,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
     // The world changed: the remaining samples of the run take a different number of steps.
     total_steps = at.step + StepsToFinish(train_set.count, o.epochs, at, global_batch);
   LrSchedule schedule{o.lr, global_batch, o.lr_reference_batch, o.warmup_steps, total_steps, o.cosine};
+  r.total_steps = total_steps;
 
   // Buckets: explicit --bucket-mb, else the topology plan's size, else a quarter of the model (at
   // least 256 KiB, at most DDP's 25 MiB) so that even a small model is cut into several buckets
@@ -399,6 +401,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   bool regroup_due = false;  // elastic: workers wait to join; end this generation after the step
   const int64_t end_step = o.stop_after > 0 ? std::min(total_steps, o.stop_after) : total_steps;
   const auto loop_start = Clock::now();
+  r.started_unix = UnixSeconds();
   if (session && session->loop_start_unix == 0) session->loop_start_unix = UnixSeconds();
   double eval_seconds = 0, loss_wait = 0;
   auto last_progress = Clock::now();
@@ -533,6 +536,19 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   auto snapshot = [&](int micro_batch) {
     if (session && micro_batch == 0) snapshot_at(at);
   };
+  // Energy windows: one meter reading per step boundary (a /proc read, a few microseconds).
+  std::unique_ptr<green::MeterSet> meter;
+  green::EnergyReading energy_mark;
+  if (!o.energy_profiles.empty()) {
+    green::MeterSetOptions mo;
+    mo.profiles_path = o.energy_profiles;
+    mo.scope = green::ModelMeterOptions::Scope::kProcess;
+    mo.processes_sharing = std::max(1, o.local_world_size);
+    meter = std::make_unique<green::MeterSet>(mo);
+    r.energy.meter = meter->Describe();
+    r.energy.modelled = meter->any_modelled();
+    energy_mark = meter->Read();
+  }
   auto step_clock = Clock::now();
   for (; at.step < end_step; ++at.step) {
     if (at.pos >= sampler.dataset_size()) {
@@ -586,6 +602,12 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
     record_loss();  // the previous step's
     const bool warned = checkpoints.ObserveHealth(Since(step_clock), at.step, me);
     step_clock = Clock::now();
+    if (meter) {
+      const green::EnergyReading now = meter->Read();
+      if (me == 0) r.energy.step_j.push_back(now.total() - energy_mark.total());
+      r.energy.joules += now.total() - energy_mark.total();
+      energy_mark = now;
+    }
     const bool regroup = session && session->regroup_requested;
     loss_in_flight = {at.step, {loss_sum, warned ? 1.0 : 0.0, regroup ? 1.0 : 0.0}, step_samples, nullptr};
     loss_in_flight.work = reducer.SubmitInOrder(true, [&loss_in_flight](Communicator& c) {
@@ -599,7 +621,9 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
     if (session && session->pending.active) RecordRecovery(*session, at.step, W, me == 0);
 
     const bool last = at.step + 1 == end_step;
-    if ((o.eval_every > 0 && (at.step + 1) % o.eval_every == 0) || last) {
+    // A run stopped early by --stop-after (a suspension) is not evaluated at its end.
+    const bool final_step = at.step + 1 == total_steps;
+    if ((o.eval_every > 0 && (at.step + 1) % o.eval_every == 0) || final_step) {
       settle();
       auto te = Clock::now();
       double acc = Evaluate(comm, *model, test_set);
@@ -641,6 +665,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   r.step_time.comm_wait_s = updates.wait_seconds() + loss_wait;
   r.step_time.optimizer_s = updates.optimizer_seconds();
   r.wall_s = Since(loop_start) - eval_seconds;
+  r.eval_s = eval_seconds;
   if (session) {  // every generation's time, recoveries included
     session->eval_seconds += eval_seconds;
     r.wall_s = UnixSeconds() - session->loop_start_unix - session->eval_seconds;
@@ -655,6 +680,11 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   r.overlap_ratio = rs.comm_seconds > 0 ? std::clamp(1 - rs.wait_seconds / rs.comm_seconds, 0.0, 1.0) : 0;
   r.sync_wait_fraction = r.wall_s > 0 ? r.step_time.comm_wait_s / r.wall_s : 0;
   r.params_consistent = ParamsConsistent(comm, *model);
+  if (meter) {  // every rank's energy, on every rank
+    double j = r.energy.joules;
+    comm.Allreduce(&j, 1, DataType::kFloat64, ReduceOp::kSum)->Wait();
+    r.energy.joules = j;
+  }
   return r;
 }
 

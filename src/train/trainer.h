@@ -68,6 +68,9 @@ struct TrainOptions {
   bool progress = true;               // live progress line on rank 0 (stderr)
   int threads = 0;                    // torch intra-op threads per rank; 0 = cores / local ranks
   int local_world_size = 1;           // ranks sharing this host (for the thread default)
+  // Energy windows per step (Zeus-style begin/end around each step, green/energy_meter.h): the
+  // hardware profiles file turns them on ("" = off). Each rank meters its own process.
+  std::string energy_profiles;
 };
 
 struct StepTimes {
@@ -79,9 +82,12 @@ struct TrainResult {
   std::string model;
   int64_t params = 0;
   int64_t steps = 0;           // steps this run executed
+  int64_t total_steps = 0;     // the run's last step + 1 (what --steps / --epochs amount to)
   int64_t first_step = 0;      // 0, or the step resumed from
   int64_t samples = 0;         // global samples this run trained on
   double wall_s = 0;
+  double started_unix = 0;     // when the training loop began (after start-up and data loading)
+  double eval_s = 0;           // seconds spent evaluating (not in wall_s)
   double samples_per_s = 0;
   double test_accuracy = -1;   // -1 = not evaluated
   double final_loss = 0;
@@ -137,6 +143,14 @@ struct TrainResult {
   };
   std::vector<Recovery> recoveries;
   int64_t generation = 0;       // of the group that finished
+  // With TrainOptions::energy_profiles: what metered, every rank's joules summed, and rank 0's
+  // per-step windows (joules of each step, IT energy before any PUE).
+  struct Energy {
+    std::string meter;
+    bool modelled = false;
+    double joules = 0;
+    std::vector<double> step_j;
+  } energy;
 };
 
 // What an elastic worker keeps across generations of its group (docs/elastic.md). The trainer

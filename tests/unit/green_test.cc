@@ -202,6 +202,25 @@ TEST(Planner, SuspendResumeEqualsTheBruteForceOptimumOnRandomInstances) {
   }
 }
 
+TEST(Planner, ContiguousPartialHourJoinsAStretch) {
+  JobSpec job;
+  job.scaling = {{1, 1, 1.0}};
+  job.work = 2.5;
+  job.deadline_hours = 7;
+  PlanOptions o;
+  o.contiguous_partial = true;
+  // Cheapest: hours 1 and 2 (full); the cheapest remaining hour overall is 5, but the partial
+  // goes next to the stretch: hour 0 (before it, at the end of the hour) or 3 — 0 is cheaper.
+  const std::vector<double> I = {20, 10, 10, 40, 90, 15, 95};
+  EXPECT_EQ(MakePlan(Strategy::kSuspendResume, job, I).slots.back().hour, 5);
+  const Plan p = MakePlan(Strategy::kSuspendResume, job, I, o);
+  ASSERT_EQ(p.slots.size(), 3u);
+  EXPECT_EQ(p.slots[0].hour, 0);
+  EXPECT_DOUBLE_EQ(p.slots[0].offset, 0.5);
+  EXPECT_NEAR(p.work, 2.5, 1e-12);
+  EXPECT_NEAR(p.finish_hours, 3, 1e-12);
+}
+
 TEST(Planner, ElasticIsNeverWorseThanSuspendResumeAndUsesCleanHoursHarder) {
   std::mt19937 rng(11);
   for (int trial = 0; trial < 200; ++trial) {

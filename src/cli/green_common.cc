@@ -1,0 +1,167 @@
+#include "cli/green_common.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include "cdt/error.h"
+#include "common/unix_time.h"
+#include "green/carbon_sources.h"
+#include "green/forecaster.h"
+#include "green/iso_time.h"
+
+namespace cdt::cli {
+
+green::CarbonTrace LoadGreenTrace(const GreenOptions& o, const Environment& env) {
+  if (!o.trace.empty() && !o.region.empty())
+    throw Error(ErrorCode::kInvalidArgument, "green: give --trace or --region, not both");
+  if (!o.region.empty())
+    return green::ConstantCarbonTrace(o.region, env.knowledge_base + "/carbon_profiles/annual_average.json");
+  if (o.trace.empty())
+    throw Error(ErrorCode::kInvalidArgument,
+                "green needs --trace FILE (e.g. " + env.knowledge_base + "/carbon_traces/CISO_2022.csv) or --region CODE");
+  green::TraceReadOptions r;
+  r.gaps = green::ParseGapPolicy(o.gap_policy);
+  r.log = [](const std::string& s) { std::fprintf(stderr, "cann-dist-train green: %s\n", s.c_str()); };
+  return green::ReadCarbonTrace(o.trace, r);
+}
+
+double GreenStart(const GreenOptions& o, const green::CarbonTrace& trace) {
+  if (o.start.empty()) {
+    if (trace.constant()) return std::floor(UnixSeconds() / 3600) * 3600;
+    throw Error(ErrorCode::kInvalidArgument, "green needs --start TIME inside the trace (" +
+                                                 green::FormatIsoTime(trace.start_unix()) + " .. " +
+                                                 green::FormatIsoTime(trace.end_unix()) + ")");
+  }
+  const std::optional<double> t = green::ParseIsoTime(o.start);
+  if (!t) throw Error(ErrorCode::kInvalidArgument, "--start '" + o.start + "' is not an ISO 8601 time like 2022-03-14T05:00:00Z");
+  trace.IntensityAt(*t);  // throws with the trace's range when outside
+  return *t;
+}
+
+GreenJob MakeGreenJob(const GreenOptions& o, double job_hours, double power_kw, int deadline) {
+  GreenJob j;
+  const int base = o.workers > 0 ? o.workers : (o.min_workers > 0 ? o.min_workers : 1);
+  const int lo = o.min_workers > 0 ? o.min_workers : base;
+  const int hi = o.max_workers > 0 ? o.max_workers : base;
+  j.power_assumed = !(power_kw > 0);
+  j.power_kw = power_kw > 0 ? power_kw : 0.3 * base;
+  j.spec.base_workers = base;
+  j.spec.deadline_hours = deadline;
+  j.spec.carbon_cap_kg = o.carbon_cap_kg;
+  j.spec.work = job_hours;
+  j.spec.scaling = green::ScalingCurve(lo, hi, base, 1.0, j.power_kw, o.scaling_efficiency);
+  return j;
+}
+
+GreenPlans PlanGreenJob(const GreenOptions& o, const green::CarbonTrace& trace, double start, const green::JobSpec& job) {
+  const green::Strategy strategy = green::ParseStrategy(o.strategy);
+  double base_rate = 1;
+  for (const auto& p : job.scaling)
+    if (p.workers == job.base_workers) base_rate = p.work_per_hour;
+  int hours = std::max(job.deadline_hours, static_cast<int>(std::ceil(job.work / base_rate)) + 1);
+  if (!trace.constant()) hours = std::min(hours, static_cast<int>((trace.end_unix() - start) / 3600));
+  if (hours < job.deadline_hours)
+    throw Error(ErrorCode::kInvalidArgument, "the trace " + trace.source() + " ends " + std::to_string(hours) +
+                                                 " h after --start; the deadline needs " +
+                                                 std::to_string(job.deadline_hours) + " h");
+  GreenPlans p;
+  p.intensity = trace.Hourly(start, hours);
+  green::PlanOptions po;
+  po.contiguous_partial = o.carbon_aware;   // every running stretch costs a restart at run time
+  po.weights = {o.weights.at(0), o.weights.at(1), o.weights.at(2)};
+  if (!o.price_trace.empty()) {
+    green::TraceReadOptions r;
+    r.value_column = "price_per_kwh";
+    po.price_per_kwh = green::ReadCarbonTrace(o.price_trace, r).Hourly(start, job.deadline_hours);
+  }
+  if (o.forecast) {
+    const std::vector<double> f = green::ForecastHourly(trace, start, hours);
+    const green::Plan planned = green::MakePlan(strategy, job, f, po);
+    p.forecast_carbon_kg = planned.carbon_kg;
+    p.plan = green::Reprice(planned, job, p.intensity);
+  } else {
+    p.plan = green::MakePlan(strategy, job, p.intensity, po);
+  }
+  try {
+    p.baseline = green::MakePlan(green::Strategy::kAgnostic, job, p.intensity, po);
+  } catch (const Error&) {
+    p.baseline.carbon_kg = 0;   // the trace ends before an unpaused run would: no baseline
+    p.baseline.feasible = false;
+  }
+  return p;
+}
+
+std::vector<Stretch> Stretches(const green::Plan& plan) {
+  std::vector<Stretch> out;
+  for (const green::PlanSlot& s : plan.slots) {
+    const double a = s.hour + s.offset;
+    if (!out.empty() && out.back().workers == s.workers && std::abs(out.back().start_h + out.back().hours - a) < 1e-9) {
+      out.back().hours += s.fraction;
+      out.back().carbon_kg += s.carbon_kg;
+      out.back().energy_kwh += s.energy_kwh;
+    } else {
+      out.push_back({a, s.fraction, s.workers, s.carbon_kg, s.energy_kwh});
+    }
+  }
+  return out;
+}
+
+void PrintGreenPlan(const GreenOptions& o, const green::CarbonTrace& trace, double start, const GreenJob& job,
+                    const GreenPlans& p) {
+  std::printf("carbon-aware plan (%s%s) on %s [%s], from %s, deadline %d h: %.2f h of work on %d worker(s) at %.3f kW%s\n",
+              p.plan.strategy.c_str(), o.forecast ? ", planned on the forecast" : "", trace.source().c_str(),
+              trace.region().c_str(), green::FormatIsoTime(start).c_str(), job.spec.deadline_hours, job.spec.work,
+              job.spec.base_workers, job.power_kw, job.power_assumed ? " (assumed: pass --power-kw)" : "");
+  for (const Stretch& s : Stretches(p.plan))
+    std::printf("  run %s  %6.2f h  %2d worker(s)  %8.3f kg\n", green::FormatIsoTime(start + 3600 * s.start_h).c_str(),
+                s.hours, s.workers, s.carbon_kg);
+  const double reduction = p.baseline.carbon_kg > 0 ? 1 - p.plan.carbon_kg / p.baseline.carbon_kg : 0;
+  std::printf("carbon %.3f kg (%.3f kWh, finishes %.1f h after the start); carbon-agnostic %.3f kg: %.1f%% less\n",
+              p.plan.carbon_kg, p.plan.energy_kwh, p.plan.finish_hours, p.baseline.carbon_kg, 100 * reduction);
+  if (p.forecast_carbon_kg >= 0)
+    std::printf("the forecast expected %.3f kg; priced on what the trace says happened: %.3f kg\n", p.forecast_carbon_kg,
+                p.plan.carbon_kg);
+  if (!p.plan.note.empty()) std::printf("note: %s\n", p.plan.note.c_str());
+  if (!p.plan.feasible) std::printf("INFEASIBLE: %s\n", p.plan.reason.c_str());
+}
+
+nlohmann::json GreenPlanJson(const GreenOptions& o, const green::CarbonTrace& trace, double start, const GreenJob& job,
+                             const GreenPlans& p) {
+  nlohmann::json plan = nlohmann::json::array();
+  for (const Stretch& s : Stretches(p.plan))
+    plan.push_back({{"start", green::FormatIsoTime(start + 3600 * s.start_h)}, {"hours", s.hours},
+                    {"workers", s.workers}, {"carbon_kg", s.carbon_kg}, {"energy_kwh", s.energy_kwh}});
+  nlohmann::json hourly = nlohmann::json::array();
+  for (double x : p.intensity) hourly.push_back(x);
+  return {{"strategy", p.plan.strategy},
+          {"trace", trace.source()},
+          {"region", trace.region()},
+          {"start", green::FormatIsoTime(start)},
+          {"job_hours", job.spec.work},
+          {"deadline_hours", job.spec.deadline_hours},
+          {"workers", job.spec.base_workers},
+          {"power_kw", job.power_kw},
+          {"power_assumed", job.power_assumed},
+          {"plan", plan},
+          {"carbon_kg", p.plan.carbon_kg},
+          {"energy_kwh", p.plan.energy_kwh},
+          {"baseline_carbon_kg", p.baseline.carbon_kg},
+          {"reduction", p.baseline.carbon_kg > 0 ? 1 - p.plan.carbon_kg / p.baseline.carbon_kg : 0.0},
+          {"feasible", p.plan.feasible},
+          {"reason", p.plan.reason},
+          {"note", p.plan.note},
+          {"finish_hours", p.plan.finish_hours},
+          {"forecast", o.forecast},
+          {"forecast_carbon_kg", p.forecast_carbon_kg < 0 ? nlohmann::json(nullptr) : nlohmann::json(p.forecast_carbon_kg)},
+          {"intensity_gco2_per_kwh", hourly}};
+}
+
+void WriteJsonFile(const std::string& path, const nlohmann::json& j) {
+  std::ofstream f(path);
+  f << j.dump(1) << "\n";
+  if (!f.flush()) throw Error(ErrorCode::kIo, "cannot write --json file '" + path + "'");
+}
+
+}  // namespace cdt::cli
