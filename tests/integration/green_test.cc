@@ -1,0 +1,126 @@
+// `cann-dist-train green` and `cert` end to end, in real processes: the plan of a job on a real
+// trace, the carbon-aware run pausing through the dirty hours of a small trace written here
+// (time-scaled to seconds) and finishing with the unpaused run's accuracy, and certificates.
+// How close carbon comes to the plan is measured by bench/run_green_e2e.sh, not asserted here.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "green/iso_time.h"
+#include "process_util.h"
+
+namespace cdt {
+namespace {
+
+namespace fs = std::filesystem;
+
+int RunCli(const std::string& tag, const std::vector<std::string>& args, std::string* output,
+        const std::map<std::string, std::string>& env = {}) {
+  const std::string out = TempPath(tag);
+  std::vector<std::string> argv = {CDT_CLI};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Proc p = Spawn(argv, env, out);
+  const int rc = WaitFor(p.pid, std::chrono::seconds(300));
+  *output = ReadFile(out);
+  return rc;
+}
+
+TEST(Green, PlanOnlyWritesThePlanAgainstTheCarbonAgnosticBaseline) {
+  const std::string json = TempPath("plan.json");
+  std::string out;
+  ASSERT_EQ(RunCli("plan", {"green", "--plan-only", "--trace", std::string(CDT_KNOWLEDGE_BASE) + "/carbon_traces/CISO_2022.csv",
+                         "--start", "2022-03-14T05:00:00Z", "--job-hours", "24", "--deadline", "72", "--json", json},
+                &out),
+            0)
+      << out;
+  const nlohmann::json p = nlohmann::json::parse(ReadFile(json));
+  EXPECT_TRUE(p["feasible"].get<bool>());
+  EXPECT_LT(p["carbon_kg"].get<double>(), p["baseline_carbon_kg"].get<double>());
+  EXPECT_NEAR(p["reduction"].get<double>(), 1 - p["carbon_kg"].get<double>() / p["baseline_carbon_kg"].get<double>(), 1e-12);
+  double hours = 0;
+  for (auto& s : p["plan"]) hours += s["hours"].get<double>();
+  EXPECT_NEAR(hours, 24, 1e-9);
+  // An impossible deadline is reported as such (exit 3) with the best achievable.
+  EXPECT_EQ(RunCli("infeasible", {"green", "--plan-only", "--trace", std::string(CDT_KNOWLEDGE_BASE) + "/carbon_traces/CISO_2022.csv",
+                               "--start", "2022-03-14T05:00:00Z", "--job-hours", "24", "--deadline", "12"},
+                &out),
+            3);
+  EXPECT_NE(out.find("INFEASIBLE"), std::string::npos) << out;
+  // Bad input names the file and line.
+  const std::string bad = TempPath("bad.csv");
+  std::ofstream(bad) << "timestamp,gco2_per_kwh\n2022-01-01T00:00:00Z,100\n2022-01-01T00:00:00Z,120\n";
+  EXPECT_EQ(RunCli("bad", {"green", "--plan-only", "--trace", bad, "--start", "2022-01-01T00:00:00Z", "--job-hours", "1"}, &out), 2);
+  EXPECT_NE(out.find(bad + ":3: duplicate timestamp"), std::string::npos) << out;
+}
+
+TEST(Green, CarbonAwareRunPausesThroughDirtyHoursAndMatchesTheUnpausedRun) {
+  // Hours 0-2 dirty, 3 and 5 clean, 4 dirty, then middling: a ~2.5 h job runs in hour 3, pauses
+  // through hour 4 and runs again from hour 5 (the exact split follows the calibration).
+  const std::string trace = TempPath("trace.csv");
+  {
+    std::ofstream t(trace);
+    t << "timestamp,gco2_per_kwh\n";
+    const double g[] = {600, 600, 600, 100, 600, 100, 300, 300, 300, 300, 300, 300, 300, 300};
+    for (int h = 0; h < 14; ++h) t << "2022-06-01T" << (h < 10 ? "0" : "") << h << ":00:00Z," << g[h] << "\n";
+  }
+  const std::vector<std::string> train = {"--model", "cnn", "--dataset", "synthetic", "--synthetic-samples", "4000",
+                                          "--steps", "200", "--batch-size", "32", "--seed", "5", "--no-progress"};
+  const std::string dir = TempPath("green-report");
+  fs::remove_all(dir);
+  const std::string key = TempPath("signing.key");
+  fs::remove(key);
+  std::vector<std::string> args = {"green", "--carbon-aware", "--trace", trace, "--start", "2022-06-01T00:00:00Z",
+                                   "--deadline", "10", "--time-scale", "4", "--report-dir", dir, "--certify",
+                                   "--calibrate-steps", "20", "--run-id", "t", "--"};
+  args.insert(args.end(), train.begin(), train.end());
+  std::string out;
+  ASSERT_EQ(RunCli("green", args, &out, {{"CDT_SIGNING_KEY", key}}), 0) << out;
+  const nlohmann::json r = nlohmann::json::parse(ReadFile(dir + "/green_report.json"));
+  const double t0 = *green::ParseIsoTime("2022-06-01T00:00:00Z");
+  ASSERT_GE(r["actual"].size(), 1u) << out;
+  // Nothing ran in the dirty first hours (a run is launched its start-up time early: < 1 h here).
+  EXPECT_GE(*green::ParseIsoTime(r["actual"][0]["start"].get<std::string>()), t0 + 3600) << out;
+  EXPECT_NE(out.find("paused"), std::string::npos) << out;
+  EXPECT_GT(r["energy_kwh"].get<double>(), 0);
+  EXPECT_TRUE(r["energy_modelled"].get<bool>() || r["meter"].get<std::string>().find("rapl") != std::string::npos);
+  EXPECT_LT(r["carbon_kg"].get<double>(), r["baseline_carbon_kg"].get<double>()) << out;
+  // The unpaused run reaches the same accuracy (resumes are exact: RNG and sampler in the checkpoint).
+  const std::string ref = TempPath("unpaused.json");
+  std::vector<std::string> plain = {"train", "--json", ref};
+  plain.insert(plain.end(), train.begin(), train.end());
+  ASSERT_EQ(RunCli("unpaused", plain, &out), 0) << out;
+  EXPECT_DOUBLE_EQ(r["final_test_accuracy"].get<double>(), nlohmann::json::parse(ReadFile(ref))["test_accuracy"].get<double>());
+  // emissions.csv: CodeCarbon's header and one row.
+  std::ifstream csv(dir + "/emissions.csv");
+  std::string header, row, extra;
+  std::getline(csv, header);
+  std::getline(csv, row);
+  EXPECT_EQ(header.rfind("timestamp,project_name,run_id,duration,emissions,", 0), 0u);
+  EXPECT_FALSE(row.empty());
+  EXPECT_FALSE(std::getline(csv, extra));
+  EXPECT_NE(ReadFile(dir + "/green_report.html").find("<svg"), std::string::npos);
+  // The certificate: valid on the report, invalid after a one-byte change.
+  EXPECT_EQ(RunCli("verify", {"cert", "verify", "--report", dir + "/green_report.json"}, &out), 0) << out;
+  std::string bytes = ReadFile(dir + "/green_report.json");
+  bytes[bytes.size() / 2] ^= 1;
+  std::ofstream(dir + "/changed.json") << bytes;
+  EXPECT_EQ(RunCli("verify-changed", {"cert", "verify", "--report", dir + "/changed.json", "--cert",
+                                   dir + "/green_report.json.cert"},
+                &out),
+            1);
+  EXPECT_NE(out.find("INVALID"), std::string::npos) << out;
+}
+
+TEST(Green, CarbonAwareRefusesWhatItCannotFollow) {
+  std::string out;
+  EXPECT_EQ(RunCli("elastic-runtime", {"green", "--carbon-aware", "--region", "FRA", "--strategy", "elastic", "--", "--steps", "1"}, &out), 2);
+  EXPECT_NE(out.find("--plan-only"), std::string::npos) << out;
+  EXPECT_EQ(RunCli("owned", {"green", "--carbon-aware", "--region", "FRA", "--", "--resume"}, &out), 2);
+  EXPECT_NE(out.find("--resume"), std::string::npos) << out;
+  EXPECT_EQ(RunCli("both", {"green", "--plan-only", "--carbon-aware"}, &out), 2);
+}
+
+}  // namespace
+}  // namespace cdt
