@@ -26,13 +26,17 @@ void AddGreenOptions(CLI::App* cmd, GreenOptions* o) {
   cmd->add_option("--strategy", o->strategy, "agnostic | suspend-resume | elastic | weighted")->capture_default_str();
   cmd->add_option("--power-kw", o->power_kw, "--plan-only: the job's power on --workers (default 0.3 kW per worker)");
   cmd->add_option("--workers", o->workers, "the job's base worker count (default --min-workers, else 1)");
-  cmd->add_option("--min-workers", o->min_workers, "elastic / weighted: fewest workers in a running hour");
+  cmd->add_option("--min-workers", o->min_workers,
+                  "elastic / weighted: fewest workers in a running hour (--carbon-aware: on this node)");
   cmd->add_option("--max-workers", o->max_workers, "elastic / weighted: most workers in a running hour");
   cmd->add_option("--scaling-efficiency", o->scaling_efficiency,
                   "throughput kept per doubling of workers (w^(1+log2 e))")->capture_default_str();
   cmd->add_option("--weights", o->weights, "weighted: efficiency carbon cost weights")->expected(3)->delimiter(',');
   cmd->add_option("--price-trace", o->price_trace, "weighted: hourly price CSV `timestamp,price_per_kwh`");
-  cmd->add_option("--carbon-cap-kg", o->carbon_cap_kg, "carbon budget of the job (0 = none)");
+  cmd->add_option("--carbon-cap-kg", o->carbon_cap_kg,
+                  "carbon budget of the job (0 = none); --carbon-aware also adapts the batch to it (docs/green.md)");
+  cmd->add_option("--min-batch", o->min_batch, "batch control: smallest per-rank batch (default batch / 4)");
+  cmd->add_option("--max-batch", o->max_batch, "batch control: largest per-rank batch (default batch x 4)");
   cmd->add_flag("--forecast", o->forecast, "plan on the forecast from the trace's past, not on the trace itself");
   cmd->add_option("--time-scale", o->time_scale, "--carbon-aware: wall seconds per trace hour (3600 = real time)")
       ->capture_default_str();

@@ -27,6 +27,7 @@ struct GreenOptions {
   double job_hours = 0, deadline = 0, power_kw = 0, time_scale = 3600, carbon_cap_kg = 0;
   double scaling_efficiency = 0.9, pue = 1.58, embodied_kg = 0, lifetime_years = 4;
   int workers = 0, min_workers = 0, max_workers = 0, calibrate_steps = 30;
+  int min_batch = 0, max_batch = 0;      // batch control bounds (0 = batch / 4, batch x 4)
   std::vector<std::string> train_args;   // after `--`
 };
 

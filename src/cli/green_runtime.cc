@@ -1,5 +1,4 @@
-// `green --carbon-aware`: calibrate, plan, follow the plan segment by segment, account, report.
-#include <signal.h>
+// `green --carbon-aware`: calibrate, plan, follow the plan run by run, account, report.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -9,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -17,6 +17,7 @@
 #include "cli/green_common.h"
 #include "common/unix_time.h"
 #include "green/accounting.h"
+#include "green/batch_controller.h"
 #include "green/certificate.h"
 #include "green/energy_meter.h"
 #include "green/iso_time.h"
@@ -95,6 +96,21 @@ nlohmann::json ReadJson(const std::string& path) {
   return nlohmann::json::parse(in);
 }
 
+// The train options without `flag VALUE` / `flag=VALUE`; *value gets the last value given.
+std::vector<std::string> Without(const std::vector<std::string>& args, const std::string& flag, std::string* value) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == flag && i + 1 < args.size()) {
+      *value = args[++i];
+    } else if (args[i].rfind(flag + "=", 0) == 0) {
+      *value = args[i].substr(flag.size() + 1);
+    } else {
+      out.push_back(args[i]);
+    }
+  }
+  return out;
+}
+
 void CheckTrainArgs(const std::vector<std::string>& args) {
   for (const std::string& a : args)
     for (const char* owned : {"--checkpoint-dir", "--resume", "--stop-after", "--json", "--elastic"})
@@ -103,16 +119,80 @@ void CheckTrainArgs(const std::vector<std::string>& args) {
                                                      " of the training runs itself: drop it from the train options");
 }
 
+// What a short metered run of the job on `workers` workers says.
+struct Calibration {
+  int workers = 1;
+  double step_s = 0, samples_per_step = 0, train_w = 0;   // stepping
+  double startup_s = 0, exit_s = 0, eval_s = 0, overhead_w = 0;   // around it
+  int64_t total_steps = 0;
+  double facility_kwh = 0;                                // what the calibration itself used
+};
+
+Calibration Calibrate(const std::string& exe, const std::vector<std::string>& train, int workers, int batch,
+                      int steps, const fs::path& work, green::MeterSet* meter, double pue) {
+  Metering cal;
+  cal.meter = meter;
+  cal.tb.wall_start = Now();
+  const std::string tag = "calibration-" + std::to_string(workers);
+  const std::string json = (work / (tag + ".json")).string();
+  std::vector<std::string> args = {"train"};
+  args.insert(args.end(), train.begin(), train.end());
+  for (const std::string& a : {std::string("--nproc-per-node"), std::to_string(workers), std::string("--batch-size"),
+                               std::to_string(batch), std::string("--checkpoint-dir"), (work / tag).string(),
+                               std::string("--stop-after"), std::to_string(steps), std::string("--eval-every"),
+                               std::to_string(steps), std::string("--json"), json, std::string("--no-progress")})
+    args.push_back(a);
+  std::printf("cann-dist-train green: calibrating on %d worker(s): %d steps\n", workers, steps);
+  std::fflush(stdout);
+  const double t0 = Now(), t0_unix = UnixSeconds();
+  if (const int rc = RunMetered(exe, args, &cal); rc != 0)
+    throw Error(ErrorCode::kIo, "green: the calibration run on " + std::to_string(workers) + " worker(s) failed (exit " +
+                                    std::to_string(rc) + "); its output is above");
+  const double wall = Now() - t0;
+  const nlohmann::json j = ReadJson(json);
+  Calibration c;
+  c.workers = workers;
+  const double ran = std::max(1.0, j.at("steps").get<double>()), train_wall = j.at("wall_s").get<double>();
+  c.step_s = train_wall / ran;
+  c.samples_per_step = j.at("samples").get<double>() / ran;
+  c.total_steps = j.at("total_steps").get<int64_t>();
+  c.eval_s = j.value("eval_s", 0.0);
+  // Start-up (processes, libraries, data) comes before the first step: runs are launched that
+  // much ahead of their planned start so that training itself starts on time.
+  c.startup_s = std::clamp(j.value("started_unix", t0_unix) - t0_unix, 0.0, wall);
+  c.exit_s = std::max(0.0, wall - c.startup_s - train_wall - c.eval_s);
+  const double a = cal.tb.ToTrace(t0 + c.startup_s);
+  const double loop_j = JoulesAt(cal.samples, a + train_wall) - JoulesAt(cal.samples, a);
+  const double all_j = cal.samples.empty() ? 0 : cal.samples.back().joules;
+  c.train_w = loop_j / std::max(1e-9, train_wall);
+  const double around = c.startup_s + c.exit_s + c.eval_s;
+  c.overhead_w = around > 0 ? std::max(0.0, all_j - loop_j) / around : c.train_w;
+  c.facility_kwh = all_j * pue / 3.6e6;
+  std::printf("cann-dist-train green: %d worker(s): %.4f s per step (%.0f samples) at %.1f W (IT); per run %.2f s "
+              "start-up and %.2f s exit, %.2f s evaluation at the end, at %.1f W\n",
+              workers, c.step_s, c.samples_per_step, c.train_w, c.startup_s, c.exit_s, c.eval_s, c.overhead_w);
+  return c;
+}
+
 }  // namespace
 
 int RunCarbonAware(const GreenOptions& o, const Environment& env) {
   if (!(o.time_scale > 0)) throw Error(ErrorCode::kInvalidArgument, "--time-scale must be > 0 seconds per trace hour");
-  if (o.strategy != "suspend-resume" && o.strategy != "agnostic")
-    throw Error(ErrorCode::kInvalidArgument,
-                "green --carbon-aware follows agnostic and suspend-resume plans; resizing a running job to an "
-                "elastic or weighted plan is not implemented yet (see those plans with --plan-only)");
+  green::ParseStrategy(o.strategy);
   if (o.train_args.empty()) throw Error(ErrorCode::kInvalidArgument, "green --carbon-aware needs train options after --");
   CheckTrainArgs(o.train_args);
+  // The runtime owns the worker count and the batch of each run.
+  std::string nproc = "1", batch_text = "64", nnodes = "1";
+  std::vector<std::string> train = Without(Without(o.train_args, "--nproc-per-node", &nproc), "--batch-size", &batch_text);
+  Without(train, "--nnodes", &nnodes);
+  const int base = std::atoi(nproc.c_str()), batch0 = std::atoi(batch_text.c_str());
+  const int lo = o.min_workers > 0 ? o.min_workers : base, hi = o.max_workers > 0 ? o.max_workers : base;
+  if (base < 1 || batch0 < 1 || lo < 1 || lo > base || hi < base)
+    throw Error(ErrorCode::kInvalidArgument, "green: --min-workers <= --nproc-per-node (" + nproc +
+                                                 ") <= --max-workers, and --batch-size >= 1, are needed");
+  if (nnodes != "1" && (lo != base || hi != base))
+    throw Error(ErrorCode::kInvalidArgument, "green --carbon-aware resizes jobs on one node (--nproc-per-node); "
+                                             "this one has --nnodes " + nnodes);
   const green::CarbonTrace trace = LoadGreenTrace(o, env);
   const double start = GreenStart(o, trace);
   const std::string run_id = !o.run_id.empty() ? o.run_id
@@ -120,79 +200,54 @@ int RunCarbonAware(const GreenOptions& o, const Environment& env) {
                                                      std::to_string(getpid());
   const fs::path dir = o.report_dir;
   const fs::path work = dir / run_id;
-  fs::create_directories(work);
+  std::error_code ec;
+  fs::create_directories(work, ec);
+  if (ec) throw Error(ErrorCode::kIo, "green: cannot create " + work.string() + " (" + ec.message() + "); pass another --report-dir");
 
   green::MeterSetOptions mo;
   mo.profiles_path = env.knowledge_base + "/hardware_profiles/devices.json";
   green::MeterSet meter(mo);
   std::printf("cann-dist-train green: energy meter: %s\n", meter.Describe().c_str());
 
-  // 1. Calibration: a short run of the same training, metered.
-  Metering cal;
-  cal.meter = &meter;
-  cal.tb.wall_start = Now();
-  cal.tb.trace_start = start;
-  std::vector<std::string> args = {"train"};
-  args.insert(args.end(), o.train_args.begin(), o.train_args.end());
-  const std::string cal_json = (work / "calibration.json").string();
-  std::vector<std::string> cal_args = args;
-  for (const std::string& a : {std::string("--checkpoint-dir"), (work / "calibration-checkpoints").string(),
-                               std::string("--stop-after"), std::to_string(o.calibrate_steps),
-                               std::string("--eval-every"), std::to_string(o.calibrate_steps), std::string("--json"),
-                               cal_json, std::string("--no-progress")})
-    cal_args.push_back(a);
-  std::printf("cann-dist-train green: calibrating: %d steps\n", o.calibrate_steps);
-  const double cal_t0 = Now(), cal_t0_unix = UnixSeconds();
-  if (const int rc = RunMetered(env.self_exe, cal_args, &cal); rc != 0)
-    throw Error(ErrorCode::kIo, "green: the calibration run failed (exit " + std::to_string(rc) + "); its output is above");
-  const double cal_wall = Now() - cal_t0;
-  const nlohmann::json cj = ReadJson(cal_json);
-  const double steps = cj.at("steps").get<double>(), train_wall = cj.at("wall_s").get<double>();
-  const int64_t total_steps = cj.at("total_steps").get<int64_t>();
-  const int world = cj.at("world_size").get<int>();
-  const double step_s = train_wall / std::max(1.0, steps);
-  // Start-up (processes, libraries, data) comes before the first step: segments are launched
-  // that much ahead of their planned start so that training itself starts on time.
-  const double startup_s = std::clamp(cj.value("started_unix", cal_t0_unix) - cal_t0_unix, 0.0, cal_wall);
-  // Power while stepping, and while starting up / evaluating / writing the checkpoint (the
-  // calibration ends with one evaluation, as the job's last stretch does).
-  const double loop_a = cal.tb.ToTrace(cal_t0 + startup_s), loop_b = loop_a + train_wall;
-  const double loop_j = JoulesAt(cal.samples, loop_b) - JoulesAt(cal.samples, loop_a);
-  const double all_j = cal.samples.empty() ? 0 : cal.samples.back().joules;
-  // Every run starts up and exits; the last one also evaluates.
-  const double eval_s = cj.value("eval_s", 0.0);
-  const double overhead_s = std::max(0.0, cal_wall - train_wall - eval_s);
-  const double train_w = loop_j / std::max(1e-9, train_wall);
-  const double overhead_w = overhead_s + eval_s > 0 ? std::max(0.0, all_j - loop_j) / (overhead_s + eval_s) : train_w;
-  const double cal_kwh = all_j * o.pue / 3.6e6;
-  std::printf("cann-dist-train green: calibration: %.4f s per step at %.1f W (IT); per run %.2f s start-up and "
-              "%.2f s exit, %.2f s evaluation at the end, at %.1f W; on %d worker(s)\n",
-              step_s, train_w, startup_s, overhead_s - startup_s, eval_s, overhead_w, world);
+  // 1. Calibrate every worker count the plan may use.
+  std::map<int, Calibration> cal;
+  double cal_kwh = 0;
+  cal[base] = Calibrate(env.self_exe, train, base, batch0, o.calibrate_steps, work, &meter, o.pue);
+  for (int w = lo; w <= hi; ++w)
+    if (!cal.count(w)) cal[w] = Calibrate(env.self_exe, train, w, batch0, o.calibrate_steps, work, &meter, o.pue);
+  for (auto& [w, c] : cal) cal_kwh += c.facility_kwh;
+  const Calibration& b = cal.at(base);
 
   // 2. The plan. Each running stretch is one more start-up and exit: plan, count the stretches,
-  // re-plan with their time and energy until the count settles.
+  // re-plan with their time and energy until the count settles. Work is in hours on `base`.
   GreenOptions po = o;
-  po.workers = world;
-  po.min_workers = po.max_workers = world;
-  const double stepping_s = static_cast<double>(total_steps) * step_s;
+  po.workers = base;
+  po.min_workers = lo;
+  po.max_workers = hi;
+  const double stepping_s = static_cast<double>(b.total_steps) * b.step_s;
+  const double run_overhead_s = b.startup_s + b.exit_s;
   GreenJob job;
   GreenPlans plans;
   size_t runs = 1;
   for (int round = 0; round < 4; ++round) {
-    const double extra_s = static_cast<double>(runs) * overhead_s + eval_s;
-    const double run_s = stepping_s + extra_s;
-    const double job_hours = run_s / o.time_scale;
-    const double it_kw = (stepping_s * train_w + extra_s * overhead_w) / run_s / 1000;
+    const double extra_s = static_cast<double>(runs) * run_overhead_s + b.eval_s;
+    const double share = extra_s / (stepping_s + extra_s);   // of the job's time spent around steps
+    auto kw = [&](const Calibration& c) { return ((1 - share) * c.train_w + share * c.overhead_w) * o.pue / 1000; };
+    const double job_hours = (stepping_s + extra_s) / o.time_scale;
     const int deadline = static_cast<int>(std::ceil(o.deadline > 0 ? o.deadline : 3 * job_hours));
-    job = MakeGreenJob(po, job_hours, it_kw * o.pue, std::max(1, deadline));
+    job = MakeGreenJob(po, job_hours, kw(b), std::max(1, deadline));
+    job.spec.scaling.clear();   // measured, not modelled: samples per second relative to `base`
+    for (const auto& [w, c] : cal)
+      job.spec.scaling.push_back({w, (c.samples_per_step / c.step_s) / (b.samples_per_step / b.step_s), kw(c)});
     plans = PlanGreenJob(po, trace, start, job.spec);
     const size_t n = std::max<size_t>(1, Stretches(plans.plan).size());
     if (n == runs) break;
     runs = n;
   }
-  std::printf("cann-dist-train green: the job's %lld steps = %.2f trace hours in %zu run(s) at --time-scale %g\n",
-              static_cast<long long>(total_steps), job.spec.work, runs, o.time_scale);
   std::vector<std::string> notes;
+  std::printf("cann-dist-train green: the job's %lld steps = %.2f trace hours on %d worker(s), planned in %zu run(s) "
+              "at --time-scale %g\n",
+              static_cast<long long>(b.total_steps), job.spec.work, base, runs, o.time_scale);
   if (!plans.plan.feasible && !o.green_priority && plans.baseline.feasible) {
     notes.push_back("the " + plans.plan.strategy + " plan is infeasible (" + plans.plan.reason +
                     "); running without pauses instead (--green-priority follows the cleanest plan anyway)");
@@ -201,7 +256,8 @@ int RunCarbonAware(const GreenOptions& o, const Environment& env) {
   }
   PrintGreenPlan(po, trace, start, job, plans);
 
-  // 3. Follow it: one training run per stretch, the checkpoint carries the job across pauses.
+  // 3. Follow it: one training run per stretch; the checkpoint carries the job across pauses and
+  // worker counts (the sampler's global position re-partitions the remaining samples).
   Metering m;
   m.meter = &meter;
   m.pue = o.pue;
@@ -210,14 +266,22 @@ int RunCarbonAware(const GreenOptions& o, const Environment& env) {
   m.tb.seconds_per_hour = o.time_scale;
   std::vector<green::RunInterval> actual;
   const std::vector<Stretch> stretches = Stretches(plans.plan);
-  int64_t step = 0;
+  int64_t step = 0, total_steps = b.total_steps;
+  int batch = batch0;
   double job_samples = 0;
-  nlohmann::json last_segment;
+  nlohmann::json last_run;
+  green::BatchControlConfig bc;
+  bc.carbon_cap_kg = o.carbon_cap_kg;
+  bc.min_batch = o.min_batch > 0 ? o.min_batch : std::max(1, batch0 / 4);
+  bc.max_batch = o.max_batch > 0 ? o.max_batch : batch0 * 4;
+  const bool control_batch = o.carbon_cap_kg > 0;
   for (size_t i = 0; step < total_steps; ++i) {
     const bool planned = i < stretches.size();
     const bool last = i + 1 >= stretches.size();
+    const int workers = planned ? stretches[i].workers : base;
+    const Calibration& c = cal.count(workers) ? cal.at(workers) : b;
     if (planned) {
-      const double begin = m.tb.ToWall(start + 3600 * stretches[i].start_h) - startup_s;
+      const double begin = m.tb.ToWall(start + 3600 * stretches[i].start_h) - c.startup_s;
       if (begin > Now()) {
         std::printf("cann-dist-train green: paused (checkpoint at step %lld on disk) until %s, %.1f s\n",
                     static_cast<long long>(step), green::FormatIsoTime(start + 3600 * stretches[i].start_h).c_str(),
@@ -229,37 +293,58 @@ int RunCarbonAware(const GreenOptions& o, const Environment& env) {
       notes.push_back("the plan's stretches ended at step " + std::to_string(step) +
                       " (the job ran slower than calibrated); ran on to the end at once");
     }
+    const double now_trace = m.tb.ToTrace(Now());
+    if (control_batch) {   // the seed's rule, once per run (docs/green.md)
+      const double spent = green::Account(trace, m.samples).carbon_kg;
+      const double kwh_per_sample = c.train_w * o.pue * c.step_s / c.samples_per_step / 3.6e6 * m.tb.Stretch();
+      const double remaining = static_cast<double>(total_steps - step) * c.samples_per_step * batch / batch0;
+      const green::BatchDecision d =
+          green::DecideBatch(bc, batch, spent, remaining, kwh_per_sample, trace.IntensityAt(now_trace));
+      if (d.batch != batch || d.alert) {
+        notes.push_back("run " + std::to_string(i) + ": batch " + std::to_string(batch) + " -> " + std::to_string(d.batch) +
+                        " (" + d.reason + ", threshold " + std::to_string(d.threshold_gco2) + " g/kWh)" +
+                        (d.alert ? "; ALERT: projected " + std::to_string(d.projected_kg) + " kg reaches 95% of the cap"
+                                 : std::string()));
+        std::printf("cann-dist-train green: %s\n", notes.back().c_str());
+      }
+      batch = d.batch;
+    }
+    // Steps for this stretch on `workers` at `batch` (the step time scales with the batch).
+    const double step_s = c.step_s * batch / batch0;
     int64_t stop = total_steps;
     if (planned && !last) {
-      const double stepping = stretches[i].hours * o.time_scale - overhead_s;   // this run's start-up and exit
-      const int64_t n = std::max<int64_t>(1, std::llround(stepping / step_s));
-      stop = std::min(total_steps, step + n);
+      const double stepping = stretches[i].hours * o.time_scale - (c.startup_s + c.exit_s);
+      stop = std::min(total_steps, step + std::max<int64_t>(1, std::llround(stepping / step_s)));
     }
-    std::vector<std::string> seg = args;
-    const std::string seg_json = (work / ("segment-" + std::to_string(i) + ".json")).string();
-    for (const std::string& a : {std::string("--checkpoint-dir"), (work / "checkpoints").string(), std::string("--json"), seg_json})
-      seg.push_back(a);
-    if (step > 0) seg.push_back("--resume");
+    std::vector<std::string> run = {"train"};
+    run.insert(run.end(), train.begin(), train.end());
+    const std::string run_json = (work / ("run-" + std::to_string(i) + ".json")).string();
+    for (const std::string& a : {std::string("--nproc-per-node"), std::to_string(workers), std::string("--batch-size"),
+                                 std::to_string(batch), std::string("--checkpoint-dir"), (work / "checkpoints").string(),
+                                 std::string("--json"), run_json})
+      run.push_back(a);
+    if (step > 0) run.push_back("--resume");
     if (stop < total_steps) {
-      seg.push_back("--stop-after");
-      seg.push_back(std::to_string(stop));
+      run.push_back("--stop-after");
+      run.push_back(std::to_string(stop));
     }
-    const double t0 = m.tb.ToTrace(Now());
     const double j0 = m.samples.empty() ? 0 : m.samples.back().joules;
-    std::printf("cann-dist-train green: running steps %lld..%lld at %s (trace time)\n", static_cast<long long>(step),
-                static_cast<long long>(stop - 1), green::FormatIsoTime(t0).c_str());
+    std::printf("cann-dist-train green: running steps %lld..%lld on %d worker(s) at %s (trace time)\n",
+                static_cast<long long>(step), static_cast<long long>(stop - 1), workers,
+                green::FormatIsoTime(now_trace).c_str());
     std::fflush(stdout);
-    if (const int rc = RunMetered(env.self_exe, seg, &m); rc != 0)
-      throw Error(ErrorCode::kIo, "green: training segment " + std::to_string(i) + " failed (exit " + std::to_string(rc) +
+    if (const int rc = RunMetered(env.self_exe, run, &m); rc != 0)
+      throw Error(ErrorCode::kIo, "green: training run " + std::to_string(i) + " failed (exit " + std::to_string(rc) +
                                       "); the checkpoint in " + (work / "checkpoints").string() +
-                                      " holds the last completed segment");
-    last_segment = ReadJson(seg_json);
-    step = last_segment.at("first_step").get<int64_t>() + last_segment.at("steps").get<int64_t>();
-    job_samples += last_segment.at("samples").get<double>();
+                                      " holds the last completed run");
+    last_run = ReadJson(run_json);
+    step = last_run.at("first_step").get<int64_t>() + last_run.at("steps").get<int64_t>();
+    total_steps = last_run.at("total_steps").get<int64_t>();   // changes with the global batch
+    job_samples += last_run.at("samples").get<double>();
     green::RunInterval ri;
-    ri.start_unix = t0;
+    ri.start_unix = now_trace;
     ri.end_unix = m.samples.back().unix_s;
-    ri.workers = world;
+    ri.workers = workers;
     ri.energy_kwh = (m.samples.back().joules - j0) / 3.6e6;
     actual.push_back(ri);
   }
@@ -283,15 +368,10 @@ int RunCarbonAware(const GreenOptions& o, const Environment& env) {
   double run_hours = 0;
   for (green::RunInterval& a : actual) {
     run_hours += (a.end_unix - a.start_unix) / 3600.0;
-    a.carbon_kg = 0;
-  }
-  for (size_t k = 1; k < m.samples.size(); ++k) {   // each interval's carbon, from the samples inside it
-    const auto& a = m.samples[k - 1];
-    const auto& b = m.samples[k];
-    if (b.joules <= a.joules || b.unix_s <= a.unix_s) continue;
-    const double kg = (b.joules - a.joules) / (b.unix_s - a.unix_s) / 1000.0 * trace.GramsPerKw(a.unix_s, b.unix_s) / 1000.0;
-    for (green::RunInterval& x : actual)
-      if (a.unix_s >= x.start_unix - 1e-6 && b.unix_s <= x.end_unix + 1e-6) x.carbon_kg += kg;
+    std::vector<green::EnergySample> inside;
+    for (const green::EnergySample& s : m.samples)
+      if (s.unix_s >= a.start_unix - 1e-6 && s.unix_s <= a.end_unix + 1e-6) inside.push_back(s);
+    a.carbon_kg = green::Account(trace, inside).carbon_kg;
   }
   r.duration_s = run_hours * 3600;
   // The carbon-agnostic baseline: the same energy over the same running time, from the start.
@@ -307,9 +387,10 @@ int RunCarbonAware(const GreenOptions& o, const Environment& env) {
   r.actual = actual;
   for (int h = 0; h < static_cast<int>(plans.intensity.size()); ++h)
     r.intensity.push_back({start + 3600.0 * h, plans.intensity[static_cast<size_t>(h)]});
-  r.final_test_accuracy = last_segment["test_accuracy"].is_number() ? last_segment["test_accuracy"].get<double>() : -1;
-  notes.push_back("calibration (not in the totals): " + std::to_string(o.calibrate_steps) + " steps, " +
-                  std::to_string(cal_kwh * 1000) + " Wh facility energy in wall time");
+  r.final_test_accuracy = last_run["test_accuracy"].is_number() ? last_run["test_accuracy"].get<double>() : -1;
+  notes.push_back("calibration (not in the totals): " + std::to_string(cal.size()) + " run(s) of " +
+                  std::to_string(o.calibrate_steps) + " steps, " + std::to_string(cal_kwh * 1000) +
+                  " Wh facility energy in wall time");
   notes.push_back(std::string("energy is ") + (r.modelled ? "modelled (no hardware counter here): " : "measured: ") + r.meter);
   if (o.time_scale != 3600)
     notes.push_back("time-scaled run: one trace hour lasted " + std::to_string(o.time_scale) +

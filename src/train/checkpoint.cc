@@ -29,6 +29,7 @@ std::string CaptureState(torch::nn::Module& model, torch::optim::Optimizer& opt,
   archive.write("epoch", torch::tensor(static_cast<int64_t>(p.epoch)));
   archive.write("position", torch::tensor(static_cast<int64_t>(p.pos)));
   archive.write("seed", torch::tensor(static_cast<int64_t>(o.seed)));
+  archive.write("global_batch", torch::tensor(p.global_batch));
   {
     auto gen = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(gen.mutex());
@@ -60,6 +61,10 @@ Position RestoreState(const std::string& bytes, torch::nn::Module& model, torch:
     p.epoch = static_cast<uint64_t>(read_int("epoch"));
     p.pos = static_cast<size_t>(read_int("position"));
     const int64_t seed = read_int("seed");
+    {
+      torch::Tensor gb;
+      if (archive.try_read("global_batch", gb)) p.global_batch = gb.item<int64_t>();
+    }
     if (static_cast<uint64_t>(seed) != o.seed)
       throw Error(ErrorCode::kInvalidArgument,
                   "checkpoint '" + source + "' was written with --seed " + std::to_string(seed) +

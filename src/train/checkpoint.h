@@ -21,6 +21,7 @@ struct Position {
   int64_t step = 0;
   uint64_t epoch = 0;
   size_t pos = 0;
+  int64_t global_batch = 0;   // of the run that wrote it (0 = not recorded: older checkpoints)
 };
 
 // Everything needed to continue exactly: model, optimizer, position, RNG. Every rank holds the

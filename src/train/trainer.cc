@@ -277,6 +277,16 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
                    o.checkpoint_dir.c_str());
     }
   }
+  if (at.global_batch > 0 && at.global_batch != global_batch && o.steps == 0) {
+    // Resumed with another global batch (more or fewer workers, another --batch-size): the rest
+    // of the run's samples take a different number of steps.
+    total_steps = at.step + StepsToFinish(train_set.count, o.epochs, at, global_batch);
+    if (me == 0)
+      std::fprintf(stderr, "cann-dist-train train: resumed with global batch %lld (was %lld): %lld steps in all\n",
+                   static_cast<long long>(global_batch), static_cast<long long>(at.global_batch),
+                   static_cast<long long>(total_steps));
+  }
+  at.global_batch = global_batch;
   if (!session || session->result.steps == 0) r.first_step = at.step;
   const bool recovering = session && RestoreCommittedState(comm, *session, *model, *opt, o, &at);
   if (recovering && session->snapshots[0].world != W && o.steps == 0)

@@ -113,10 +113,41 @@ TEST(Green, CarbonAwareRunPausesThroughDirtyHoursAndMatchesTheUnpausedRun) {
   EXPECT_NE(out.find("INVALID"), std::string::npos) << out;
 }
 
+TEST(Green, CarbonAwareElasticPlanResizesTheJobAndSeesEverySampleOnce) {
+  // One clean hour among dirty ones: the elastic plan runs it on 2 workers.
+  const std::string trace = TempPath("elastic-trace.csv");
+  {
+    std::ofstream t(trace);
+    t << "timestamp,gco2_per_kwh\n";
+    const double g[] = {600, 50, 400, 400, 400, 400, 400, 400, 400, 400};
+    for (int h = 0; h < 10; ++h) t << "2022-06-01T0" << h << ":00:00Z," << g[h] << "\n";
+  }
+  const std::string dir = TempPath("green-elastic-report");
+  fs::remove_all(dir);
+  std::string out;
+  ASSERT_EQ(RunCli("green-elastic",
+                   {"green", "--carbon-aware", "--trace", trace, "--start", "2022-06-01T00:00:00Z", "--deadline", "8",
+                    "--time-scale", "4", "--strategy", "elastic", "--min-workers", "1", "--max-workers", "2",
+                    "--report-dir", dir, "--calibrate-steps", "10", "--run-id", "e", "--", "--model", "mlp", "--dataset",
+                    "synthetic", "--synthetic-samples", "4000", "--epochs", "1", "--batch-size", "32", "--no-progress"},
+                   &out),
+            0)
+      << out;
+  const nlohmann::json r = nlohmann::json::parse(ReadFile(dir + "/green_report.json"));
+  int most = 0;
+  for (auto& a : r["actual"]) most = std::max(most, a["workers"].get<int>());
+  EXPECT_EQ(most, 2) << out;
+  EXPECT_DOUBLE_EQ(r["samples"].get<double>(), 4000) << out;   // one epoch, whatever the worker counts
+  EXPECT_GE(r["final_test_accuracy"].get<double>(), 0);
+}
+
 TEST(Green, CarbonAwareRefusesWhatItCannotFollow) {
   std::string out;
-  EXPECT_EQ(RunCli("elastic-runtime", {"green", "--carbon-aware", "--region", "FRA", "--strategy", "elastic", "--", "--steps", "1"}, &out), 2);
-  EXPECT_NE(out.find("--plan-only"), std::string::npos) << out;
+  EXPECT_EQ(RunCli("range", {"green", "--carbon-aware", "--region", "FRA", "--strategy", "elastic", "--min-workers", "3",
+                             "--", "--nproc-per-node", "2", "--steps", "1"},
+                   &out),
+            2);
+  EXPECT_NE(out.find("--min-workers"), std::string::npos) << out;
   EXPECT_EQ(RunCli("owned", {"green", "--carbon-aware", "--region", "FRA", "--", "--resume"}, &out), 2);
   EXPECT_NE(out.find("--resume"), std::string::npos) << out;
   EXPECT_EQ(RunCli("both", {"green", "--plan-only", "--carbon-aware"}, &out), 2);
