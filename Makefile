@@ -18,11 +18,15 @@ build: configure
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j 1 --timeout 900
 
-# A short 4-worker training run of the cnn on Fashion-MNIST (about a minute here), then the
-# allreduce benchmark beside its peers (short run).
+# A short 4-worker training run of the cnn on Fashion-MNIST (about a minute here), the carbon-aware
+# plan of a day-long job on California's 2022 grid, then the allreduce benchmark beside its peers
+# (short run).
 demo: build
 	$(BUILD)/bin/cann-dist-train train --model cnn --dataset fashion-mnist --nproc-per-node 4 \
-	    --steps 300 --batch-size 32 --eval-every 150
+	    --steps 300 --batch-size 32 --eval-every 150 --energy-windows
+	$(BUILD)/bin/cann-dist-train green --plan-only --trace knowledge_base/carbon_traces/CISO_2022.csv \
+	    --start 2022-03-14T05:00:00Z --job-hours 24 --deadline 72 --workers 4 --min-workers 1 --max-workers 8 \
+	    --power-kw 1.2 --strategy elastic
 	@bash bench/run_allreduce_peers.sh --quick --no-docs
 
 bench: build

@@ -7,10 +7,12 @@
 #
 #   bash bench/run_green_e2e.sh [--trace knowledge_base/carbon_traces/CISO_2022.csv]
 #        [--start 2022-03-14T02:00:00Z] [--deadline 24] [--time-scale 10] [--nproc 1] [--epochs 1]
+#        [--strategy suspend-resume|elastic|weighted] [--min-workers A --max-workers B]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=$(pwd)/${BIN:-build/bin}
 TRACE=knowledge_base/carbon_traces/CISO_2022.csv START=2022-03-14T02:00:00Z DEADLINE=24 SCALE=10 NPROC=1 EPOCHS=1
+STRATEGY=suspend-resume RANGE=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --trace) TRACE=$2; shift 2 ;;
@@ -19,6 +21,8 @@ while [ $# -gt 0 ]; do
     --time-scale) SCALE=$2; shift 2 ;;
     --nproc) NPROC=$2; shift 2 ;;
     --epochs) EPOCHS=$2; shift 2 ;;
+    --strategy) STRATEGY=$2; shift 2 ;;
+    --min-workers|--max-workers) RANGE+=("$1" "$2"); shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -29,7 +33,7 @@ TRAIN=(--nproc-per-node "$NPROC" --model cnn --dataset fashion-mnist --epochs "$
 "$BIN/cann-dist-train" train "${TRAIN[@]}" --json "$out/unpaused.json" > "$out/unpaused.txt" 2>&1
 export CDT_SIGNING_KEY=$out/signing.key
 "$BIN/cann-dist-train" green --carbon-aware --trace "$TRACE" --start "$START" --deadline "$DEADLINE" \
-    --time-scale "$SCALE" --certify --report-dir "$out/green" --run-id e2e -- "${TRAIN[@]}" > "$out/green.txt" 2>&1
+    --time-scale "$SCALE" --strategy "$STRATEGY" "${RANGE[@]}" --certify --report-dir "$out/green" --run-id e2e -- "${TRAIN[@]}" > "$out/green.txt" 2>&1
 "$BIN/cann-dist-train" cert verify --report "$out/green/green_report.json" > "$out/verify-original.txt"
 cp "$out/green/green_report.json" "$out/changed.json"
 python3 -c "import sys; p=sys.argv[1]; b=bytearray(open(p,'rb').read()); i=b.index(b'carbon_kg')+14; b[i]=b[i]^1; open(p,'wb').write(b)" "$out/changed.json"
@@ -45,7 +49,7 @@ u = json.load(open(f"{d}/unpaused.json")); g = json.load(open(f"{d}/green/green_
 plan = g["plan"]["slots"]; actual = g["actual"]
 print(f"unpaused test accuracy {u['test_accuracy']:.4f}; carbon-aware {g['final_test_accuracy']:.4f}")
 print(f"plan ({g['plan']['strategy']}): {len(plan)} slot(s); actual runs: " +
-      ", ".join(f"{a['start']} +{a['hours']:.2f} h" for a in actual))
+      ", ".join(f"{a['start']} +{a['hours']:.2f} h x{a['workers']}" for a in actual))
 hi = g["intensity"] if "intensity" in g else None
 print(f"carbon {g['carbon_kg']*1000:.3f} g vs plan {g['plan']['carbon_kg']*1000:.3f} g: "
       f"{100*g['plan_vs_actual']['deviation']:+.1f}%; carbon-agnostic {g['baseline_carbon_kg']*1000:.3f} g, "
