@@ -62,8 +62,8 @@ int RunCert(const CertCommands& c, CertOptions o, const Environment& env) {
                 o.report.c_str(), o.certificate.c_str(), pk.c_str());
     return 0;
   }
-  const green::Verification v =
-      green::VerifyCertificate(Slurp(o.report, "report"), Slurp(o.certificate, "certificate"), o.public_key);
+  const std::string report = Slurp(o.report, "report");
+  const green::Verification v = green::VerifyCertificate(report, Slurp(o.certificate, "certificate"), o.public_key);
   std::printf("%s: %s: %s\n", o.report.c_str(), v.ok ? "VALID" : "INVALID", v.why.c_str());
   if (v.ok) std::printf("signer public key %s\n", v.public_key.c_str());
   return v.ok ? 0 : 1;
