@@ -19,9 +19,9 @@
 #include "common/unix_time.h"
 #include "compress/adaptive_controller.h"
 #include "compress/compressor.h"
-#include "green/energy_meter.h"
 #include "train/checkpoint.h"
 #include "train/elastic_state.h"
+#include "train/energy_windows.h"
 #include "train/global_sampler.h"
 #include "train/gradient_reducer.h"
 #include "train/image_dataset.h"
@@ -546,19 +546,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   auto snapshot = [&](int micro_batch) {
     if (session && micro_batch == 0) snapshot_at(at);
   };
-  // Energy windows: one meter reading per step boundary (a /proc read, a few microseconds).
-  std::unique_ptr<green::MeterSet> meter;
-  green::EnergyReading energy_mark;
-  if (!o.energy_profiles.empty()) {
-    green::MeterSetOptions mo;
-    mo.profiles_path = o.energy_profiles;
-    mo.scope = green::ModelMeterOptions::Scope::kProcess;
-    mo.processes_sharing = std::max(1, o.local_world_size);
-    meter = std::make_unique<green::MeterSet>(mo);
-    r.energy.meter = meter->Describe();
-    r.energy.modelled = meter->any_modelled();
-    energy_mark = meter->Read();
-  }
+  EnergyWindows energy(o, &r.energy, me == 0);
   auto step_clock = Clock::now();
   for (; at.step < end_step; ++at.step) {
     if (at.pos >= sampler.dataset_size()) {
@@ -612,12 +600,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
     record_loss();  // the previous step's
     const bool warned = checkpoints.ObserveHealth(Since(step_clock), at.step, me);
     step_clock = Clock::now();
-    if (meter) {
-      const green::EnergyReading now = meter->Read();
-      if (me == 0) r.energy.step_j.push_back(now.total() - energy_mark.total());
-      r.energy.joules += now.total() - energy_mark.total();
-      energy_mark = now;
-    }
+    energy.StepEnded();
     const bool regroup = session && session->regroup_requested;
     loss_in_flight = {at.step, {loss_sum, warned ? 1.0 : 0.0, regroup ? 1.0 : 0.0}, step_samples, nullptr};
     loss_in_flight.work = reducer.SubmitInOrder(true, [&loss_in_flight](Communicator& c) {
@@ -690,11 +673,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   r.overlap_ratio = rs.comm_seconds > 0 ? std::clamp(1 - rs.wait_seconds / rs.comm_seconds, 0.0, 1.0) : 0;
   r.sync_wait_fraction = r.wall_s > 0 ? r.step_time.comm_wait_s / r.wall_s : 0;
   r.params_consistent = ParamsConsistent(comm, *model);
-  if (meter) {  // every rank's energy, on every rank
-    double j = r.energy.joules;
-    comm.Allreduce(&j, 1, DataType::kFloat64, ReduceOp::kSum)->Wait();
-    r.energy.joules = j;
-  }
+  energy.Finish(comm);  // every rank's energy, on every rank
   return r;
 }
 

@@ -142,6 +142,27 @@ TEST(Green, CarbonAwareElasticPlanResizesTheJobAndSeesEverySampleOnce) {
   EXPECT_GE(r["final_test_accuracy"].get<double>(), 0);
 }
 
+TEST(Green, TrainEnergyWindowsMeterEveryStepOnEveryRank) {
+  const std::string json = TempPath("windows.json");
+  std::string out;
+  ASSERT_EQ(RunCli("windows", {"train", "--model", "mlp", "--dataset", "synthetic", "--synthetic-samples", "2000",
+                               "--steps", "12", "--batch-size", "32", "--nproc-per-node", "2", "--energy-windows",
+                               "--no-progress", "--json", json},
+                   &out),
+            0)
+      << out;
+  const nlohmann::json e = nlohmann::json::parse(ReadFile(json))["energy"];
+  ASSERT_EQ(e["step_j"].size(), 12u);   // rank 0's windows, one per step
+  double rank0 = 0;
+  for (auto& j : e["step_j"]) {
+    EXPECT_GE(j.get<double>(), 0);
+    rank0 += j.get<double>();
+  }
+  EXPECT_GT(rank0, 0);
+  EXPECT_GT(e["joules"].get<double>(), rank0);   // both ranks' windows
+  EXPECT_FALSE(e["meter"].get<std::string>().empty());
+}
+
 TEST(Green, CarbonAwareRefusesWhatItCannotFollow) {
   std::string out;
   EXPECT_EQ(RunCli("range", {"green", "--carbon-aware", "--region", "FRA", "--strategy", "elastic", "--min-workers", "3",
