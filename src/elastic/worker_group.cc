@@ -301,6 +301,15 @@ GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>&
     }
   }
 
+  // The last workers may all exit between two looks at the store: the job still finished, and
+  // the workers lost on the way (already reported) do not make it fail.
+  if (c.elastic && !finished) {
+    try {
+      if (elastic::IsFinished(store, job)) result.exit_code = 0;
+    } catch (const Error&) {
+    }
+  }
+
   // Node 0 keeps the store up until every node's workers are done with it.
   try {
     store.Set(prefix + "node/" + std::to_string(c.node_rank) + "/done", std::to_string(result.exit_code));
