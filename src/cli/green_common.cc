@@ -23,8 +23,14 @@ green::CarbonTrace LoadGreenTrace(const GreenOptions& o, const Environment& env)
                 "green needs --trace FILE (e.g. " + env.knowledge_base + "/carbon_traces/CISO_2022.csv) or --region CODE");
   green::TraceReadOptions r;
   r.gaps = green::ParseGapPolicy(o.gap_policy);
-  r.log = [](const std::string& s) { std::fprintf(stderr, "cann-dist-train green: %s\n", s.c_str()); };
-  return green::ReadCarbonTrace(o.trace, r);
+  green::CarbonTrace trace = green::ReadCarbonTrace(o.trace, r);
+  // The first gaps in full, then how many more (all of them are in the report's notes).
+  const size_t shown = std::min<size_t>(trace.notes.size(), 2);
+  for (size_t i = 0; i < shown; ++i) std::fprintf(stderr, "cann-dist-train green: %s\n", trace.notes[i].c_str());
+  if (trace.notes.size() > shown)
+    std::fprintf(stderr, "cann-dist-train green: ... and %zu more gap note(s) in %s\n", trace.notes.size() - shown,
+                 o.trace.c_str());
+  return trace;
 }
 
 double GreenStart(const GreenOptions& o, const green::CarbonTrace& trace) {

@@ -338,6 +338,9 @@ int RunCarbonAware(const GreenOptions& o, const Environment& env) {
                                       "); the checkpoint in " + (work / "checkpoints").string() +
                                       " holds the last completed run");
     last_run = ReadJson(run_json);
+    // What this run measured replaces the calibration for the stretches still to come.
+    if (const double ran = last_run.at("steps").get<double>(); ran >= 20 && cal.count(workers))
+      cal[workers].step_s = last_run.at("wall_s").get<double>() / ran * batch0 / batch;
     step = last_run.at("first_step").get<int64_t>() + last_run.at("steps").get<int64_t>();
     total_steps = last_run.at("total_steps").get<int64_t>();   // changes with the global batch
     job_samples += last_run.at("samples").get<double>();
