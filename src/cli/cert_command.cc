@@ -7,16 +7,15 @@
 
 #include "cdt/error.h"
 #include "green/certificate.h"
+#include "green/text.h"
 
 namespace cdt::cli {
 namespace {
 
 std::string Slurp(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorCode::kInvalidArgument, std::string("cannot read ") + what + " '" + path + "'");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  const std::optional<std::string> text = green::ReadWholeFile(path);
+  if (!text) throw Error(ErrorCode::kInvalidArgument, std::string("cannot read ") + what + " '" + path + "'");
+  return *text;
 }
 
 }  // namespace

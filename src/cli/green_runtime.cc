@@ -22,13 +22,12 @@
 #include "green/energy_meter.h"
 #include "green/iso_time.h"
 #include "green/report.h"
+#include "green/text.h"
 
 namespace cdt::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 struct Metering {
   green::MeterSet* meter = nullptr;
@@ -47,7 +46,7 @@ struct Metering {
       it_total.ram_j += r.ram_j - last.ram_j;
     }
     last = r;
-    samples.push_back({tb.ToTrace(Now()), it_total.total() * pue * tb.Stretch()});
+    samples.push_back({tb.ToTrace(SteadySeconds()), it_total.total() * pue * tb.Stretch()});
   }
 };
 
@@ -132,7 +131,7 @@ Calibration Calibrate(const std::string& exe, const std::vector<std::string>& tr
                       int steps, const fs::path& work, green::MeterSet* meter, double pue) {
   Metering cal;
   cal.meter = meter;
-  cal.tb.wall_start = Now();
+  cal.tb.wall_start = SteadySeconds();
   const std::string tag = "calibration-" + std::to_string(workers);
   const std::string json = (work / (tag + ".json")).string();
   std::vector<std::string> args = {"train"};
@@ -144,11 +143,11 @@ Calibration Calibrate(const std::string& exe, const std::vector<std::string>& tr
     args.push_back(a);
   std::printf("cann-dist-train green: calibrating on %d worker(s): %d steps\n", workers, steps);
   std::fflush(stdout);
-  const double t0 = Now(), t0_unix = UnixSeconds();
+  const double t0 = SteadySeconds(), t0_unix = UnixSeconds();
   if (const int rc = RunMetered(exe, args, &cal); rc != 0)
     throw Error(ErrorCode::kIo, "green: the calibration run on " + std::to_string(workers) + " worker(s) failed (exit " +
                                     std::to_string(rc) + "); its output is above");
-  const double wall = Now() - t0;
+  const double wall = SteadySeconds() - t0;
   const nlohmann::json j = ReadJson(json);
   Calibration c;
   c.workers = workers;
@@ -261,7 +260,7 @@ int RunCarbonAware(const GreenOptions& o, const Environment& env) {
   Metering m;
   m.meter = &meter;
   m.pue = o.pue;
-  m.tb.wall_start = Now();
+  m.tb.wall_start = SteadySeconds();
   m.tb.trace_start = start;
   m.tb.seconds_per_hour = o.time_scale;
   std::vector<green::RunInterval> actual;
@@ -282,18 +281,18 @@ int RunCarbonAware(const GreenOptions& o, const Environment& env) {
     const Calibration& c = cal.count(workers) ? cal.at(workers) : b;
     if (planned) {
       const double begin = m.tb.ToWall(start + 3600 * stretches[i].start_h) - c.startup_s;
-      if (begin > Now()) {
+      if (begin > SteadySeconds()) {
         std::printf("cann-dist-train green: paused (checkpoint at step %lld on disk) until %s, %.1f s\n",
                     static_cast<long long>(step), green::FormatIsoTime(start + 3600 * stretches[i].start_h).c_str(),
-                    begin - Now());
+                    begin - SteadySeconds());
         std::fflush(stdout);
-        std::this_thread::sleep_for(std::chrono::duration<double>(begin - Now()));
+        std::this_thread::sleep_for(std::chrono::duration<double>(begin - SteadySeconds()));
       }
     } else {
       notes.push_back("the plan's stretches ended at step " + std::to_string(step) +
                       " (the job ran slower than calibrated); ran on to the end at once");
     }
-    const double now_trace = m.tb.ToTrace(Now());
+    const double now_trace = m.tb.ToTrace(SteadySeconds());
     if (control_batch) {   // the seed's rule, once per run (docs/green.md)
       const double spent = green::Account(trace, m.samples).carbon_kg;
       const double kwh_per_sample = c.train_w * o.pue * c.step_s / c.samples_per_step / 3.6e6 * m.tb.Stretch();
@@ -360,7 +359,7 @@ int RunCarbonAware(const GreenOptions& o, const Environment& env) {
   r.trace_source = trace.source();
   r.trace_start_unix = start;
   r.time_scale_s_per_hour = o.time_scale;
-  r.wall_s = Now() - m.tb.wall_start;
+  r.wall_s = SteadySeconds() - m.tb.wall_start;
   r.pue = o.pue;
   r.cpu_kwh = m.it_total.cpu_j * m.tb.Stretch() / 3.6e6;
   r.gpu_kwh = m.it_total.gpu_j * m.tb.Stretch() / 3.6e6;
@@ -424,10 +423,8 @@ int RunCarbonAware(const GreenOptions& o, const Environment& env) {
     const fs::path key_dir = fs::path(env.signing_key).parent_path();
     if (!key_dir.empty()) fs::create_directories(key_dir);
     const std::string pk = green::EnsureSigningKey(env.signing_key);
-    std::ifstream in(report_json, std::ios::binary);
-    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     std::ofstream c(report_json + ".cert");
-    c << green::IssueCertificate(bytes, "green_report.json", env.signing_key);
+    c << green::IssueCertificate(green::ReadWholeFile(report_json).value_or(""), "green_report.json", env.signing_key);
     if (!c.flush()) throw Error(ErrorCode::kIo, "green: cannot write " + report_json + ".cert");
     std::printf("cann-dist-train green: signed %s.cert (Ed25519, key %s); a self-attested report, not a certification\n",
                 report_json.c_str(), pk.c_str());

@@ -12,6 +12,7 @@
 
 #include "cdt/error.h"
 #include "green/iso_time.h"
+#include "green/text.h"
 
 namespace cdt::green {
 namespace {
@@ -19,11 +20,6 @@ namespace {
 [[noreturn]] void Bad(const std::string& path, size_t line, const std::string& what) {
   throw Error(ErrorCode::kInvalidArgument,
               path + (line ? ":" + std::to_string(line) : std::string()) + ": " + what);
-}
-
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
 }
 
 std::string Trim(const std::string& s) {
@@ -53,7 +49,7 @@ std::vector<std::string> SplitCsv(const std::string& line) {
 // nullopt for an empty field (a gap); throws for anything else that is not a finite number.
 std::optional<double> Number(const std::string& field, const std::string& path, size_t line,
                              const std::string& column) {
-  if (field.empty() || Lower(field) == "nan" || Lower(field) == "null") return std::nullopt;
+  if (field.empty() || AsciiLower(field) == "nan" || AsciiLower(field) == "null") return std::nullopt;
   try {
     size_t used = 0;
     const double v = std::stod(field, &used);
@@ -172,7 +168,7 @@ CarbonTrace ParseCsv(const std::string& text, const std::string& path, const Tra
   auto column = [&](std::initializer_list<const char*> names) -> int {
     for (size_t i = 0; i < header.size(); ++i)
       for (const char* name : names)
-        if (Lower(header[i]) == Lower(name)) return static_cast<int>(i);
+        if (AsciiLower(header[i]) == AsciiLower(name)) return static_cast<int>(i);
     return -1;
   };
   const size_t header_line = n;
@@ -284,7 +280,7 @@ CarbonTrace ParseCarbonAwareJson(const std::string& text, const std::string& pat
     auto get = [&](const char* key) -> const nlohmann::json* {
       if (!e.is_object()) return nullptr;
       for (auto it = e.begin(); it != e.end(); ++it)
-        if (Lower(it.key()) == key) return &it.value();
+        if (AsciiLower(it.key()) == key) return &it.value();
       return nullptr;
     };
     const nlohmann::json *time = get("time"), *rating = get("rating"), *duration = get("duration"), *loc = get("location");
@@ -329,11 +325,9 @@ CarbonTrace ParseCarbonTrace(const std::string& text, const std::string& path, c
 }
 
 CarbonTrace ReadCarbonTrace(const std::string& path, const TraceReadOptions& o) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorCode::kInvalidArgument, "cannot read carbon trace " + path + " (does it exist?)");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseCarbonTrace(text.str(), path, o);
+  const std::optional<std::string> text = ReadWholeFile(path);
+  if (!text) throw Error(ErrorCode::kInvalidArgument, "cannot read carbon trace " + path + " (does it exist?)");
+  return ParseCarbonTrace(*text, path, o);
 }
 
 CarbonTrace ConstantCarbonTrace(const std::string& region, const std::string& table_path) {

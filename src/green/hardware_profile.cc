@@ -7,15 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cdt/error.h"
+#include "green/text.h"
 
 namespace cdt::green {
-namespace {
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-}  // namespace
-
 std::vector<HardwareProfile> LoadHardwareProfiles(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw Error(ErrorCode::kInvalidArgument, "cannot read hardware profiles " + path);
@@ -50,12 +44,12 @@ std::vector<HardwareProfile> LoadHardwareProfiles(const std::string& path) {
 
 const HardwareProfile& FindProfile(const std::vector<HardwareProfile>& profiles, const std::string& kind,
                                    const std::string& model) {
-  const std::string m = Lower(model);
+  const std::string m = AsciiLower(model);
   for (const HardwareProfile& p : profiles) {
     if (p.kind != kind) continue;
-    if (Lower(p.name) == m) return p;
+    if (AsciiLower(p.name) == m) return p;
     for (const std::string& s : p.match)
-      if (!s.empty() && m.find(Lower(s)) != std::string::npos) return p;
+      if (!s.empty() && m.find(AsciiLower(s)) != std::string::npos) return p;
   }
   for (const HardwareProfile& p : profiles)
     if (p.kind == kind && p.name == "default " + kind) return p;

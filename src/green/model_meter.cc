@@ -10,19 +10,14 @@
 #include <sstream>
 
 #include "cdt/error.h"
+#include "common/unix_time.h"
+#include "green/text.h"
 #include "green/energy_meter.h"
 
 namespace cdt::green {
 namespace {
 
-double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string Slurp(const std::string& path) { return ReadWholeFile(path).value_or(""); }
 
 // (busy, total) jiffies of the whole machine from the first line of /proc/stat.
 bool HostJiffies(const std::string& root, double* busy, double* total, int* cpus) {
@@ -84,7 +79,7 @@ class ModelMeter final : public EnergyMeter {
     if (!HostJiffies(o_.proc_root, &busy, &total, &cpus))
       throw Error(ErrorCode::kIo, "model energy meter: cannot read " + o_.proc_root + "/stat");
     if (o_.cpus_visible <= 0) o_.cpus_visible = std::max(1, cpus);
-    last_t_ = o_.clock ? o_.clock() : Now();
+    last_t_ = o_.clock ? o_.clock() : SteadySeconds();
     Sample(&last_busy_, &last_total_);
   }
 
@@ -104,7 +99,7 @@ class ModelMeter final : public EnergyMeter {
   }
 
   EnergyReading Read() override {
-    const double t = o_.clock ? o_.clock() : Now();
+    const double t = o_.clock ? o_.clock() : SteadySeconds();
     double busy = 0, total = 0;
     Sample(&busy, &total);
     const double dt = t - last_t_;

@@ -4,12 +4,11 @@
 #include <cstdio>
 #include <sstream>
 
+#include "common/unix_time.h"
 #include "green/energy_meter.h"
 
 namespace cdt::green {
 namespace {
-
-double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 std::string RunCommand(const std::string& cmd) {
   std::string out;
@@ -28,7 +27,7 @@ double CardPower(int id) {
 class NpuSmiMeter final : public EnergyMeter {
  public:
   explicit NpuSmiMeter(std::vector<int> ids) : ids_(std::move(ids)) {
-    last_t_ = Now();
+    last_t_ = SteadySeconds();
     last_w_ = Power();
   }
   std::string name() const override { return "npu-smi"; }
@@ -37,7 +36,7 @@ class NpuSmiMeter final : public EnergyMeter {
     return "measured: npu-smi power of " + std::to_string(ids_.size()) + " Ascend NPU(s), integrated between readings";
   }
   EnergyReading Read() override {
-    const double t = Now(), w = Power();
+    const double t = SteadySeconds(), w = Power();
     if (w >= 0 && last_w_ >= 0) j_ += 0.5 * (w + last_w_) * (t - last_t_);
     last_t_ = t;
     if (w >= 0) last_w_ = w;
