@@ -30,7 +30,8 @@ constexpr char kEnd[8] = {'C', 'D', 'T', 'C', 'E', 'N', 'D', '1'};
 constexpr uint32_t kVersion = 1;
 constexpr size_t kHeaderBytes = 56, kRecordHeaderBytes = 24;
 enum Codec : uint8_t { kNone = 0, kZstd = 1, kLz4 = 2 };
-enum Encoding : uint8_t { kSameAsBase = 0, kLiteral = 1, kXorWithBase = 2 };
+enum Encoding : uint8_t { kSameAsBase = 0, kLiteral = 1, kXorWithBase = 2, kQuantisedDelta = 3 };
+constexpr size_t kQuantBlock = 256;  // float32 values per int8 scale
 
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -120,6 +121,114 @@ std::string Decompress(Codec codec, const char* data, size_t n, size_t raw_len, 
   return out;
 }
 
+std::string Xor(const char* a, const char* b, size_t n) {
+  std::string x(a, n);
+  for (size_t k = 0; k < n; ++k) x[k] = static_cast<char>(x[k] ^ b[k]);
+  return x;
+}
+
+float LoadFloat(const char* p) {
+  float v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// The writer computes what the reader will restore with this very function, so that the chunk's
+// checksum holds (one function: no chance of the two being compiled with different contractions).
+[[gnu::noinline]] float Dequantise(float base, int8_t code, float scale) {
+  return base + static_cast<float>(code) * scale;
+}
+
+// One quantised chunk (kQuantisedDelta). Layout before compression: u32 span count; per span u32
+// byte offset in the chunk and u32 float count; the byte-shuffled XOR of the chunk with the base
+// after every span was set to the base's bytes (zeros there); then per span its blocks' float32
+// scales and its int8 codes. Stored as u32 raw length + the compressed bytes.
+struct QuantisedChunk {
+  std::string payload;
+  std::string restored;  // what a reader rebuilds
+  size_t floats = 0;
+  double max_abs_error = 0;
+};
+
+// Null when a value is not finite (the caller stores the chunk exactly).
+std::optional<QuantisedChunk> QuantiseChunk(const char* data, const char* base, size_t len,
+                                            const std::vector<std::pair<size_t, size_t>>& spans,
+                                            Codec codec, int level) {
+  QuantisedChunk q;
+  q.restored.assign(data, len);
+  std::string raw, scales, codes;
+  Put<uint32_t>(raw, static_cast<uint32_t>(spans.size()));
+  for (const auto& [offset, count] : spans) {
+    Put<uint32_t>(raw, static_cast<uint32_t>(offset));
+    Put<uint32_t>(raw, static_cast<uint32_t>(count));
+    for (size_t block = 0; block < count; block += kQuantBlock) {
+      const size_t n = std::min(kQuantBlock, count - block);
+      float diff[kQuantBlock];
+      float largest = 0;
+      for (size_t i = 0; i < n; ++i) {
+        const size_t at = offset + 4 * (block + i);
+        diff[i] = LoadFloat(data + at) - LoadFloat(base + at);
+        if (!std::isfinite(diff[i])) return std::nullopt;
+        largest = std::max(largest, std::fabs(diff[i]));
+      }
+      const float scale = largest / 127.0f;
+      Put<float>(scales, scale);
+      for (size_t i = 0; i < n; ++i) {
+        const size_t at = offset + 4 * (block + i);
+        const auto code = static_cast<int8_t>(
+            scale > 0 ? std::clamp(std::lrint(diff[i] / scale), -127L, 127L) : 0L);
+        codes.push_back(static_cast<char>(code));
+        const float restored = Dequantise(LoadFloat(base + at), code, scale);
+        if (!std::isfinite(restored)) return std::nullopt;
+        q.max_abs_error = std::max(q.max_abs_error, std::fabs(double(restored) - double(LoadFloat(data + at))));
+        std::memcpy(q.restored.data() + at, &restored, 4);
+      }
+    }
+    q.floats += count;
+  }
+  std::string exact(data, len);
+  for (const auto& [offset, count] : spans) std::memcpy(exact.data() + offset, base + offset, 4 * count);
+  raw += Shuffle(Xor(exact.data(), base, len).data(), len);
+  raw += scales;
+  raw += codes;
+  Put<uint32_t>(q.payload, static_cast<uint32_t>(raw.size()));
+  q.payload += Compress(codec, level, raw);
+  return q;
+}
+
+std::string RestoreQuantisedChunk(const std::string& payload, const char* base, size_t len, Codec codec,
+                                  const std::string& who) {
+  size_t at = 0;
+  const auto raw_len = Take<uint32_t>(payload, &at, who);
+  const std::string raw = Decompress(codec, payload.data() + at, payload.size() - at, raw_len, who);
+  at = 0;
+  const auto nspans = Take<uint32_t>(raw, &at, who);
+  std::vector<std::pair<size_t, size_t>> spans;
+  size_t blocks = 0, floats = 0;
+  for (uint32_t k = 0; k < nspans; ++k) {
+    const size_t offset = Take<uint32_t>(raw, &at, who), count = Take<uint32_t>(raw, &at, who);
+    if (offset % 4 != 0 || offset + 4 * count > len || (!spans.empty() && offset < spans.back().first + 4 * spans.back().second))
+      throw Error(ErrorCode::kProtocol, who + ": bad float span");
+    spans.push_back({offset, count});
+    blocks += (count + kQuantBlock - 1) / kQuantBlock;
+    floats += count;
+  }
+  if (at + len + 4 * blocks + floats != raw.size()) throw Error(ErrorCode::kProtocol, who + ": bad quantised record");
+  std::string data = Unshuffle(raw.substr(at, len));
+  for (size_t k = 0; k < len; ++k) data[k] = static_cast<char>(data[k] ^ base[k]);
+  const char* scales = raw.data() + at + len;
+  const char* codes = scales + 4 * blocks;
+  size_t block = 0;
+  float scale = 0;
+  for (const auto& [offset, count] : spans)
+    for (size_t i = 0; i < count; ++i) {
+      if (i % kQuantBlock == 0) scale = LoadFloat(scales + 4 * block++);
+      const float restored = Dequantise(LoadFloat(base + offset + 4 * i), static_cast<int8_t>(*codes++), scale);
+      std::memcpy(data.data() + offset + 4 * i, &restored, 4);
+    }
+  return data;
+}
+
 std::string FileName(int64_t step, int64_t base) {
   char name[96];
   if (base < 0)
@@ -190,8 +299,11 @@ double YoungDalyInterval(double checkpoint_cost, double mtbf) {
 CheckpointWriter::CheckpointWriter(CheckpointOptions o) : options_(std::move(o)) {
   ParseCodec(options_.codec);
   if (options_.dir.empty()) throw Error(ErrorCode::kInvalidArgument, "checkpoint directory not set");
-  if (options_.chunk_bytes < 64 || options_.full_every < 1 || options_.keep < 1)
-    throw Error(ErrorCode::kInvalidArgument, "checkpoint options: chunk >= 64 bytes, full_every and keep >= 1");
+  if (options_.chunk_bytes < 64 || options_.chunk_bytes % 4 != 0 || options_.full_every < 1 || options_.keep < 1)
+    throw Error(ErrorCode::kInvalidArgument,
+                "checkpoint options: chunk >= 64 bytes and a multiple of 4, full_every and keep >= 1");
+  if (options_.quantize != "none" && options_.quantize != "int8")
+    throw Error(ErrorCode::kInvalidArgument, "checkpoint quantisation '" + options_.quantize + "': use none or int8");
   std::error_code ec;
   fs::create_directories(options_.dir, ec);
   if (ec) throw Error(ErrorCode::kIo, "cannot create checkpoint directory '" + options_.dir + "': " + ec.message());
@@ -218,7 +330,15 @@ CheckpointWriter::~CheckpointWriter() {
   }
 }
 
-void CheckpointWriter::Submit(int64_t step, std::string state) {
+void CheckpointWriter::Submit(int64_t step, std::string state, std::vector<FloatSpan> floats) {
+  uint64_t end = 0;
+  for (const FloatSpan& f : floats) {
+    if (f.offset < end || f.offset % 4 != 0 || f.offset + 4 * f.count > state.size())
+      throw Error(ErrorCode::kInvalidArgument,
+                  "checkpoint of step " + std::to_string(step) + ": float span at byte " + std::to_string(f.offset) +
+                      " is unaligned, out of order or past the state's " + std::to_string(state.size()) + " bytes");
+    end = f.offset + 4 * f.count;
+  }
   std::unique_lock<std::mutex> lock(mu_);
   const auto t = Clock::now();
   cv_.wait(lock, [&] { return !busy_; });
@@ -226,6 +346,7 @@ void CheckpointWriter::Submit(int64_t step, std::string state) {
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   next_step_ = step;
   next_state_ = std::move(state);
+  next_floats_ = std::move(floats);
   busy_ = true;
   cv_.notify_all();
 }
@@ -250,17 +371,19 @@ void CheckpointWriter::Run() {
   for (;;) {
     int64_t step;
     std::string state;
+    std::vector<FloatSpan> floats;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return busy_ || stop_; });
       if (!busy_) return;
       step = next_step_;
       state = std::move(next_state_);
+      floats = std::move(next_floats_);
     }
     CheckpointRecord rec;
     std::exception_ptr error;
     try {
-      rec = Write(step, state);
+      rec = Write(step, state, floats);
     } catch (...) {
       error = std::current_exception();
     }
@@ -274,10 +397,12 @@ void CheckpointWriter::Run() {
   }
 }
 
-CheckpointRecord CheckpointWriter::Write(int64_t step, const std::string& state) {
+CheckpointRecord CheckpointWriter::Write(int64_t step, const std::string& state,
+                                         const std::vector<FloatSpan>& floats) {
   const auto t0 = Clock::now();
   const Codec codec = ParseCodec(options_.codec);
   const bool full = !options_.incremental || base_step_ < 0 || written_ % options_.full_every == 0;
+  const bool quantise = !full && options_.quantize == "int8" && base_state_.size() == state.size();
   const size_t chunk = options_.chunk_bytes;
   const size_t chunks = (state.size() + chunk - 1) / chunk;
   CheckpointRecord rec;
@@ -285,6 +410,55 @@ CheckpointRecord CheckpointWriter::Write(int64_t step, const std::string& state)
   rec.full = full;
   rec.state_bytes = state.size();
   rec.chunks = chunks;
+
+  // The records first: the header carries the checksum of the state a reader restores, which a
+  // quantised record makes differ from `state`.
+  std::string body;
+  uint32_t state_crc = 0;
+  for (size_t i = 0; i < chunks; ++i) {
+    const size_t begin = i * chunk, len = std::min(chunk, state.size() - begin);
+    const char* data = state.data() + begin;
+    const char* restored = data;
+    uint8_t encoding = kLiteral;
+    std::string payload;
+    std::optional<QuantisedChunk> q;
+    const bool has_base = !full && begin + len <= base_state_.size();
+    if (has_base && std::memcmp(data, base_state_.data() + begin, len) == 0) {
+      encoding = kSameAsBase;
+      ++rec.chunks_unchanged;
+    } else if (has_base) {
+      std::vector<std::pair<size_t, size_t>> spans;  // (byte offset in the chunk, floats)
+      for (const FloatSpan& f : quantise ? floats : std::vector<FloatSpan>{}) {
+        const size_t from = std::max<size_t>(f.offset, begin), to = std::min<size_t>(f.offset + 4 * f.count, begin + len);
+        if (to > from) spans.push_back({from - begin, (to - from) / 4});
+      }
+      if (!spans.empty())
+        q = QuantiseChunk(data, base_state_.data() + begin, len, spans, codec, options_.zstd_level);
+      if (q) {
+        encoding = kQuantisedDelta;
+        payload = std::move(q->payload);
+        restored = q->restored.data();
+        rec.floats_quantised += q->floats;
+        rec.max_abs_error = std::max(rec.max_abs_error, q->max_abs_error);
+      } else {
+        encoding = kXorWithBase;
+        payload = Compress(codec, options_.zstd_level, Shuffle(Xor(data, base_state_.data() + begin, len).data(), len));
+      }
+    } else {
+      payload = Compress(codec, options_.zstd_level, Shuffle(data, len));
+    }
+    std::string head;
+    Put<uint32_t>(head, static_cast<uint32_t>(i));
+    Put<uint8_t>(head, encoding);
+    head.append(3, '\0');
+    Put<uint32_t>(head, static_cast<uint32_t>(len));
+    Put<uint32_t>(head, static_cast<uint32_t>(payload.size()));
+    Put<uint32_t>(head, Crc(restored, len));
+    Put<uint32_t>(head, Crc(payload.data(), payload.size(), Crc(head.data(), head.size())));
+    body += head;
+    body += payload;
+    state_crc = Crc(restored, len, state_crc);
+  }
 
   std::string out;
   out.append(kMagic, sizeof kMagic);
@@ -297,36 +471,9 @@ CheckpointRecord CheckpointWriter::Write(int64_t step, const std::string& state)
   Put<uint64_t>(out, state.size());
   Put<uint32_t>(out, static_cast<uint32_t>(chunk));
   Put<uint32_t>(out, static_cast<uint32_t>(chunks));
-  Put<uint32_t>(out, Crc(state.data(), state.size()));
+  Put<uint32_t>(out, state_crc);
   Put<uint32_t>(out, Crc(out.data(), out.size()));
-  for (size_t i = 0; i < chunks; ++i) {
-    const size_t begin = i * chunk, len = std::min(chunk, state.size() - begin);
-    const char* data = state.data() + begin;
-    uint8_t encoding = kLiteral;
-    std::string payload;
-    const bool has_base = !full && begin + len <= base_state_.size();
-    if (has_base && std::memcmp(data, base_state_.data() + begin, len) == 0) {
-      encoding = kSameAsBase;
-      ++rec.chunks_unchanged;
-    } else if (has_base) {
-      encoding = kXorWithBase;
-      std::string x(data, len);
-      for (size_t k = 0; k < len; ++k) x[k] = static_cast<char>(x[k] ^ base_state_[begin + k]);
-      payload = Compress(codec, options_.zstd_level, Shuffle(x.data(), len));
-    } else {
-      payload = Compress(codec, options_.zstd_level, Shuffle(data, len));
-    }
-    std::string head;
-    Put<uint32_t>(head, static_cast<uint32_t>(i));
-    Put<uint8_t>(head, encoding);
-    head.append(3, '\0');
-    Put<uint32_t>(head, static_cast<uint32_t>(len));
-    Put<uint32_t>(head, static_cast<uint32_t>(payload.size()));
-    Put<uint32_t>(head, Crc(data, len));
-    Put<uint32_t>(head, Crc(payload.data(), payload.size(), Crc(head.data(), head.size())));
-    out += head;
-    out += payload;
-  }
+  out += body;
   out.append(kEnd, sizeof kEnd);
   Put<uint32_t>(out, static_cast<uint32_t>(chunks));
   rec.encode_s = Since(t0);
@@ -413,11 +560,13 @@ LoadedCheckpoint ReadCheckpointFile(const std::string& path) {
       throw Error(ErrorCode::kProtocol, rwho + ": checksum mismatch (the file is corrupt)");
     const size_t begin = static_cast<size_t>(i) * chunk;
     std::string data;
-    if (encoding == kSameAsBase || encoding == kXorWithBase) {
+    if (encoding == kSameAsBase || encoding == kXorWithBase || encoding == kQuantisedDelta) {
       if (kind != 1 || begin + len > base.state.size())
         throw Error(ErrorCode::kProtocol, rwho + ": refers to a base it does not have");
       if (encoding == kSameAsBase) {
         data = base.state.substr(begin, len);
+      } else if (encoding == kQuantisedDelta) {
+        data = RestoreQuantisedChunk(in.substr(at, payload_len), base.state.data() + begin, len, codec, rwho);
       } else {
         data = Unshuffle(Decompress(codec, in.data() + at, payload_len, len, rwho));
         for (size_t k = 0; k < len; ++k) data[k] = static_cast<char>(data[k] ^ base.state[begin + k]);

@@ -13,6 +13,15 @@
 // the lossless cousin of Check-N-Run's quantised deltas). Chunks are compressed with zstd or lz4;
 // each record carries a CRC-32 of its decoded bytes, the header one of itself.
 //
+// Quantised increments (`quantize = "int8"`, lossy, after Check-N-Run, NSDI'22): the caller may
+// name spans of the state that hold float32 values (parameters, optimizer moments). In an
+// increment, the words of a changed chunk that lie in such a span are stored as their difference
+// from the base, quantised to int8 with one float32 scale per 256 values (scale = max |difference|
+// / 127, round to nearest); the other bytes of the chunk stay exact (XOR with the base). A restored
+// value differs from the saved one by at most half a step, max |difference| / 254 of its block, and
+// the error does not build up over increments: each is against the last full checkpoint. Blocks
+// with a non-finite value, and states whose size differs from the base's, are stored exactly.
+//
 // Files are written to a temporary name, fsynced, renamed and the directory fsynced: a crash
 // mid-write leaves the previous checkpoints as they were. Loading takes the newest checkpoint
 // that decodes and verifies completely and falls back past corrupt or incomplete ones, with a
@@ -42,6 +51,13 @@ struct CheckpointOptions {
   int full_every = 10;          // with incremental: every Nth checkpoint is full
   size_t chunk_bytes = 64 << 10;
   int keep = 2;                 // full checkpoints kept (with their increments)
+  std::string quantize = "none";  // none | int8: increments quantise the float spans (above)
+};
+
+// float32 values at [offset, offset + 4 * count) of a state.
+struct FloatSpan {
+  uint64_t offset = 0;
+  uint64_t count = 0;
 };
 
 // What one write did.
@@ -52,6 +68,8 @@ struct CheckpointRecord {
   size_t state_bytes = 0;       // the state's size
   size_t file_bytes = 0;        // what reached the disk
   size_t chunks = 0, chunks_unchanged = 0;
+  size_t floats_quantised = 0;  // float32 values stored as int8 differences (lossy)
+  double max_abs_error = 0;     // the largest |restored - saved| among them
   double encode_s = 0, write_s = 0;  // on the background thread
 };
 
@@ -66,7 +84,9 @@ class CheckpointWriter {
 
   // Queues `state` of `step` for writing and returns; waits first for a write still in flight
   // (the seconds waited are added to blocked_seconds()). Rethrows the previous write's error.
-  void Submit(int64_t step, std::string state);
+  // `floats`: spans of float32 values an increment may quantise (with quantize = "int8"); they
+  // must be in order, not overlap and lie inside the state (throws kInvalidArgument otherwise).
+  void Submit(int64_t step, std::string state, std::vector<FloatSpan> floats = {});
   // Waits until nothing is in flight; rethrows a write's error (cdt::Error kIo).
   void Flush();
 
@@ -75,7 +95,7 @@ class CheckpointWriter {
 
  private:
   void Run();
-  CheckpointRecord Write(int64_t step, const std::string& state);
+  CheckpointRecord Write(int64_t step, const std::string& state, const std::vector<FloatSpan>& floats);
 
   CheckpointOptions options_;
   mutable std::mutex mu_;
@@ -83,6 +103,7 @@ class CheckpointWriter {
   bool busy_ = false, stop_ = false;
   int64_t next_step_ = -1;
   std::string next_state_;
+  std::vector<FloatSpan> next_floats_;
   std::exception_ptr error_;
   std::vector<CheckpointRecord> records_;
   double blocked_s_ = 0;

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -119,6 +120,92 @@ TEST(CheckpointStore, IncrementsWriteWhatChangedAndLoadExactly) {
   EXPECT_EQ(LoadNewestCheckpoint(o.dir)->state, states[4]);
 }
 
+// Quantised increments (lossy): the float spans come back within half a quantisation step of
+// their block (max |difference| / 254), every other byte exactly, the chunks' and the state's
+// checksums hold for what is restored, and the increment is a fraction of a full checkpoint.
+TEST(CheckpointStore, QuantisedIncrementsRestoreFloatsWithinHalfAStepAndTheRestExactly) {
+  CheckpointOptions o;
+  o.dir = TempDir("quant");
+  o.incremental = true;
+  o.quantize = "int8";
+  CheckpointWriter w(o);
+  const size_t n = 300001;  // odd: the last block and the last chunk are partial
+  const std::string head = "head:" + std::string(123, 'h');  // unaligned text before the floats
+  auto make = [&](int step) {
+    std::string s = State(n, step);
+    return head + std::string(4, '\0') + s;  // floats at byte 132: word-aligned
+  };
+  const uint64_t floats_at = head.size() + 4;
+  ASSERT_EQ(floats_at % 4, 0u);
+  const std::string full = make(0);
+  w.Submit(0, full, {{floats_at, n}});
+  w.Flush();
+  std::string next = make(1);
+  next[7] = 'X';  // a change outside the floats must come back exactly
+  w.Submit(1, next, {{floats_at, n}});
+  w.Flush();
+  const auto rec = w.records();
+  ASSERT_EQ(rec.size(), 2u);
+  EXPECT_TRUE(rec[0].full);
+  EXPECT_EQ(rec[0].floats_quantised, 0u);  // a full checkpoint is exact
+  EXPECT_EQ(rec[1].floats_quantised, n);
+  EXPECT_LE(static_cast<double>(rec[1].file_bytes), 0.30 * static_cast<double>(rec[0].file_bytes));
+  const std::string back = ReadCheckpointFile(rec[1].path).state;
+  ASSERT_EQ(back.size(), next.size());
+  EXPECT_EQ(back.substr(0, floats_at), next.substr(0, floats_at));
+  EXPECT_EQ(back.substr(floats_at + 4 * n), next.substr(floats_at + 4 * n));
+  // Blocks of 256 values start afresh in each chunk (the writer quantises chunk by chunk).
+  std::vector<size_t> starts;
+  for (size_t i = 0; i < n;) {
+    starts.push_back(i);
+    const size_t chunk_end = (floats_at + 4 * i) / o.chunk_bytes * o.chunk_bytes + o.chunk_bytes;
+    const size_t in_chunk = (chunk_end - (floats_at + 4 * i)) / 4;
+    for (size_t k = 256; k < in_chunk && i + k < n; k += 256) starts.push_back(i + k);
+    i += in_chunk;
+  }
+  starts.push_back(n);
+  double worst = 0;
+  for (size_t b = 0; b + 1 < starts.size(); ++b) {
+    const size_t block = starts[b], end = starts[b + 1];
+    float largest = 0;
+    for (size_t i = block; i < end; ++i) {
+      float a, b;
+      std::memcpy(&a, next.data() + floats_at + 4 * i, 4);
+      std::memcpy(&b, full.data() + floats_at + 4 * i, 4);
+      largest = std::max(largest, std::fabs(a - b));
+    }
+    for (size_t i = block; i < end; ++i) {
+      float saved, restored;
+      std::memcpy(&saved, next.data() + floats_at + 4 * i, 4);
+      std::memcpy(&restored, back.data() + floats_at + 4 * i, 4);
+      const double err = std::fabs(double(restored) - double(saved));
+      // Half a step, plus the float32 rounding of base + code * scale.
+      ASSERT_LE(err, largest / 254.0 * 1.001 + 1e-8) << "value " << i;
+      worst = std::max(worst, err);
+    }
+  }
+  EXPECT_GT(worst, 0.0);  // it is lossy, and says by how much
+  EXPECT_DOUBLE_EQ(rec[1].max_abs_error, worst);
+  EXPECT_EQ(LoadNewestCheckpoint(o.dir)->state, back);
+
+  // A non-finite value: its chunk is stored exactly, the others still quantised.
+  std::string bad = make(2);
+  const float inf = INFINITY;
+  std::memcpy(bad.data() + floats_at + 4 * 10, &inf, 4);
+  w.Submit(2, bad, {{floats_at, n}});
+  w.Flush();
+  const auto r2 = w.records().back();
+  EXPECT_LT(r2.floats_quantised, n);
+  EXPECT_GT(r2.floats_quantised, n / 2);
+  const std::string back2 = ReadCheckpointFile(r2.path).state;
+  EXPECT_EQ(back2.substr(0, o.chunk_bytes), bad.substr(0, o.chunk_bytes));
+
+  // Spans out of order, overlapping, unaligned or past the end are refused.
+  EXPECT_THROW(w.Submit(3, next, {{floats_at + 1, 4}}), Error);
+  EXPECT_THROW(w.Submit(3, next, {{floats_at, n}, {floats_at + 8, 2}}), Error);
+  EXPECT_THROW(w.Submit(3, next, {{floats_at, n + 100}}), Error);
+}
+
 TEST(CheckpointStore, AFlippedByteFallsBackToThePreviousCheckpoint) {
   CheckpointOptions o;
   o.dir = TempDir("flip");
@@ -227,6 +314,9 @@ TEST(CheckpointStore, BadOptionsAreRefused) {
   o.codec = "gzip";
   EXPECT_THROW(CheckpointWriter{o}, Error);
   o.codec = "zstd";
+  o.quantize = "int4";
+  EXPECT_THROW(CheckpointWriter{o}, Error);
+  o.quantize = "none";
   o.dir = "";
   EXPECT_THROW(CheckpointWriter{o}, Error);
 }
