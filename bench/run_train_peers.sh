@@ -10,6 +10,8 @@
 #                  (default: this machine's cores / all workers, so that the single worker
 #                  computes as fast as one of many does: the emulated nodes share these cores)
 #   [--extra "ARGS"]  more `train` options for our runs (e.g. --no-overlap-next-forward)
+# With --nodes, also one lone worker (the scaling-efficiency denominator) and as many lone workers
+# as nodes computing at once, no communication (what the emulated nodes' shared CPU costs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/rotate.sh
@@ -58,8 +60,17 @@ run_cdt_single() {  # one worker: the scaling-efficiency denominator
   "$BIN/cann-dist-train" train --model cnn --nproc-per-node 1 "${common[@]}" $EXTRA --no-progress \
       --json "$(pwd)/$out/single_$1.json" > "$out/single_$1.txt" 2>&1
 }
+run_cdt_concurrent() {  # as many lone workers as nodes, at once: what sharing this CPU costs
+  local k pids=()
+  for k in $(seq 1 "$NODES"); do
+    "$BIN/cann-dist-train" train --model cnn --nproc-per-node 1 "${common[@]}" $EXTRA --no-progress \
+        --json "$(pwd)/$out/concurrent_$1_$k.json" > "$out/concurrent_$1_$k.txt" 2>&1 &
+    pids+=($!)
+  done
+  for k in "${pids[@]}"; do wait "$k"; done
+}
 steps=(run_cdt run_ddp)
-[ "$NODES" -gt 1 ] && steps+=(run_cdt_single)
+[ "$NODES" -gt 1 ] && steps+=(run_cdt_single run_cdt_concurrent)
 run_rotated "$REPS" "${steps[@]}"
 python3 - "$out" "$((NODES * NPROC))" <<'PY'
 import glob, json, os, statistics, sys
@@ -77,6 +88,10 @@ single, m = med("single", "samples_per_s")
 if m:
     print(f"single worker: {single:.1f} samples/s; scaling efficiency cdt {cdt / (workers * single):.2f}, "
           f"DDP {ddp / (workers * single):.2f}")
+concurrent, c = med("concurrent", "samples_per_s")
+if c:
+    print(f"lone workers computing at once on this machine: {concurrent:.1f} samples/s each "
+          f"({concurrent / single:.2f}x one alone): the emulated nodes share its cores")
 for who in ("cdt", "ddp"):
     runs = [json.load(open(p)) for p in glob.glob(os.path.join(d, who + "_*.json"))]
     o = [r["comm"]["overlap_ratio"] for r in runs if "overlap_ratio" in r.get("comm", {})]

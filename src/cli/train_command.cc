@@ -58,6 +58,9 @@ void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o) {
                 "write only what changed since the last full checkpoint");
   cmd->add_option("--checkpoint-full-every", t.checkpoint_full_every,
                   "with --checkpoint-incremental: every Nth checkpoint is full")->capture_default_str();
+  cmd->add_option("--checkpoint-quantize", t.checkpoint_quantize,
+                  "none | int8: increments store parameters and momenta as int8 differences (lossy, "
+                  "docs/checkpoint-format.md)")->capture_default_str();
   cmd->add_option("--checkpoint-keep", t.checkpoint_keep, "full checkpoints kept (with their increments)")
       ->capture_default_str();
   cmd->add_option("--checkpoint-mtbf", t.checkpoint_mtbf_s,
@@ -67,6 +70,9 @@ void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o) {
       ->capture_default_str();
   cmd->add_flag("--resume", t.resume, "continue from the newest valid checkpoint in --checkpoint-dir");
   cmd->add_option("--stop-after", t.stop_after, "stop after this step (checkpointed); for resume tests");
+  cmd->add_option("--linear-blocks", t.linear_blocks,
+                  "mlp, cnn: split fc1 into this many row blocks, each reduced and applied on its own "
+                  "(docs/training.md)")->capture_default_str();
   cmd->add_option("--layers", t.layers, "moe-transformer layers")->capture_default_str();
   cmd->add_option("--width", t.width, "moe-transformer width")->capture_default_str();
   cmd->add_option("--heads", t.heads, "moe-transformer attention heads")->capture_default_str();

@@ -3,23 +3,69 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <string.h>  // memmem
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <unistd.h>
-#include <optional>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "cdt/error.h"
 
 namespace cdt::train {
 
+namespace {
+
+// Where the float32 tensors that may be quantised lie in a torch archive's bytes: the archive
+// stores each tensor's data verbatim (64-byte aligned), so each is found by its own bytes. Small
+// tensors (under 4 KiB) are left exact; one found at a place already taken (equal contents) is
+// looked for further on, a few times, and otherwise left exact too.
+std::vector<elastic::FloatSpan> LocateFloats(const std::string& bytes, torch::nn::Module& model,
+                                             torch::optim::Optimizer& opt) {
+  std::vector<torch::Tensor> tensors = model.parameters();
+  for (const auto& [key, state] : opt.state()) {
+    if (auto* sgd = dynamic_cast<torch::optim::SGDParamState*>(state.get()))
+      tensors.push_back(sgd->momentum_buffer());
+    else if (auto* adamw = dynamic_cast<torch::optim::AdamWParamState*>(state.get()))
+      tensors.push_back(adamw->exp_avg());
+  }
+  std::vector<elastic::FloatSpan> spans;
+  auto taken = [&](uint64_t at, uint64_t n) {
+    for (const auto& s : spans)
+      if (at < s.offset + 4 * s.count && s.offset < at + n) return true;
+    return false;
+  };
+  for (const torch::Tensor& t : tensors) {
+    if (!t.defined() || t.scalar_type() != torch::kFloat32 || t.numel() < 1024 || !t.is_contiguous()) continue;
+    const char* data = static_cast<const char*>(t.data_ptr());
+    const size_t n = static_cast<size_t>(t.numel()) * 4;
+    const char* from = bytes.data();
+    for (int tries = 0; tries < 4; ++tries) {
+      const void* hit = ::memmem(from, static_cast<size_t>(bytes.data() + bytes.size() - from), data, n);
+      if (!hit) break;
+      const auto at = static_cast<uint64_t>(static_cast<const char*>(hit) - bytes.data());
+      if (at % 4 == 0 && !taken(at, n)) {
+        spans.push_back({at, static_cast<uint64_t>(t.numel())});
+        break;
+      }
+      from = static_cast<const char*>(hit) + 4;
+    }
+  }
+  std::sort(spans.begin(), spans.end(), [](const auto& a, const auto& b) { return a.offset < b.offset; });
+  return spans;
+}
+
+}  // namespace
+
 // Everything needed to continue exactly: model, optimizer, position, RNG (format: a torch
 // archive; docs/training.md). Rank 0's copy is written; every rank holds the same state.
 std::string CaptureState(torch::nn::Module& model, torch::optim::Optimizer& opt, const Position& p,
-                         const TrainOptions& o) {
+                         const TrainOptions& o, std::vector<elastic::FloatSpan>* floats) {
   torch::serialize::OutputArchive archive, model_ar, opt_ar;
   model.save(model_ar);
   opt.save(opt_ar);
@@ -37,7 +83,9 @@ std::string CaptureState(torch::nn::Module& model, torch::optim::Optimizer& opt,
   }
   std::ostringstream out;
   archive.save_to(out);
-  return out.str();
+  std::string bytes = out.str();
+  if (floats) *floats = LocateFloats(bytes, model, opt);
+  return bytes;
 }
 
 Position RestoreState(const std::string& bytes, torch::nn::Module& model, torch::optim::Optimizer& opt,
@@ -78,7 +126,7 @@ Position RestoreState(const std::string& bytes, torch::nn::Module& model, torch:
     return p;
   } catch (const c10::Error& e) {
     throw Error(ErrorCode::kProtocol, "checkpoint '" + source + "' cannot be loaded (does it belong to "
-                                      "this model and optimizer?): " + e.what_without_backtrace());
+                                      "this model, its --linear-blocks and this optimizer?): " + e.what_without_backtrace());
   }
 }
 
@@ -140,7 +188,9 @@ bool CheckpointSchedule::Due(int64_t step) const {
   return o_.checkpoint_every > 0 && (step + 1) % o_.checkpoint_every == 0;
 }
 
-void CheckpointSchedule::Take(int64_t next_step, const std::function<std::string()>& capture, double step_s) {
+void CheckpointSchedule::Take(int64_t next_step,
+                              const std::function<std::string(std::vector<elastic::FloatSpan>*)>& capture,
+                              double step_s) {
   if (requested_) ++health_checkpoints_;
   requested_ = false;
   if (!writer_rank_) return;
@@ -151,13 +201,15 @@ void CheckpointSchedule::Take(int64_t next_step, const std::function<std::string
     co.incremental = o_.checkpoint_incremental;
     co.full_every = o_.checkpoint_full_every;
     co.keep = o_.checkpoint_keep;
+    co.quantize = o_.checkpoint_quantize;
     writer_ = std::make_unique<elastic::CheckpointWriter>(co);
   }
   const auto t = std::chrono::steady_clock::now();
-  std::string state = capture();
+  std::vector<elastic::FloatSpan> floats;
+  std::string state = capture(o_.checkpoint_quantize != "none" ? &floats : nullptr);
   const double captured = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   const double blocked_before = writer_->blocked_seconds();
-  writer_->Submit(next_step, std::move(state));
+  writer_->Submit(next_step, std::move(state), std::move(floats));
   capture_s_ += captured;
   if (o_.checkpoint_mtbf_s > 0) {
     const double cost = captured + (writer_->blocked_seconds() - blocked_before);
@@ -179,6 +231,8 @@ void CheckpointSchedule::Finish(TrainResult* r) {
     (rec.full ? s.last_full_bytes : s.last_incremental_bytes) = rec.file_bytes;
     s.encode_s += rec.encode_s;
     s.write_s += rec.write_s;
+    s.floats_quantised += rec.floats_quantised;
+    s.max_abs_error = std::max(s.max_abs_error, rec.max_abs_error);
     r->checkpoint = rec.path;
   }
   s.capture_s = capture_s_;

@@ -25,9 +25,11 @@ struct Position {
 };
 
 // Everything needed to continue exactly: model, optimizer, position, RNG. Every rank holds the
-// same state; rank 0 writes it.
+// same state; rank 0 writes it. `floats` (optional) receives where the parameters, SGD momenta and
+// AdamW first moments lie in the bytes (for --checkpoint-quantize; AdamW's second moments are
+// left out: a quantisation error could make them negative).
 std::string CaptureState(torch::nn::Module& model, torch::optim::Optimizer& opt, const Position& p,
-                         const TrainOptions& o);
+                         const TrainOptions& o, std::vector<elastic::FloatSpan>* floats = nullptr);
 // Throws cdt::Error(kProtocol) naming `source` if the bytes do not fit this model and optimizer,
 // (kInvalidArgument) if they were written with another --seed.
 Position RestoreState(const std::string& bytes, torch::nn::Module& model, torch::optim::Optimizer& opt,
@@ -52,7 +54,9 @@ class CheckpointSchedule {
   bool Due(int64_t step) const;
   // Snapshot (`capture`) and hand to the writer (nothing on other ranks); `step_s` is the mean
   // step time so far (for the Young/Daly interval in steps).
-  void Take(int64_t next_step, const std::function<std::string()>& capture, double step_s);
+  // `capture` fills the float spans it is given (CaptureState's `floats`).
+  void Take(int64_t next_step, const std::function<std::string(std::vector<elastic::FloatSpan>*)>& capture,
+            double step_s);
   // Waits for the last write; fills r->checkpoints and r->checkpoint.
   void Finish(TrainResult* r);
 

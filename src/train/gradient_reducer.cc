@@ -46,11 +46,14 @@ GradientReducer::GradientReducer(Communicator& comm, Communicator* priority,
     int64_t n = 0;
     for (size_t k : buckets_[i].params) n += params_[k].numel();
     buckets_[i].flat = torch::zeros({n}, torch::kFloat32);
-    // Early layers (the second half of the bytes in backward order) go first in the next forward.
-    buckets_[i].priority = priority_ != nullptr && i > 0 && 2 * before >= total;
+    // Early layers (the last quarter of the bytes in backward order) go first in the next forward.
+    // Only a quarter: what rides the priority channel is what the next forward waits for before it
+    // can start, and a big bucket there would make the small early ones queue behind it.
+    buckets_[i].priority = priority_ != nullptr && i > 0 && 4 * before >= 3 * total;
     before += n;
   }
   stats_.buckets = static_cast<int>(buckets_.size());
+  for (size_t i = 0; i < buckets_.size(); ++i) launch_order_.push_back(i);
   if (factory_) {
     // Bounds Work::Wait of a whole compressed reduction; each collective inside has its own timeout.
     const auto limit = std::chrono::minutes(10);
@@ -141,6 +144,21 @@ std::vector<bool> GradientReducer::bucket_priority() const {
   return out;
 }
 
+void GradientReducer::SetLaunchOrder(std::vector<size_t> order) {
+  std::vector<bool> seen(buckets_.size(), false);
+  bool valid = order.size() == buckets_.size();
+  for (size_t b : order) {
+    valid = valid && b < seen.size() && !seen[b];
+    if (valid) seen[b] = true;
+  }
+  if (!valid)
+    throw Error(ErrorCode::kInvalidArgument, "gradient reducer: a launch order must name each of the " +
+                                                 std::to_string(buckets_.size()) + " buckets once");
+  if (armed_)
+    throw Error(ErrorCode::kInvalidArgument, "gradient reducer: launch order changed during a backward");
+  launch_order_ = std::move(order);
+}
+
 void GradientReducer::PrepareForBackward(bool sync) {
   sync_ = sync;
   armed_ = sync;
@@ -174,8 +192,8 @@ void GradientReducer::OnGradient(size_t k, const torch::Tensor& grad) {
 }
 
 void GradientReducer::LaunchReady() {
-  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
-    const size_t index = next_launch_++;
+  while (next_launch_ < buckets_.size() && buckets_[launch_order_[next_launch_]].pending == 0) {
+    const size_t index = launch_order_[next_launch_++];
     Bucket& b = buckets_[index];
     Communicator& comm = b.priority ? *priority_ : comm_;
     const size_t n = static_cast<size_t>(b.flat.numel());

@@ -5,7 +5,9 @@
 // bucket's flat buffer as soon as autograd has it; a full bucket launches its asynchronous
 // allreduce at once, so communication overlaps the rest of backward. Buckets launch strictly in
 // index order on every rank (a bucket that fills early waits for its predecessors), so all ranks
-// issue the same collectives in the same order whatever order their hooks fire in.
+// issue the same collectives in the same order whatever order their hooks fire in. That order is
+// bucket index order unless SetLaunchOrder gives another one — the same on every rank — for the
+// next backward (the trainer derives it from the order forward used the parameters in).
 //
 // Gradients are summed; the trainer divides the loss by the *global* batch, so the sum is the
 // exact gradient of the global mean loss even when ranks have unequal batches.
@@ -17,8 +19,8 @@
 // in .grad (DDP's no_sync); the next PrepareForBackward(true) backward adds the accumulated .grad
 // into the bucket.
 //
-// Two channels (optional): buckets that start past the first half of the gradient bytes in launch
-// order — the layers nearest the input, which the next forward needs first — run on a second
+// Two channels (optional): buckets that start past the first three quarters of the gradient bytes
+// in index order — the layers nearest the input, which the next forward needs first — run on a second
 // communicator, so that they are not queued behind the big late-used buckets (ByteScheduler's
 // priorities, SOSP'19, with two levels). Each channel keeps its own submission order, identical on
 // every rank; TCP shares the link between them. Collecting results bucket by bucket
@@ -75,6 +77,11 @@ class GradientReducer {
   // syncing backward needs every result of the previous one collected (throws otherwise: its
   // buffers are about to be reused).
   void PrepareForBackward(bool sync);
+  // The order the buckets of the next syncing backward launch in: a permutation of the bucket
+  // indices, identical on every rank (otherwise ranks would sum different buckets). Between
+  // backwards only; kept until changed.
+  void SetLaunchOrder(std::vector<size_t> order);
+  const std::vector<size_t>& launch_order() const { return launch_order_; }
   // After a syncing backward: launches what is left (unused parameters count as zero) and returns
   // at once.
   void LaunchRemaining();
@@ -147,7 +154,8 @@ class GradientReducer {
   std::vector<std::pair<size_t, unsigned>> hooks_;  // (parameter, hook handle), removed at the end
   std::vector<Bucket> buckets_;
   std::vector<bool> ready_;     // per parameter, this backward
-  size_t next_launch_ = 0;
+  std::vector<size_t> launch_order_;  // bucket indices
+  size_t next_launch_ = 0;        // position in launch_order_
   bool sync_ = true;
   bool armed_ = false;          // between PrepareForBackward(true) and LaunchRemaining
   ReducerStats stats_;

@@ -8,16 +8,58 @@ namespace {
 
 namespace nn = torch::nn;
 
+// A linear layer whose weight rows (and bias) are split into `blocks` parameters (models.h). It is
+// initialised through an ordinary nn::Linear, so its initial values — and the random numbers it
+// draws — are exactly those of the unsplit layer.
+class RowBlockedLinear : public nn::Module {
+ public:
+  RowBlockedLinear(int64_t in, int64_t out, int blocks) {
+    if (blocks < 1 || blocks > out)
+      throw Error(ErrorCode::kInvalidArgument, "--linear-blocks must be between 1 and " +
+                                                   std::to_string(out) + " (the layer's outputs)");
+    nn::Linear whole(in, out);
+    if (blocks == 1) {
+      weights_.push_back(register_parameter("weight", whole->weight.detach().clone()));
+      biases_.push_back(register_parameter("bias", whole->bias.detach().clone()));
+      return;
+    }
+    int64_t row = 0;
+    for (int i = 0; i < blocks; ++i) {
+      const int64_t rows = out / blocks + (i < out % blocks ? 1 : 0);
+      const std::string n = std::to_string(i);
+      weights_.push_back(register_parameter("weight" + n, whole->weight.detach().narrow(0, row, rows).clone()));
+      biases_.push_back(register_parameter("bias" + n, whole->bias.detach().narrow(0, row, rows).clone()));
+      row += rows;
+    }
+  }
+
+  // Computes the blocks in ascending order, or descending when `reversed`, announcing each block's
+  // parameters through `before_use` just before it.
+  torch::Tensor forward(const torch::Tensor& x, bool reversed,
+                        const std::function<void(const std::vector<torch::Tensor>&)>& before_use) {
+    const size_t n = weights_.size();
+    std::vector<torch::Tensor> parts(n);
+    for (size_t j = 0; j < n; ++j) {
+      const size_t i = reversed ? n - 1 - j : j;
+      before_use({weights_[i], biases_[i]});
+      parts[i] = torch::linear(x, weights_[i], biases_[i]);
+    }
+    return n == 1 ? parts[0] : torch::cat(parts, 1);
+  }
+
+ private:
+  std::vector<torch::Tensor> weights_, biases_;
+};
+
 class Mlp : public ClassifierModel {
  public:
-  Mlp() {
-    fc1_ = register_module("fc1", nn::Linear(784, 512));
+  explicit Mlp(int blocks) {
+    fc1_ = register_module("fc1", std::make_shared<RowBlockedLinear>(784, 512, blocks));
     fc2_ = register_module("fc2", nn::Linear(512, 256));
     fc3_ = register_module("fc3", nn::Linear(256, 10));
   }
   std::pair<torch::Tensor, torch::Tensor> Forward(const torch::Tensor& x) override {
-    BeforeUse(*fc1_);
-    auto h = torch::relu(fc1_(x.flatten(1)));
+    auto h = torch::relu(fc1_->forward(x.flatten(1), odd_step(), announce()));
     BeforeUse(*fc2_);
     h = torch::relu(fc2_(h));
     BeforeUse(*fc3_);
@@ -25,15 +67,16 @@ class Mlp : public ClassifierModel {
   }
 
  private:
-  nn::Linear fc1_{nullptr}, fc2_{nullptr}, fc3_{nullptr};
+  std::shared_ptr<RowBlockedLinear> fc1_;
+  nn::Linear fc2_{nullptr}, fc3_{nullptr};
 };
 
 class Cnn : public ClassifierModel {
  public:
-  Cnn() {
+  explicit Cnn(int blocks) {
     conv1_ = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(1, 32, 3).padding(1)));
     conv2_ = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(32, 64, 3).padding(1)));
-    fc1_ = register_module("fc1", nn::Linear(3136, 128));
+    fc1_ = register_module("fc1", std::make_shared<RowBlockedLinear>(3136, 128, blocks));
     fc2_ = register_module("fc2", nn::Linear(128, 10));
   }
   std::pair<torch::Tensor, torch::Tensor> Forward(const torch::Tensor& x) override {
@@ -41,15 +84,15 @@ class Cnn : public ClassifierModel {
     auto h = torch::max_pool2d(torch::relu(conv1_(x)), 2);
     BeforeUse(*conv2_);
     h = torch::max_pool2d(torch::relu(conv2_(h)), 2);
-    BeforeUse(*fc1_);
-    h = torch::relu(fc1_(h.flatten(1)));
+    h = torch::relu(fc1_->forward(h.flatten(1), odd_step(), announce()));
     BeforeUse(*fc2_);
     return {fc2_(h), {}};
   }
 
  private:
   nn::Conv2d conv1_{nullptr}, conv2_{nullptr};
-  nn::Linear fc1_{nullptr}, fc2_{nullptr};
+  std::shared_ptr<RowBlockedLinear> fc1_;
+  nn::Linear fc2_{nullptr};
 };
 
 // Mixture of experts feed-forward: each token goes to its top-k experts, weighted by the
@@ -145,8 +188,8 @@ class MoeTransformer : public ClassifierModel {
 }  // namespace
 
 std::shared_ptr<ClassifierModel> MakeModel(const ModelOptions& o) {
-  if (o.name == "mlp") return std::make_shared<Mlp>();
-  if (o.name == "cnn") return std::make_shared<Cnn>();
+  if (o.name == "mlp") return std::make_shared<Mlp>(o.linear_blocks);
+  if (o.name == "cnn") return std::make_shared<Cnn>(o.linear_blocks);
   if (o.name == "moe-transformer") {
     if (o.layers < 1 || o.width < 1 || o.heads < 1 || o.width % o.heads != 0 || o.experts < 1 ||
         o.top_k < 1 || o.top_k > o.experts)

@@ -7,6 +7,13 @@
 //   moe-transformer  ViT-style encoder over 7x7 patches (16 tokens) whose feed-forward layers are a
 //                    mixture of experts with top-2 gating and the Switch Transformer load-balancing
 //                    loss (Fedus et al. 2021: E * sum_e f_e * P_e), mean-pooled into a linear head
+//
+// Row blocks (`linear_blocks` > 1, mlp and cnn; 4 by default): the big first linear layer (fc1)
+// keeps its function, parameter count and initial values but stores its weight as that many row
+// blocks, each its own parameter, so that each block's gradient can cross the network — and its
+// update be applied — on its own. Forward computes the blocks in ascending order on even steps and
+// descending on odd ones (set_step): backward produces them in the reverse of forward's order, so
+// the block whose gradient arrived first is the first the next forward uses (docs/training.md).
 #pragma once
 
 #include <torch/torch.h>
@@ -25,6 +32,7 @@ struct ModelOptions {
   int heads = 4;     // moe-transformer attention heads
   int experts = 8;   // moe-transformer experts per layer
   int top_k = 2;     // moe-transformer experts per token
+  int linear_blocks = 4;  // mlp, cnn: row blocks of fc1 (see above)
 };
 
 // Every model maps [B, 1, 28, 28] images to [B, 10] logits; MoE models also report an auxiliary
@@ -38,6 +46,9 @@ class ClassifierModel : public torch::nn::Module {
   using UseHook = std::function<void(const std::vector<torch::Tensor>&)>;
   virtual std::pair<torch::Tensor, torch::Tensor> Forward(const torch::Tensor& images) = 0;
   void set_use_hook(UseHook hook) { use_hook_ = std::move(hook); }
+  // The training step the next forward belongs to (the same on every rank): it sets the order of
+  // row blocks. Evaluation forwards may run at any parity.
+  void set_step(int64_t step) { odd_step_ = step % 2 != 0; }
 
  protected:
   void BeforeUse(torch::nn::Module& m) {
@@ -46,9 +57,17 @@ class ClassifierModel : public torch::nn::Module {
   void BeforeUse(const torch::Tensor& parameter) {
     if (use_hook_) use_hook_({parameter});
   }
+  void BeforeUse(const std::vector<torch::Tensor>& parameters) {
+    if (use_hook_) use_hook_(parameters);
+  }
+  bool odd_step() const { return odd_step_; }
+  UseHook announce() {
+    return [this](const std::vector<torch::Tensor>& p) { BeforeUse(p); };
+  }
 
  private:
   UseHook use_hook_;
+  bool odd_step_ = false;
 };
 
 // Throws cdt::Error(kInvalidArgument) for an unknown name or bad sizes.

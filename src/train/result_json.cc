@@ -54,6 +54,8 @@ std::string TrainResultJson(const TrainResult& r) {
                        {"last_incremental_bytes", r.checkpoints.last_incremental_bytes},
                        {"capture_s", r.checkpoints.capture_s}, {"blocked_s", r.checkpoints.blocked_s},
                        {"encode_s", r.checkpoints.encode_s}, {"write_s", r.checkpoints.write_s},
+                       {"floats_quantised", r.checkpoints.floats_quantised},
+                       {"max_abs_error", r.checkpoints.max_abs_error},
                        {"health", r.checkpoints.health}}},
       {"generation", r.generation},
       {"energy", {{"meter", r.energy.meter}, {"modelled", r.energy.modelled}, {"joules", r.energy.joules},

@@ -187,6 +187,10 @@ void Validate(const TrainOptions& o) {
         "use --checkpoint-every");
   if (o.checkpoint_mtbf_s < 0 || o.checkpoint_full_every < 1 || o.checkpoint_keep < 1)
     bad("--checkpoint-mtbf must be >= 0, --checkpoint-full-every and --checkpoint-keep >= 1");
+  if (o.checkpoint_quantize != "none" && o.checkpoint_quantize != "int8")
+    bad("--checkpoint-quantize '" + o.checkpoint_quantize + "': use none or int8");
+  if (o.checkpoint_quantize != "none" && !o.checkpoint_incremental)
+    bad("--checkpoint-quantize applies to increments: add --checkpoint-incremental");
   if (o.checkpoint_codec != "zstd" && o.checkpoint_codec != "lz4" && o.checkpoint_codec != "none")
     bad("--checkpoint-codec '" + o.checkpoint_codec + "': use zstd, lz4 or none");
   const auto& names = compress::CompressorNames();
@@ -207,12 +211,14 @@ void Validate(const TrainOptions& o) {
 std::string CheckpointSession(const TrainOptions& o, ElasticSession* session) {
   const ElasticSession::Snapshot& newest = session->snapshots[0];
   if (o.checkpoint_dir.empty() || newest.step < 0 || !newest.memory) return "";
-  std::shared_ptr<ClassifierModel> model = MakeModel({o.model, o.layers, o.width, o.heads, o.experts, o.top_k});
+  std::shared_ptr<ClassifierModel> model =
+      MakeModel({o.model, o.layers, o.width, o.heads, o.experts, o.top_k, o.linear_blocks});
   std::unique_ptr<torch::optim::Optimizer> opt = MakeOptimizer(o, *model);
   const auto& mem = *static_cast<const MemorySnapshot*>(newest.memory.get());
   ApplyMemorySnapshot(mem, *model, *opt);
   CheckpointSchedule writer(o, true);
-  writer.Take(mem.at.step, [&] { return CaptureState(*model, *opt, mem.at, o); }, 1.0);
+  writer.Take(mem.at.step, [&](std::vector<elastic::FloatSpan>* f) { return CaptureState(*model, *opt, mem.at, o, f); },
+              1.0);
   TrainResult written;
   writer.Finish(&written);
   return written.checkpoint;
@@ -239,7 +245,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
 
   // Model, identical everywhere: same seed, then rank 0's copy broadcast.
   torch::manual_seed(o.seed);
-  ModelOptions mo{o.model, o.layers, o.width, o.heads, o.experts, o.top_k};
+  ModelOptions mo{o.model, o.layers, o.width, o.heads, o.experts, o.top_k, o.linear_blocks};
   std::shared_ptr<ClassifierModel> model = MakeModel(mo);
   BroadcastState(comm, *model);
   // DGC's momentum correction: the compressor's error feedback keeps the momentum instead.
@@ -569,6 +575,8 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
       if (!part.empty()) {  // empty: this rank has no samples in a short last step
         auto t0 = Clock::now();
         const double in_updates = updates.wait_seconds() + updates.optimizer_seconds();
+        model->set_step(at.step);
+        updates.BeginForward();
         auto [logits, aux] = model->Forward(Images(train_set, part));
         auto ce = torch::nn::functional::cross_entropy(
             logits, Labels(train_set, part),
@@ -584,6 +592,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
         updates.ApplyAll();  // whatever forward did not announce (none of our models)
         snapshot(m);
         decide_if_due();
+        if (m == parts - 1) reducer.SetLaunchOrder(updates.LaunchOrder());
         reducer.PrepareForBackward(m == parts - 1);
         auto t1 = Clock::now();
         loss.backward();
@@ -633,7 +642,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
       settle();
       Position next = at;
       ++next.step;
-      checkpoints.Take(next.step, [&] { return CaptureState(*model, *opt, next, o); },
+      checkpoints.Take(next.step, [&](std::vector<elastic::FloatSpan>* f) { return CaptureState(*model, *opt, next, o, f); },
                        Since(loop_start) / std::max<int64_t>(1, r.steps));
       if (reducer.compressing()) {
         WriteFileAtomically(CompressionStatePath(o.checkpoint_dir, me),

@@ -17,6 +17,7 @@ namespace cdt::train {
 struct TrainOptions {
   std::string model = "cnn";          // mlp | cnn | moe-transformer
   int layers = 2, width = 64, heads = 4, experts = 8, top_k = 2;  // moe-transformer
+  int linear_blocks = 4;              // mlp, cnn: row blocks of fc1 (train/models.h)
   double aux_loss_weight = 0.01;      // moe load-balancing loss coefficient
   std::string dataset = "fashion-mnist";  // fashion-mnist | synthetic
   std::string data_dir;               // "" = /usr/share/datasets/fashion-mnist
@@ -58,6 +59,9 @@ struct TrainOptions {
   std::string checkpoint_codec = "zstd";  // zstd | lz4 | none
   bool checkpoint_incremental = false;
   int checkpoint_full_every = 10;
+  // none | int8: increments store parameters and momenta as int8 differences from the last full
+  // checkpoint (lossy; elastic/checkpoint_store.h, docs/checkpoint-format.md).
+  std::string checkpoint_quantize = "none";
   int checkpoint_keep = 2;
   // >0: checkpoint at the Young/Daly interval sqrt(2 C MTBF) for this mean time between
   // failures (seconds), C the measured cost on the training thread (replaces checkpoint_every).
@@ -127,6 +131,8 @@ struct TrainResult {
     double capture_s = 0;           // training thread: snapshot to memory (the blocking part)
     double blocked_s = 0;           // training thread: waiting for the previous write
     double encode_s = 0, write_s = 0;  // background thread
+    size_t floats_quantised = 0;    // --checkpoint-quantize: values stored as int8 differences
+    double max_abs_error = 0;       // the largest |restored - saved| among them
     int health = 0;                 // taken at once because a rank's health monitor warned
   } checkpoints;
   // Elastic runs (docs/elastic.md): one entry per failure the group recovered from in process.

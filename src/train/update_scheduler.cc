@@ -15,6 +15,20 @@ UpdateScheduler::UpdateScheduler(GradientReducer& reducer, torch::optim::Optimiz
     : reducer_(reducer), optimizer_(optimizer), params_(std::move(params)) {
   for (size_t k = 0; k < params_.size(); ++k) index_of_[params_[k].unsafeGetTensorImpl()] = k;
   applied_.assign(reducer_.num_buckets(), true);
+  was_announced_.assign(reducer_.num_buckets(), false);
+}
+
+void UpdateScheduler::BeginForward() {
+  announced_.clear();
+  was_announced_.assign(was_announced_.size(), false);
+}
+
+std::vector<size_t> UpdateScheduler::LaunchOrder() const {
+  std::vector<size_t> order;
+  for (size_t b = 0; b < was_announced_.size(); ++b)
+    if (!was_announced_[b]) order.push_back(b);
+  order.insert(order.end(), announced_.rbegin(), announced_.rend());
+  return order;
 }
 
 void UpdateScheduler::BackwardDone(double lr) {
@@ -27,13 +41,16 @@ void UpdateScheduler::BackwardDone(double lr) {
 }
 
 void UpdateScheduler::BeforeUse(const std::vector<torch::Tensor>& params) {
-  if (!pending_) return;
   std::vector<size_t> buckets;
   for (const auto& p : params) {
     auto it = index_of_.find(p.unsafeGetTensorImpl());
     if (it == index_of_.end()) continue;  // not trained (a buffer, a frozen tensor)
     const size_t b = reducer_.bucket_of(it->second);
-    if (!applied_[b]) {
+    if (!was_announced_[b]) {
+      was_announced_[b] = true;
+      announced_.push_back(b);
+    }
+    if (pending_ && !applied_[b]) {
       applied_[b] = true;
       buckets.push_back(b);
     }

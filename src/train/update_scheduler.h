@@ -9,6 +9,10 @@
 //                                   holding p, each once
 //   scheduler.ApplyAll()            before anything reads all parameters (eval, checkpoint,
 //                                   the end), or at once when deferral is off
+//   scheduler.BeginForward()        before a training forward: forget earlier announcements
+//   scheduler.LaunchOrder()         after it: the buckets in the reverse of the order it used
+//                                   them — the order its backward fills them in — for
+//                                   GradientReducer::SetLaunchOrder
 //
 // The arithmetic is unchanged: every parameter is updated with its own step's summed gradient and
 // learning rate before it is used again, so the loss curve is the same as with one optimizer step
@@ -38,6 +42,11 @@ class UpdateScheduler {
   // Applies every pending update.
   void ApplyAll();
   bool pending() const { return pending_; }
+  void BeginForward();
+  // The reducer's launch order for the backward of the forward since BeginForward: buckets never
+  // announced first, in index order, then the others in the reverse of their first announcement.
+  // A model's announcements follow its code, not its data, so every rank gets the same order.
+  std::vector<size_t> LaunchOrder() const;
 
   // Seconds blocked on communication and spent in the optimizer (totals).
   double wait_seconds() const { return wait_s_; }
@@ -51,6 +60,8 @@ class UpdateScheduler {
   std::vector<torch::Tensor> params_;
   std::unordered_map<const void*, size_t> index_of_;  // TensorImpl -> index in params_
   std::vector<bool> applied_;                         // per bucket, for the pending step
+  std::vector<size_t> announced_;                     // buckets in first-announcement order
+  std::vector<bool> was_announced_;                   // per bucket
   bool pending_ = false;
   double lr_ = 0;
   double wait_s_ = 0, optimizer_s_ = 0;

@@ -69,9 +69,29 @@ TEST(Train, OverlapIntoTheNextForwardKeepsTheArithmetic) {
   EXPECT_TRUE(deferred["params_consistent"].get<bool>());
   EXPECT_EQ(Losses(deferred), Losses(plain));
   EXPECT_EQ(deferred["test_accuracy"], plain["test_accuracy"]);
-  // Three buckets: the last (conv layers, needed first) on the priority channel.
-  EXPECT_EQ(deferred["comm"]["bucket_priority"], nlohmann::json({false, false, true}));
-  EXPECT_EQ(plain["comm"]["bucket_priority"], nlohmann::json({false, false, false}));
+  // fc2 with fc1's last row block, three more blocks, the conv layers (needed first: on the
+  // priority channel).
+  EXPECT_EQ(deferred["comm"]["bucket_priority"], nlohmann::json({false, false, false, false, true}));
+  EXPECT_EQ(plain["comm"]["bucket_priority"], nlohmann::json({false, false, false, false, false}));
+}
+
+// fc1 in row blocks (--linear-blocks): each block its own bucket, launched in the order the
+// alternating forward implies, applied as the next forward reaches it. Same arithmetic as without
+// deferral, to the last bit, and the same network as unsplit (to rounding).
+TEST(Train, RowBlocksKeepTheArithmetic) {
+  auto args = kCommon;
+  args.insert(args.end(), {"--nproc-per-node", "2", "--batch-size", "16"});
+  auto blocked = args, plain = args, whole = args;
+  blocked.insert(blocked.end(), {"--linear-blocks", "4"});
+  plain.insert(plain.end(), {"--linear-blocks", "4", "--no-overlap-next-forward"});
+  whole.insert(whole.end(), {"--linear-blocks", "1"});
+  nlohmann::json b = Train("blocked", blocked), p = Train("blocked-plain", plain), w = Train("whole", whole);
+  EXPECT_TRUE(b["params_consistent"].get<bool>());
+  EXPECT_EQ(b["params"], 421642);
+  // fc2 with fc1's last block, three more blocks, the convolutions (priority channel).
+  EXPECT_EQ(b["comm"]["buckets"], 5);
+  EXPECT_EQ(Losses(b), Losses(p));
+  ExpectCurvesClose(Losses(b), Losses(w), 1e-4);
 }
 
 TEST(Train, ResumeContinuesTheUninterruptedCurve) {
@@ -90,6 +110,39 @@ TEST(Train, ResumeContinuesTheUninterruptedCurve) {
   std::vector<double> stitched = Losses(a), tail = Losses(b);
   stitched.insert(stitched.end(), tail.begin(), tail.end());
   ExpectCurvesClose(stitched, Losses(whole), 1e-6);
+}
+
+// Quantised increments through the CLI: the trainer finds its parameters and momenta in the state,
+// an increment one step after a full checkpoint stores them as int8 differences (a fraction of the
+// full file), and a resume from it continues at the same sample with nearly the same curve.
+TEST(Train, QuantisedIncrementsResumeCloseToTheUninterruptedCurve) {
+  const std::string dir = TempPath("ckpt-quantised");
+  auto base = kCommon;
+  base[3] = "10";  // --steps 10
+  base.insert(base.end(), {"--nproc-per-node", "2", "--batch-size", "16"});
+  nlohmann::json whole = Train("q-whole", base);
+  auto first = base, second = base;
+  const std::vector<std::string> quant = {"--checkpoint-dir", dir, "--checkpoint-every", "1",
+                                          "--checkpoint-incremental", "--checkpoint-quantize", "int8"};
+  first.insert(first.end(), quant.begin(), quant.end());
+  first.insert(first.end(), {"--stop-after", "2"});
+  second.insert(second.end(), quant.begin(), quant.end());
+  second.push_back("--resume");
+  nlohmann::json a = Train("q-first", first), b = Train("q-second", second);
+  // Steps 0 and 1 end in a full checkpoint and an increment on it.
+  EXPECT_EQ(a["checkpoints"]["written"], 2);
+  EXPECT_EQ(a["checkpoints"]["full"], 1);
+  EXPECT_GT(a["checkpoints"]["floats_quantised"].get<double>(), 400000);  // parameters + momenta
+  EXPECT_GT(a["checkpoints"]["max_abs_error"].get<double>(), 0);
+  EXPECT_LT(a["checkpoints"]["max_abs_error"].get<double>(), 1e-3);
+  EXPECT_LE(a["checkpoints"]["last_incremental_bytes"].get<double>(),
+            0.30 * a["checkpoints"]["last_full_bytes"].get<double>());
+  EXPECT_NE(b["resumed_from"].get<std::string>().find(".incr-"), std::string::npos) << b["resumed_from"];
+  EXPECT_EQ(b["first_step"], 2);
+  EXPECT_TRUE(b["params_consistent"].get<bool>());
+  std::vector<double> stitched = Losses(a), tail = Losses(b);
+  stitched.insert(stitched.end(), tail.begin(), tail.end());
+  ExpectCurvesClose(stitched, Losses(whole), 1e-3);
 }
 
 // Compressed training through the CLI: every rank ends with the same parameters, the volume

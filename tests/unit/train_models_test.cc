@@ -3,8 +3,10 @@
 // one update late. Every model must announce every parameter in every forward, each once.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
+#include "cdt/error.h"
 #include "train/models.h"
 
 namespace cdt::train {
@@ -32,6 +34,8 @@ void ExpectEveryParameterAnnouncedOnce(const ModelOptions& o) {
 TEST(TrainModels, EveryParameterIsAnnouncedBeforeUse) {
   ExpectEveryParameterAnnouncedOnce({"mlp"});
   ExpectEveryParameterAnnouncedOnce({"cnn"});
+  ExpectEveryParameterAnnouncedOnce({"cnn", 2, 64, 4, 8, 2, /*linear_blocks=*/4});
+  ExpectEveryParameterAnnouncedOnce({"mlp", 2, 64, 4, 8, 2, /*linear_blocks=*/3});
   ExpectEveryParameterAnnouncedOnce({"moe-transformer", 2, 32, 4, 4, 2});
 }
 
@@ -40,6 +44,45 @@ TEST(TrainModels, CnnHasTheSpecifiedParameterCount) {
   int64_t n = 0;
   for (const auto& p : model->parameters()) n += p.numel();
   EXPECT_EQ(n, 421642);
+}
+
+// Row blocks change how fc1 is stored, not what the network is: the same initial values, the same
+// parameter count, the same logits; and the blocks are used in ascending order on even steps and in
+// descending order on odd ones.
+TEST(TrainModels, RowBlocksKeepTheFunctionAndAlternateTheirOrder) {
+  ModelOptions whole{"cnn"}, split{"cnn"};
+  whole.linear_blocks = 1;
+  split.linear_blocks = 5;  // 128 rows: blocks of 26, 26, 26, 25, 25
+  torch::manual_seed(7);
+  auto a = MakeModel(whole);
+  torch::manual_seed(7);
+  auto b = MakeModel(split);
+  int64_t n = 0;
+  for (const auto& p : b->parameters()) n += p.numel();
+  EXPECT_EQ(n, 421642);
+  EXPECT_EQ(b->parameters().size(), a->parameters().size() + 8);  // 5 weights and biases, not 1
+  auto x = torch::randn({6, 1, 28, 28});
+  EXPECT_TRUE(torch::allclose(a->Forward(x).first, b->Forward(x).first, 1e-5, 1e-6));
+
+  // fc1's blocks are the parameters registered after the two convolutions' weights and biases.
+  std::vector<const void*> blocks;
+  for (size_t k = 4; k < 4 + 10; k += 2) blocks.push_back(b->parameters()[k].unsafeGetTensorImpl());
+  std::vector<const void*> order;
+  b->set_use_hook([&](const std::vector<torch::Tensor>& ps) {
+    for (const auto& p : ps)
+      for (const void* w : blocks)
+        if (p.unsafeGetTensorImpl() == w) order.push_back(w);
+  });
+  for (int64_t step : {0, 1, 2, 7}) {
+    order.clear();
+    b->set_step(step);
+    b->Forward(x);
+    std::vector<const void*> expected = blocks;
+    if (step % 2) std::reverse(expected.begin(), expected.end());
+    EXPECT_EQ(order, expected) << "step " << step;
+  }
+  EXPECT_THROW(MakeModel({"cnn", 2, 64, 4, 8, 2, 129}), Error);
+  EXPECT_THROW(MakeModel({"cnn", 2, 64, 4, 8, 2, 0}), Error);
 }
 
 }  // namespace
