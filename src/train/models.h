@@ -8,7 +8,7 @@
 //                    mixture of experts with top-2 gating and the Switch Transformer load-balancing
 //                    loss (Fedus et al. 2021: E * sum_e f_e * P_e), mean-pooled into a linear head
 //
-// Row blocks (`linear_blocks` > 1, mlp and cnn; 4 by default): the big first linear layer (fc1)
+// Row blocks (`linear_blocks` > 1, mlp and cnn; off by default): the big first linear layer (fc1)
 // keeps its function, parameter count and initial values but stores its weight as that many row
 // blocks, each its own parameter, so that each block's gradient can cross the network — and its
 // update be applied — on its own. Forward computes the blocks in ascending order on even steps and
@@ -32,7 +32,7 @@ struct ModelOptions {
   int heads = 4;     // moe-transformer attention heads
   int experts = 8;   // moe-transformer experts per layer
   int top_k = 2;     // moe-transformer experts per token
-  int linear_blocks = 4;  // mlp, cnn: row blocks of fc1 (see above)
+  int linear_blocks = 1;  // mlp, cnn: row blocks of fc1 (see above)
 };
 
 // Every model maps [B, 1, 28, 28] images to [B, 10] logits; MoE models also report an auxiliary

@@ -17,7 +17,7 @@ namespace cdt::train {
 struct TrainOptions {
   std::string model = "cnn";          // mlp | cnn | moe-transformer
   int layers = 2, width = 64, heads = 4, experts = 8, top_k = 2;  // moe-transformer
-  int linear_blocks = 4;              // mlp, cnn: row blocks of fc1 (train/models.h)
+  int linear_blocks = 1;              // mlp, cnn: row blocks of fc1 (train/models.h; 1 = off)
   double aux_loss_weight = 0.01;      // moe load-balancing loss coefficient
   std::string dataset = "fashion-mnist";  // fashion-mnist | synthetic
   std::string data_dir;               // "" = /usr/share/datasets/fashion-mnist

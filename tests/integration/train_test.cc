@@ -69,10 +69,9 @@ TEST(Train, OverlapIntoTheNextForwardKeepsTheArithmetic) {
   EXPECT_TRUE(deferred["params_consistent"].get<bool>());
   EXPECT_EQ(Losses(deferred), Losses(plain));
   EXPECT_EQ(deferred["test_accuracy"], plain["test_accuracy"]);
-  // fc2 with fc1's last row block, three more blocks, the conv layers (needed first: on the
-  // priority channel).
-  EXPECT_EQ(deferred["comm"]["bucket_priority"], nlohmann::json({false, false, false, false, true}));
-  EXPECT_EQ(plain["comm"]["bucket_priority"], nlohmann::json({false, false, false, false, false}));
+  // Three buckets: the last (conv layers, needed first) on the priority channel.
+  EXPECT_EQ(deferred["comm"]["bucket_priority"], nlohmann::json({false, false, true}));
+  EXPECT_EQ(plain["comm"]["bucket_priority"], nlohmann::json({false, false, false}));
 }
 
 // fc1 in row blocks (--linear-blocks): each block its own bucket, launched in the order the
