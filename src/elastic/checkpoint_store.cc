@@ -428,7 +428,8 @@ CheckpointRecord CheckpointWriter::Write(int64_t step, const std::string& state,
       ++rec.chunks_unchanged;
     } else if (has_base) {
       std::vector<std::pair<size_t, size_t>> spans;  // (byte offset in the chunk, floats)
-      for (const FloatSpan& f : quantise ? floats : std::vector<FloatSpan>{}) {
+      for (size_t k = 0; quantise && k < floats.size(); ++k) {
+        const FloatSpan& f = floats[k];
         const size_t from = std::max<size_t>(f.offset, begin), to = std::min<size_t>(f.offset + 4 * f.count, begin + len);
         if (to > from) spans.push_back({from - begin, (to - from) / 4});
       }
