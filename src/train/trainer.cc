@@ -364,6 +364,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
                    d.reason.c_str());
   }
   UpdateScheduler updates(reducer, *opt, model->parameters());
+  updates.LearnLaunchOrders(*model, Images(train_set, {0}));
   if (o.overlap_next_forward)
     model->set_use_hook([&updates](const std::vector<torch::Tensor>& p) { updates.BeforeUse(p); });
   r.buckets = reducer.stats().buckets;
@@ -576,7 +577,6 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
         auto t0 = Clock::now();
         const double in_updates = updates.wait_seconds() + updates.optimizer_seconds();
         model->set_step(at.step);
-        updates.BeginForward();
         auto [logits, aux] = model->Forward(Images(train_set, part));
         auto ce = torch::nn::functional::cross_entropy(
             logits, Labels(train_set, part),
@@ -592,7 +592,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
         updates.ApplyAll();  // whatever forward did not announce (none of our models)
         snapshot(m);
         decide_if_due();
-        if (m == parts - 1) reducer.SetLaunchOrder(updates.LaunchOrder());
+        if (m == parts - 1) reducer.SetLaunchOrder(updates.LaunchOrderFor(at.step));
         reducer.PrepareForBackward(m == parts - 1);
         auto t1 = Clock::now();
         loss.backward();
@@ -601,6 +601,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
         updates.ApplyAll();
         snapshot(m);
         decide_if_due();
+        if (m == parts - 1) reducer.SetLaunchOrder(updates.LaunchOrderFor(at.step));
         reducer.PrepareForBackward(m == parts - 1);
       }
     }

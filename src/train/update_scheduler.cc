@@ -15,20 +15,35 @@ UpdateScheduler::UpdateScheduler(GradientReducer& reducer, torch::optim::Optimiz
     : reducer_(reducer), optimizer_(optimizer), params_(std::move(params)) {
   for (size_t k = 0; k < params_.size(); ++k) index_of_[params_[k].unsafeGetTensorImpl()] = k;
   applied_.assign(reducer_.num_buckets(), true);
-  was_announced_.assign(reducer_.num_buckets(), false);
+  for (auto& order : launch_order_)
+    for (size_t b = 0; b < reducer_.num_buckets(); ++b) order.push_back(b);
 }
 
-void UpdateScheduler::BeginForward() {
-  announced_.clear();
-  was_announced_.assign(was_announced_.size(), false);
-}
-
-std::vector<size_t> UpdateScheduler::LaunchOrder() const {
-  std::vector<size_t> order;
-  for (size_t b = 0; b < was_announced_.size(); ++b)
-    if (!was_announced_[b]) order.push_back(b);
-  order.insert(order.end(), announced_.rbegin(), announced_.rend());
-  return order;
+void UpdateScheduler::LearnLaunchOrders(ClassifierModel& model, const torch::Tensor& sample) {
+  torch::NoGradGuard no_grad;
+  for (int parity = 0; parity < 2; ++parity) {
+    std::vector<size_t> announced;
+    std::vector<bool> seen(reducer_.num_buckets(), false);
+    model.set_use_hook([&](const std::vector<torch::Tensor>& params) {
+      for (const auto& p : params) {
+        auto it = index_of_.find(p.unsafeGetTensorImpl());
+        if (it == index_of_.end()) continue;
+        const size_t b = reducer_.bucket_of(it->second);
+        if (!seen[b]) {
+          seen[b] = true;
+          announced.push_back(b);
+        }
+      }
+    });
+    model.set_step(parity);
+    model.Forward(sample);
+    std::vector<size_t>& order = launch_order_[parity];
+    order.clear();
+    for (size_t b = 0; b < seen.size(); ++b)
+      if (!seen[b]) order.push_back(b);
+    order.insert(order.end(), announced.rbegin(), announced.rend());
+  }
+  model.set_use_hook(nullptr);
 }
 
 void UpdateScheduler::BackwardDone(double lr) {
@@ -41,16 +56,13 @@ void UpdateScheduler::BackwardDone(double lr) {
 }
 
 void UpdateScheduler::BeforeUse(const std::vector<torch::Tensor>& params) {
+  if (!pending_) return;
   std::vector<size_t> buckets;
   for (const auto& p : params) {
     auto it = index_of_.find(p.unsafeGetTensorImpl());
     if (it == index_of_.end()) continue;  // not trained (a buffer, a frozen tensor)
     const size_t b = reducer_.bucket_of(it->second);
-    if (!was_announced_[b]) {
-      was_announced_[b] = true;
-      announced_.push_back(b);
-    }
-    if (pending_ && !applied_[b]) {
+    if (!applied_[b]) {
       applied_[b] = true;
       buckets.push_back(b);
     }

@@ -9,10 +9,10 @@
 //                                   holding p, each once
 //   scheduler.ApplyAll()            before anything reads all parameters (eval, checkpoint,
 //                                   the end), or at once when deferral is off
-//   scheduler.BeginForward()        before a training forward: forget earlier announcements
-//   scheduler.LaunchOrder()         after it: the buckets in the reverse of the order it used
-//                                   them — the order its backward fills them in — for
-//                                   GradientReducer::SetLaunchOrder
+//   scheduler.LearnLaunchOrders(m)  once: the buckets in the reverse of the order a forward of
+//                                   an even and of an odd step uses them — the order its
+//                                   backward fills them in — for GradientReducer::SetLaunchOrder
+//                                   (LaunchOrderFor(step))
 //
 // The arithmetic is unchanged: every parameter is updated with its own step's summed gradient and
 // learning rate before it is used again, so the loss curve is the same as with one optimizer step
@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "train/gradient_reducer.h"
+#include "train/models.h"
 
 namespace cdt::train {
 
@@ -42,11 +43,14 @@ class UpdateScheduler {
   // Applies every pending update.
   void ApplyAll();
   bool pending() const { return pending_; }
-  void BeginForward();
-  // The reducer's launch order for the backward of the forward since BeginForward: buckets never
-  // announced first, in index order, then the others in the reverse of their first announcement.
-  // A model's announcements follow its code, not its data, so every rank gets the same order.
-  std::vector<size_t> LaunchOrder() const;
+  // Runs one forward of `sample` (no gradient) at an even and at an odd step with a use hook that
+  // records the buckets announced; restores no hook (the caller sets its own after). The launch
+  // order of a parity: buckets never announced first, in index order, then the others in the
+  // reverse of their first announcement. Announcements follow a model's code, not its data, so
+  // every rank learns the same orders — and a rank that has no sample in a step (a short last
+  // step) launches in the same order as the others without running a forward.
+  void LearnLaunchOrders(ClassifierModel& model, const torch::Tensor& sample);
+  const std::vector<size_t>& LaunchOrderFor(int64_t step) const { return launch_order_[step % 2 != 0]; }
 
   // Seconds blocked on communication and spent in the optimizer (totals).
   double wait_seconds() const { return wait_s_; }
@@ -60,8 +64,7 @@ class UpdateScheduler {
   std::vector<torch::Tensor> params_;
   std::unordered_map<const void*, size_t> index_of_;  // TensorImpl -> index in params_
   std::vector<bool> applied_;                         // per bucket, for the pending step
-  std::vector<size_t> announced_;                     // buckets in first-announcement order
-  std::vector<bool> was_announced_;                   // per bucket
+  std::vector<size_t> launch_order_[2];               // for even and odd steps
   bool pending_ = false;
   double lr_ = 0;
   double wait_s_ = 0, optimizer_s_ = 0;

@@ -93,6 +93,19 @@ TEST(Train, RowBlocksKeepTheArithmetic) {
   ExpectCurvesClose(Losses(b), Losses(w), 1e-4);
 }
 
+// The launch order depends on the step's parity. A rank with no sample in a step (33 samples,
+// global batch 32: the second step has one sample, on rank 0) runs no forward, yet must launch its
+// buckets in the same order as the others — or the ranks sum different blocks (a build that took
+// the order from each forward ended here with parameters that differed between ranks).
+TEST(Train, RowBlocksStayConsistentWhenARankHasNoSampleInAStep) {
+  nlohmann::json r = Train("blocked-short", {"--model", "cnn", "--dataset", "synthetic", "--synthetic-samples", "33",
+                                             "--epochs", "1", "--nproc-per-node", "2", "--batch-size", "16",
+                                             "--linear-blocks", "4", "--seed", "3"});
+  EXPECT_EQ(r["steps"], 2);
+  EXPECT_EQ(r["samples"], 33);
+  EXPECT_TRUE(r["params_consistent"].get<bool>());
+}
+
 TEST(Train, ResumeContinuesTheUninterruptedCurve) {
   const std::string dir = TempPath("ckpt");
   auto base = kCommon;
