@@ -33,8 +33,8 @@ void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o) {
   cmd->add_option("--compress", t.compress,
                   "gradient compression: none|fp16|bf16|int8|topk|randomk|powersgd|signsgd|adaptive")
       ->capture_default_str();
-  cmd->add_option("--compress-ratio", t.compress_ratio, "topk/randomk: share of elements sent")
-      ->capture_default_str();
+  cmd->add_option("--compress-ratio", t.compress_ratio,
+                  "topk/randomk: share of elements sent (default: topk 0.01, randomk 0.5)");
   cmd->add_option("--powersgd-rank", t.powersgd_rank, "powersgd: rank of the approximation")
       ->capture_default_str();
   cmd->add_flag("--error-feedback,!--no-error-feedback", t.error_feedback,

@@ -12,6 +12,10 @@ const std::vector<std::string>& CompressorNames() {
   return names;
 }
 
+double DefaultRatio(const std::string& name) {
+  return name == "topk" ? 0.01 : name == "randomk" ? 0.5 : 0.0;
+}
+
 std::unique_ptr<Compressor> MakeCompressor(const std::string& name, const CompressorOptions& o,
                                            const std::vector<TensorView>& tensors) {
   if (!(o.ratio > 0 && o.ratio <= 1) && (name == "topk" || name == "randomk"))

@@ -199,7 +199,8 @@ void Validate(const TrainOptions& o) {
     for (const auto& n : names) all += n + ", ";
     bad("unknown --compress '" + o.compress + "' (use " + all + "or adaptive)");
   }
-  if (!(o.compress_ratio > 0 && o.compress_ratio <= 1)) bad("--compress-ratio must be in (0, 1]");
+  if (!(o.compress_ratio >= 0 && o.compress_ratio <= 1))
+    bad("--compress-ratio must be in (0, 1] (or 0 for the compressor's default)");
   if (o.powersgd_rank < 1) bad("--powersgd-rank must be at least 1");
   if (o.compress_interval < 1) bad("--compress-interval must be at least 1");
   if (o.dataset != "fashion-mnist" && o.dataset != "synthetic")
@@ -317,7 +318,8 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   r.bucket_bytes = bucket_bytes;
   // Compression: fixed, or chosen per interval by the adaptive controller (which starts at fp16).
   compress::CompressorOptions copt;
-  copt.ratio = o.compress_ratio;
+  const double ratio = o.compress_ratio > 0 ? o.compress_ratio : compress::DefaultRatio(o.compress);
+  if (ratio > 0) copt.ratio = ratio;  // else (adaptive) the library default
   copt.powersgd_rank = o.powersgd_rank;
   copt.seed = o.seed;
   copt.error_feedback = false;  // the reducer wraps each bucket, so that swaps keep the residual
@@ -335,7 +337,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
                           momentum_in_compressor ? o.momentum : 0.0);
   r.compress = o.compress;
   auto parameter_of = [&](const std::string& name, int rank) {
-    return name == "powersgd" ? double(rank) : (name == "topk" || name == "randomk") ? o.compress_ratio : 0.0;
+    return name == "powersgd" ? double(rank) : (name == "topk" || name == "randomk") ? ratio : 0.0;
   };
   if (!adaptive)
     r.compression_phases.push_back({at.step, "fixed", o.compress, parameter_of(o.compress, o.powersgd_rank)});

@@ -42,7 +42,9 @@ struct TrainOptions {
   // Gradient compression (docs/compression.md): none | fp16 | bf16 | int8 | topk | randomk |
   // powersgd | signsgd | adaptive; error feedback wraps every lossy compressor unless turned off.
   std::string compress = "none";
-  double compress_ratio = 0.01;       // topk / randomk
+  // topk / randomk: share of elements sent; 0 = the compressor's default
+  // (compress::DefaultRatio: top-k 1%, random-k 50%).
+  double compress_ratio = 0;
   int powersgd_rank = 2;
   bool error_feedback = true;
   // topk / randomk / signsgd with SGD momentum: the error-feedback wrapper keeps the momentum and

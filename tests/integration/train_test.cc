@@ -196,6 +196,21 @@ TEST(Train, AdaptiveCompressionStopsCompressingWhereItCannotPay) {
   EXPECT_EQ(phases[1][2], "none");
 }
 
+// Without --compress-ratio each sparse compressor runs at its own default (top-k 1%, random-k
+// 50%: random-k's delay costs accuracy below that, docs/benchmarks.md); the JSON says which.
+TEST(Train, SparseCompressorsDefaultToTheirOwnRatio) {
+  for (auto [name, ratio] : {std::pair<std::string, double>{"topk", 0.01}, {"randomk", 0.5}}) {
+    auto args = kCommon;
+    args[3] = "4";
+    args.insert(args.end(), {"--nproc-per-node", "2", "--batch-size", "16", "--compress", name});
+    nlohmann::json j = Train("default-ratio-" + name, args);
+    EXPECT_TRUE(j["params_consistent"].get<bool>()) << name;
+    ASSERT_EQ(j["compression"]["phases"].size(), 1u) << name;
+    EXPECT_EQ(j["compression"]["phases"][0][3].get<double>(), ratio) << name;
+    if (name == "randomk") EXPECT_NEAR(j["compression"]["volume_reduction"].get<double>(), 0.5, 0.01);
+  }
+}
+
 TEST(Train, AccumulatedMicroBatchesMatchOneBatch) {
   auto plain = kCommon, acc = kCommon;
   plain.insert(plain.end(), {"--nproc-per-node", "2", "--batch-size", "16"});
