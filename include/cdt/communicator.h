@@ -51,6 +51,12 @@ class Work {
   // Seconds the operation ran on the communicator's thread (taken off the queue to finished);
   // 0 until it completed. The trainer's overlap accounting adds these up.
   virtual double run_seconds() const { return 0; }
+  // When it ran there: taken off the queue, finished. Both zero until it completed. Timelines
+  // (`train --timeline`) draw these.
+  struct Interval {
+    std::chrono::steady_clock::time_point start, end;
+  };
+  virtual Interval run_interval() const { return {}; }
 };
 
 struct AllreduceOptions {

@@ -84,6 +84,11 @@ void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o) {
   cmd->add_flag("--energy-windows", o->energy_windows,
                 "meter every step's energy (RAPL, else the model of docs/green.md); JSON `energy`");
   cmd->add_option("--json", o->json, "write the results here (rank 0)");
+  cmd->add_option("--timeline", t.timeline,
+                  "write a Chrome-trace timeline of every rank here (rank 0; open in ui.perfetto.dev; "
+                  "docs/training.md)");
+  cmd->add_option("--timeline-steps", t.timeline_steps, "steps the timeline covers, from the first")
+      ->capture_default_str();
 }
 
 int RunTrainCommand(Communicator& comm, Communicator* priority, TrainCommandOptions o,

@@ -23,6 +23,11 @@ double WorkImpl::run_seconds() const {
   return run_seconds_;
 }
 
+Work::Interval WorkImpl::run_interval() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ran_;
+}
+
 void WorkImpl::Finish(std::exception_ptr error) {
   std::optional<Error> copy;
   if (error) {
@@ -34,13 +39,14 @@ void WorkImpl::Finish(std::exception_ptr error) {
     } catch (...) {
     }
   }
-  const double ran = started_ == std::chrono::steady_clock::time_point{}
-                        ? 0.0
-                        : std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  const auto now = std::chrono::steady_clock::now();
+  const bool started = started_ != std::chrono::steady_clock::time_point{};
+  const double ran = started ? std::chrono::duration<double>(now - started_).count() : 0.0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     done_ = true;
     run_seconds_ = ran;
+    if (started) ran_ = {started_, now};
     error_ = std::move(copy);
     other_error_ = std::move(error);
   }

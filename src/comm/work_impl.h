@@ -22,6 +22,7 @@ class WorkImpl : public Work {
   void Wait() override { Wait(default_wait_); }
   bool Completed() const override;
   double run_seconds() const override;
+  Interval run_interval() const override;
 
   // Called by the communicator thread when the operation starts running, then once when it ends.
   void MarkStarted() { started_ = std::chrono::steady_clock::now(); }
@@ -35,6 +36,7 @@ class WorkImpl : public Work {
   bool done_ = false;          // guarded by mu_
   std::chrono::steady_clock::time_point started_{};  // communicator thread only, before Finish
   double run_seconds_ = 0;     // guarded by mu_
+  Interval ran_;               // guarded by mu_
   // The failure, kept as a value: every Wait() throws its own copy, so no exception object is
   // shared between the communicator thread and waiting threads.
   std::optional<Error> error_;       // guarded by mu_

@@ -240,7 +240,15 @@ double GradientReducer::Collect(size_t i) {
   const auto start = std::chrono::steady_clock::now();
   b.collected = true;  // even if Wait throws: the communicator is broken then, nothing to retry
   b.work->Wait();
-  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto end = std::chrono::steady_clock::now();
+  const double waited = std::chrono::duration<double>(end - start).count();
+  if (timeline_ && timeline_->Recording()) {
+    const std::string name = "bucket " + std::to_string(i);
+    const Work::Interval ran = b.work->run_interval();
+    timeline_->Span(b.priority ? Timeline::kPriority : Timeline::kBulk, name, ran.start, ran.end,
+                    {{"elements", static_cast<double>(b.flat.numel())}, {"wire_bytes", static_cast<double>(b.wire)}});
+    if (waited > 0) timeline_->Span(Timeline::kTraining, "wait " + name, start, end);
+  }
   stats_.comm_seconds += b.work->run_seconds();
   stats_.wait_seconds += waited;
   stats_.bucket_comm_seconds[i] += b.work->run_seconds();

@@ -38,6 +38,7 @@
 #include "compress/compressor.h"
 #include "compress/error_feedback.h"
 #include "train/task_runner.h"
+#include "train/timeline.h"
 
 namespace cdt::train {
 
@@ -92,6 +93,9 @@ class GradientReducer {
   double FinishBackward();
 
   const ReducerStats& stats() const { return stats_; }
+  // Where Collect draws each bucket's collective and the wait for it (null: nowhere).
+  void set_timeline(Timeline* timeline) { timeline_ = timeline; }
+  Timeline* timeline() const { return timeline_; }
   size_t num_buckets() const { return buckets_.size(); }
   // The bucket holding parameter `index` (an index into the constructor's `params`).
   size_t bucket_of(size_t index) const { return static_cast<size_t>(slots_[index].bucket); }
@@ -159,6 +163,7 @@ class GradientReducer {
   bool sync_ = true;
   bool armed_ = false;          // between PrepareForBackward(true) and LaunchRemaining
   ReducerStats stats_;
+  Timeline* timeline_ = nullptr;
 };
 
 }  // namespace cdt::train

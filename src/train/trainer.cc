@@ -202,6 +202,7 @@ void Validate(const TrainOptions& o) {
   if (!(o.compress_ratio >= 0 && o.compress_ratio <= 1))
     bad("--compress-ratio must be in (0, 1] (or 0 for the compressor's default)");
   if (o.powersgd_rank < 1) bad("--powersgd-rank must be at least 1");
+  if (!o.timeline.empty() && o.timeline_steps < 1) bad("--timeline-steps must be at least 1");
   if (o.compress_interval < 1) bad("--compress-interval must be at least 1");
   if (o.dataset != "fashion-mnist" && o.dataset != "synthetic")
     bad("unknown dataset '" + o.dataset + "' (use fashion-mnist or synthetic)");
@@ -335,6 +336,8 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   }
   GradientReducer reducer(comm, priority, model->parameters(), bucket_bytes, factory, o.error_feedback,
                           momentum_in_compressor ? o.momentum : 0.0);
+  Timeline timeline(o.timeline.empty() ? 0 : o.timeline_steps);
+  reducer.set_timeline(&timeline);
   r.compress = o.compress;
   auto parameter_of = [&](const std::string& name, int rank) {
     return name == "powersgd" ? double(rank) : (name == "topk" || name == "randomk") ? ratio : 0.0;
@@ -419,6 +422,10 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   CheckpointSchedule checkpoints(o, me == 0);
   bool regroup_due = false;  // elastic: workers wait to join; end this generation after the step
   const int64_t end_step = o.stop_after > 0 ? std::min(total_steps, o.stop_after) : total_steps;
+  if (!o.timeline.empty()) {
+    comm.Barrier()->Wait();  // the ranks' timelines start together
+    timeline.Start(at.step);
+  }
   const auto loop_start = Clock::now();
   r.started_unix = UnixSeconds();
   if (session && session->loop_start_unix == 0) session->loop_start_unix = UnixSeconds();
@@ -562,6 +569,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
       ++at.epoch;
       at.pos = 0;
     }
+    timeline.SetStep(at.step);
     if (session) {
       session->current_step = at.step;
       if (session->before_step) session->before_step(at.step);
@@ -591,6 +599,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
         // The updates forward applied count as communication wait and optimizer time.
         r.step_time.forward_s +=
             Since(t0) - (updates.wait_seconds() + updates.optimizer_seconds() - in_updates);
+        timeline.Span(Timeline::kTraining, "forward", t0, Clock::now(), {{"step", double(at.step)}});
         updates.ApplyAll();  // whatever forward did not announce (none of our models)
         snapshot(m);
         decide_if_due();
@@ -599,6 +608,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
         auto t1 = Clock::now();
         loss.backward();
         r.step_time.backward_s += Since(t1);
+        timeline.Span(Timeline::kTraining, "backward", t1, Clock::now(), {{"step", double(at.step)}});
       } else {
         updates.ApplyAll();
         snapshot(m);
@@ -684,6 +694,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   r.residual_pct = rs.compressed_sq > 0 ? 100 * std::sqrt(rs.residual_sq / rs.compressed_sq) : 0;
   r.overlap_ratio = rs.comm_seconds > 0 ? std::clamp(1 - rs.wait_seconds / rs.comm_seconds, 0.0, 1.0) : 0;
   r.sync_wait_fraction = r.wall_s > 0 ? r.step_time.comm_wait_s / r.wall_s : 0;
+  if (!o.timeline.empty()) WriteTimeline(comm, timeline, o.timeline);
   r.params_consistent = ParamsConsistent(comm, *model);
   energy.Finish(comm);  // every rank's energy, on every rank
   return r;

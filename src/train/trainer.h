@@ -77,6 +77,10 @@ struct TrainOptions {
   // Energy windows per step (Zeus-style begin/end around each step, green/energy_meter.h): the
   // hardware profiles file turns them on ("" = off). Each rank meters its own process.
   std::string energy_profiles;
+  // Chrome-trace timeline of the first `timeline_steps` steps, every rank in one file written by
+  // rank 0 (train/timeline.h; "" = none).
+  std::string timeline;
+  int64_t timeline_steps = 100;
 };
 
 struct StepTimes {

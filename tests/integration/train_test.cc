@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "process_util.h"
@@ -207,7 +209,62 @@ TEST(Train, SparseCompressorsDefaultToTheirOwnRatio) {
     EXPECT_TRUE(j["params_consistent"].get<bool>()) << name;
     ASSERT_EQ(j["compression"]["phases"].size(), 1u) << name;
     EXPECT_EQ(j["compression"]["phases"][0][3].get<double>(), ratio) << name;
-    if (name == "randomk") EXPECT_NEAR(j["compression"]["volume_reduction"].get<double>(), 0.5, 0.01);
+    if (name == "randomk") {
+      EXPECT_NEAR(j["compression"]["volume_reduction"].get<double>(), 0.5, 0.01);
+    }
+  }
+}
+
+// --timeline: one Chrome trace with every rank (pid = rank), its forward and backward per recorded
+// step on the training lane, each bucket's collective on its channel's lane, and causality: a
+// bucket's update starts only after its collective ended.
+TEST(Train, TimelineShowsEveryRanksStepsAndCollectivesInOrder) {
+  const std::string trace = TempPath("chrome-trace.json");  // not the --json file of Train("timeline")
+  auto args = kCommon;
+  args[3] = "6";
+  args.insert(args.end(), {"--nproc-per-node", "2", "--batch-size", "16", "--timeline", trace, "--timeline-steps", "4"});
+  nlohmann::json j = Train("timeline", args);
+  EXPECT_TRUE(j["params_consistent"].get<bool>());
+  const nlohmann::json t = nlohmann::json::parse(ReadFile(trace));
+  EXPECT_EQ(t["displayTimeUnit"], "ms");
+  for (int rank = 0; rank < 2; ++rank) {
+    std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> spans;  // name -> (start, end)
+    std::set<int> lanes;
+    for (const auto& e : t["traceEvents"]) {
+      if (e["ph"] != "X" || e["pid"] != rank) continue;
+      const int64_t ts = e["ts"], dur = e["dur"];
+      ASSERT_GE(dur, 0);
+      const std::string name = e["name"];
+      spans[name].push_back({ts, ts + dur});
+      if (name.rfind("bucket ", 0) == 0) {
+        lanes.insert(e["tid"].get<int>());
+        EXPECT_GT(e["args"]["elements"].get<double>(), 0) << name;
+      } else {
+        EXPECT_EQ(e["tid"], 0) << name;
+      }
+    }
+    ASSERT_EQ(spans["forward"].size(), 4u) << "rank " << rank;
+    ASSERT_EQ(spans["backward"].size(), 4u) << "rank " << rank;
+    for (size_t s = 0; s < 4; ++s) EXPECT_LE(spans["forward"][s].second, spans["backward"][s].first);
+    EXPECT_EQ(lanes, (std::set<int>{1, 2})) << "rank " << rank << ": both channels carry buckets";
+    size_t checked = 0;
+    for (auto& [name, list] : spans) {
+      if (name.rfind("bucket ", 0) != 0) continue;
+      const std::string b = name.substr(7);
+      std::vector<std::pair<int64_t, int64_t>> updates;
+      for (auto& [uname, ulist] : spans) {
+        if (uname.rfind("update bucket", 0) != 0) continue;
+        std::string ids = uname.substr(uname.find(' ', 7) + 1) + ",";
+        if (("," + ids).find("," + b + ",") != std::string::npos)
+          updates.insert(updates.end(), ulist.begin(), ulist.end());
+      }
+      std::sort(list.begin(), list.end());
+      std::sort(updates.begin(), updates.end());
+      ASSERT_EQ(updates.size(), list.size()) << name;
+      for (size_t k = 0; k < list.size(); ++k, ++checked)
+        EXPECT_LE(list[k].second, updates[k].first + 1) << name << " #" << k << " ended after its update began";
+    }
+    EXPECT_GE(checked, 5u) << "rank " << rank;
   }
 }
 
