@@ -92,6 +92,19 @@ concurrent, c = med("concurrent", "samples_per_s")
 if c:
     print(f"lone workers computing at once on this machine: {concurrent:.1f} samples/s each "
           f"({concurrent / single:.2f}x one alone): the emulated nodes share its cores")
+    print(f"against {workers} x that (no communication at all, same sharing): cdt {cdt / (workers * concurrent):.2f}, "
+          f"DDP {ddp / (workers * concurrent):.2f}")
+def per_step(prefix):  # medians over runs of forward + backward and comm wait, ms per step
+    runs = [json.load(open(p)) for p in glob.glob(os.path.join(d, prefix + "_*.json"))]
+    if not runs:
+        return None
+    fb = statistics.median(1e3 * (r["step_time"]["forward_s"] + r["step_time"]["backward_s"]) / r["steps"] for r in runs)
+    cw = statistics.median(1e3 * r["step_time"]["comm_wait_s"] / r["steps"] for r in runs)
+    return fb, cw
+for who in ("single", "concurrent", "cdt"):
+    v = per_step(who)
+    if v:
+        print(f"{who}: forward + backward {v[0]:.1f} ms/step, comm wait {v[1]:.1f} ms/step (medians)")
 for who in ("cdt", "ddp"):
     runs = [json.load(open(p)) for p in glob.glob(os.path.join(d, who + "_*.json"))]
     o = [r["comm"]["overlap_ratio"] for r in runs if "overlap_ratio" in r.get("comm", {})]
