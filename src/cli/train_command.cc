@@ -84,6 +84,9 @@ void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o) {
   cmd->add_flag("--energy-windows", o->energy_windows,
                 "meter every step's energy (RAPL, else the model of docs/green.md); JSON `energy`");
   cmd->add_option("--json", o->json, "write the results here (rank 0)");
+  cmd->add_option("--balance-batches", t.balance_batches,
+                  "every K steps, split the global batch by the ranks' measured compute speed "
+                  "(0 = off; docs/training.md)")->capture_default_str();
   cmd->add_option("--timeline", t.timeline,
                   "write a Chrome-trace timeline of every rank here (rank 0; open in ui.perfetto.dev; "
                   "docs/training.md)");

@@ -42,6 +42,7 @@ std::string TrainResultJson(const TrainResult& r) {
                 {"bucket_comm_s", r.bucket_comm_s}, {"bucket_wait_s", r.bucket_wait_s},
                 {"overlap_ratio", r.overlap_ratio}}},
       {"sync_wait_fraction", r.sync_wait_fraction},
+      {"batch_splits", r.batch_splits},
       {"compression", {{"compressor", r.compress}, {"phases", phases},
                        {"volume_reduction", r.bytes_fp32 > 0 ? 1 - r.bytes_wire / r.bytes_fp32 : 0.0},
                        {"residual_pct", r.residual_pct}}},

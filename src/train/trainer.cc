@@ -27,6 +27,7 @@
 #include "train/image_dataset.h"
 #include "train/lr_schedule.h"
 #include "train/models.h"
+#include "train/batch_balancer.h"
 #include "train/update_scheduler.h"
 
 namespace cdt::train {
@@ -203,6 +204,7 @@ void Validate(const TrainOptions& o) {
     bad("--compress-ratio must be in (0, 1] (or 0 for the compressor's default)");
   if (o.powersgd_rank < 1) bad("--powersgd-rank must be at least 1");
   if (!o.timeline.empty() && o.timeline_steps < 1) bad("--timeline-steps must be at least 1");
+  if (o.balance_batches < 0) bad("--balance-batches must be 0 (off) or a number of steps");
   if (o.compress_interval < 1) bad("--compress-interval must be at least 1");
   if (o.dataset != "fashion-mnist" && o.dataset != "synthetic")
     bad("unknown dataset '" + o.dataset + "' (use fashion-mnist or synthetic)");
@@ -266,7 +268,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   r.params = 0;
   for (auto& p : model->parameters()) r.params += p.numel();
 
-  const std::vector<int> batches(static_cast<size_t>(W), o.batch_size);
+  BatchBalancer balancer(W, me, o.batch_size, o.balance_batches);
   const int64_t global_batch = static_cast<int64_t>(o.batch_size) * W;
   const int64_t steps_per_epoch = (train_set.count + global_batch - 1) / global_batch;
   int64_t total_steps =
@@ -461,11 +463,13 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   };
   // Every parameter current and every loss recorded: before eval, checkpoints and the end.
   std::shared_ptr<Work> interval_work;  // adaptive compression: the interval's sums in flight
+  std::shared_ptr<Work> balance_work;   // --balance-batches: the ranks' speeds in flight
   auto settle = [&] {
     updates.ApplyAll();
     record_loss();
     // Nothing of ours in flight on any channel: the caller may run collectives from this thread.
     if (interval_work) interval_work->Wait();
+    if (balance_work) balance_work->Wait();  // applied after the next step, as without settling
   };
   // On the way out by an exception, collectives still in flight write into this frame's buffers
   // (the step's loss, the interval sums): wait for them (each is bounded by the communicator's
@@ -479,7 +483,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
           } catch (const std::exception&) {
           }
     }
-  } in_flight_guard{{&loss_in_flight.work, &interval_work}};
+  } in_flight_guard{{&loss_in_flight.work, &interval_work, &balance_work}};
   // ... and before that (declared after it, so destroyed first), break both channels: whatever a
   // peer still waits for from us fails at once instead of after its timeout, and so does what we
   // wait for above. The group is over either way; an elastic caller builds the next one.
@@ -574,8 +578,9 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
       session->current_step = at.step;
       if (session->before_step) session->before_step(at.step);
     }
-    const size_t step_samples = sampler.StepSamples(at.pos, batches);
-    const std::vector<int64_t> idx = sampler.Indices(at.epoch, at.pos, batches, me);
+    const size_t step_samples = sampler.StepSamples(at.pos, balancer.batches());
+    const std::vector<int64_t> idx = sampler.Indices(at.epoch, at.pos, balancer.batches(), me);
+    const double compute_before = r.step_time.forward_s + r.step_time.backward_s;
 
     double loss_sum = 0;
     const int parts = std::max(1, std::min<int>(o.accumulate, static_cast<int>(idx.size())));
@@ -618,8 +623,14 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
       }
     }
     updates.BackwardDone(schedule.At(at.step));
+    balancer.Observe(r.step_time.forward_s + r.step_time.backward_s - compute_before, idx.size());
     if (controller) observe_interval();
     record_loss();  // the previous step's
+    if (balance_work) {  // the speeds summed after the last interval: the split from the next step
+      balance_work->Wait();
+      balance_work.reset();
+      if (balancer.Apply(at.step + 1)) r.batch_splits.push_back(balancer.history().back());
+    }
     const bool warned = checkpoints.ObserveHealth(Since(step_clock), at.step, me);
     step_clock = Clock::now();
     energy.StepEnded();
@@ -629,6 +640,10 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
       return c.Allreduce(loss_in_flight.sum, 3, DataType::kFloat64, ReduceOp::kSum,
                          {AllreduceAlgorithm::kRecursiveDoubling});
     });
+    if (balancer.IntervalEnded(at.step))
+      balance_work = reducer.SubmitInOrder(true, [&balancer](Communicator& c) {
+        return c.Allreduce(balancer.report().data(), balancer.report().size(), DataType::kFloat64, ReduceOp::kSum);
+      });
     at.pos += step_samples;
     r.samples += static_cast<int64_t>(step_samples);
     ++r.steps;
@@ -677,6 +692,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   checkpoints.Finish(&r);
   settle();
   if (interval_work) interval_work->Wait();  // its buffer goes with this frame
+  if (balance_work) balance_work->Wait();
   r.step_time.comm_wait_s = updates.wait_seconds() + loss_wait;
   r.step_time.optimizer_s = updates.optimizer_seconds();
   r.wall_s = Since(loop_start) - eval_seconds;

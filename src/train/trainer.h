@@ -77,6 +77,9 @@ struct TrainOptions {
   // Energy windows per step (Zeus-style begin/end around each step, green/energy_meter.h): the
   // hardware profiles file turns them on ("" = off). Each rank meters its own process.
   std::string energy_profiles;
+  // Steps between re-splits of the global batch by the ranks' measured compute speed
+  // (train/batch_balancer.h); 0 = off, every rank takes batch_size.
+  int64_t balance_batches = 0;
   // Chrome-trace timeline of the first `timeline_steps` steps, every rank in one file written by
   // rank 0 (train/timeline.h; "" = none).
   std::string timeline;
@@ -111,6 +114,8 @@ struct TrainResult {
   std::string bucket_source;   // "--bucket-mb", "topology plan" or "a quarter of the model"
   std::vector<size_t> bucket_elements;
   std::vector<bool> bucket_priority;  // which buckets ran on the priority channel
+  // --balance-batches: each new split of the global batch, [(first step, per-rank batches)].
+  std::vector<std::pair<int64_t, std::vector<int>>> batch_splits;
   std::vector<double> bucket_comm_s;  // per bucket: seconds on the communicator (totals)
   std::vector<double> bucket_wait_s;  // per bucket: seconds the training thread waited for it
   double overlap_ratio = 0;
