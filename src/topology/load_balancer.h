@@ -6,7 +6,8 @@
 // t(b) = fixed + b · per_sample. The ranks exchange their fits and every rank computes the same
 // split of the global batch that minimises the slowest rank's predicted time (greedy: each sample
 // goes to the rank whose time grows least — optimal for costs linear in b). The trainer
-// (issue 4) consumes the split; gradients are then averaged weighted by each rank's share.
+// consumes the split (`train --balance-batches`, train/batch_balancer.h); its loss divides by the
+// global batch, so the summed gradient stays the mean over all samples whatever the shares.
 //
 // The clock is an interface so tests drive the probe with a fake one.
 #pragma once
