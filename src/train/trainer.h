@@ -86,6 +86,9 @@ struct TrainOptions {
   int64_t timeline_steps = 100;
 };
 
+// Throws cdt::Error(kInvalidArgument) naming the first bad option by its flag (train_options.cc).
+void ValidateTrainOptions(const TrainOptions& o);
+
 struct StepTimes {
   double forward_s = 0, backward_s = 0, comm_wait_s = 0, optimizer_s = 0;
 };

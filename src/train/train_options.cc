@@ -1,0 +1,48 @@
+// Option checks for the trainer (TrainOptions, trainer.h): one message per bad option, naming the
+// flag a user typed. Free of libtorch.
+#include <algorithm>
+#include <string>
+
+#include "cdt/error.h"
+#include "compress/compressor.h"
+#include "train/trainer.h"
+
+namespace cdt::train {
+
+void ValidateTrainOptions(const TrainOptions& o) {
+  auto bad = [](const std::string& m) { throw Error(ErrorCode::kInvalidArgument, m); };
+  if (o.batch_size < 1) bad("--batch-size must be at least 1");
+  if (o.accumulate < 1 || o.accumulate > o.batch_size) bad("--accumulate must be in 1..batch-size");
+  if (o.steps < 0) bad("--steps must be >= 0");
+  if (o.steps == 0 && !(o.epochs > 0)) bad("give --steps N or --epochs E > 0");
+  if (!(o.lr > 0)) bad("--lr must be > 0");
+  if (o.bucket_mb < 0) bad("--bucket-mb must be >= 0");
+  if (o.resume && o.checkpoint_dir.empty()) bad("--resume needs --checkpoint-dir");
+  if (o.checkpoint_mtbf_s > 0 && o.compress != "none")
+    bad("--checkpoint-mtbf with --compress: the ranks' compression state is written at fixed steps; "
+        "use --checkpoint-every");
+  if (o.checkpoint_mtbf_s < 0 || o.checkpoint_full_every < 1 || o.checkpoint_keep < 1)
+    bad("--checkpoint-mtbf must be >= 0, --checkpoint-full-every and --checkpoint-keep >= 1");
+  if (o.checkpoint_quantize != "none" && o.checkpoint_quantize != "int8")
+    bad("--checkpoint-quantize '" + o.checkpoint_quantize + "': use none or int8");
+  if (o.checkpoint_quantize != "none" && !o.checkpoint_incremental)
+    bad("--checkpoint-quantize applies to increments: add --checkpoint-incremental");
+  if (o.checkpoint_codec != "zstd" && o.checkpoint_codec != "lz4" && o.checkpoint_codec != "none")
+    bad("--checkpoint-codec '" + o.checkpoint_codec + "': use zstd, lz4 or none");
+  const auto& names = compress::CompressorNames();
+  if (o.compress != "adaptive" && std::find(names.begin(), names.end(), o.compress) == names.end()) {
+    std::string all;
+    for (const auto& n : names) all += n + ", ";
+    bad("unknown --compress '" + o.compress + "' (use " + all + "or adaptive)");
+  }
+  if (!(o.compress_ratio >= 0 && o.compress_ratio <= 1))
+    bad("--compress-ratio must be in (0, 1] (or 0 for the compressor's default)");
+  if (o.powersgd_rank < 1) bad("--powersgd-rank must be at least 1");
+  if (!o.timeline.empty() && o.timeline_steps < 1) bad("--timeline-steps must be at least 1");
+  if (o.balance_batches < 0) bad("--balance-batches must be 0 (off) or a number of steps");
+  if (o.compress_interval < 1) bad("--compress-interval must be at least 1");
+  if (o.dataset != "fashion-mnist" && o.dataset != "synthetic")
+    bad("unknown dataset '" + o.dataset + "' (use fashion-mnist or synthetic)");
+}
+
+}  // namespace cdt::train
