@@ -38,6 +38,13 @@ std::vector<double> Losses(const nlohmann::json& j) {
   return out;
 }
 
+// The loss curve of a run stopped early followed by its resumed continuation.
+std::vector<double> Stitched(const nlohmann::json& first, const nlohmann::json& resumed) {
+  std::vector<double> curve = Losses(first), tail = Losses(resumed);
+  curve.insert(curve.end(), tail.begin(), tail.end());
+  return curve;
+}
+
 void ExpectCurvesClose(const std::vector<double>& a, const std::vector<double>& b, double rel) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i)
@@ -122,9 +129,7 @@ TEST(Train, ResumeContinuesTheUninterruptedCurve) {
   EXPECT_EQ(a["steps"], 6);
   EXPECT_EQ(b["first_step"], 6);
   EXPECT_EQ(b["steps"], 6);
-  std::vector<double> stitched = Losses(a), tail = Losses(b);
-  stitched.insert(stitched.end(), tail.begin(), tail.end());
-  ExpectCurvesClose(stitched, Losses(whole), 1e-6);
+  ExpectCurvesClose(Stitched(a, b), Losses(whole), 1e-6);
 }
 
 // Quantised increments through the CLI: the trainer finds its parameters and momenta in the state,
@@ -155,9 +160,7 @@ TEST(Train, QuantisedIncrementsResumeCloseToTheUninterruptedCurve) {
   EXPECT_NE(b["resumed_from"].get<std::string>().find(".incr-"), std::string::npos) << b["resumed_from"];
   EXPECT_EQ(b["first_step"], 2);
   EXPECT_TRUE(b["params_consistent"].get<bool>());
-  std::vector<double> stitched = Losses(a), tail = Losses(b);
-  stitched.insert(stitched.end(), tail.begin(), tail.end());
-  ExpectCurvesClose(stitched, Losses(whole), 1e-3);
+  ExpectCurvesClose(Stitched(a, b), Losses(whole), 1e-3);
 }
 
 // Compressed training through the CLI: every rank ends with the same parameters, the volume
@@ -177,9 +180,7 @@ TEST(Train, CompressedTrainingIsConsistentAndResumesExactly) {
   first.insert(first.end(), {"--checkpoint-dir", dir, "--stop-after", "6"});
   second.insert(second.end(), {"--checkpoint-dir", dir, "--resume"});
   nlohmann::json a = Train("compressed-first", first), b = Train("compressed-second", second);
-  std::vector<double> stitched = Losses(a), tail = Losses(b);
-  stitched.insert(stitched.end(), tail.begin(), tail.end());
-  ExpectCurvesClose(stitched, Losses(whole), 1e-6);
+  ExpectCurvesClose(Stitched(a, b), Losses(whole), 1e-6);
 }
 
 // The adaptive controller on loopback, where the network is not the bottleneck: after its first
