@@ -21,6 +21,7 @@ std::string TrainResultJson(const TrainResult& r) {
       {"world_size", r.world_size},
       {"model", r.model},
       {"params", r.params},
+      {"blas", {{"name", r.blas}, {"path", r.blas_path}}},
       {"steps", r.steps},
       {"first_step", r.first_step},
       {"total_steps", r.total_steps},

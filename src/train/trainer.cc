@@ -20,6 +20,7 @@
 #include "compress/adaptive_controller.h"
 #include "compress/compressor.h"
 #include "train/batch_balancer.h"
+#include "train/blas_library.h"
 #include "train/checkpoint.h"
 #include "train/elastic_state.h"
 #include "train/energy_windows.h"
@@ -203,6 +204,9 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   torch::set_num_threads(o.threads > 0 ? o.threads
                                        : std::max(1, static_cast<int>(cores) / std::max(1, o.local_world_size)));
+  const BlasLibrary blas = LoadedBlas();
+  if (me == 0 && blas.reference && !(session && session->generation > 0))
+    std::fprintf(stderr, "cann-dist-train train: warning: %s\n", BlasWarning(blas).c_str());
 
   // Data (loaded once per process: an elastic worker keeps it across generations).
   std::shared_ptr<Datasets> data = session ? std::static_pointer_cast<Datasets>(session->data) : nullptr;
@@ -229,6 +233,8 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   r.world_size = W;
   r.generation = session ? session->generation : 0;
   r.model = o.model;
+  r.blas = blas.name;
+  r.blas_path = blas.path;
   r.params = 0;
   for (auto& p : model->parameters()) r.params += p.numel();
 

@@ -114,6 +114,7 @@ struct TrainResult {
   double bytes_fp32 = 0, bytes_wire = 0;
   int buckets = 0;
   size_t bucket_bytes = 0;
+  std::string blas, blas_path;  // the BLAS libtorch's matrix products ran on (train/blas_library.h)
   std::string bucket_source;   // "--bucket-mb", "topology plan" or "a quarter of the model"
   std::vector<size_t> bucket_elements;
   std::vector<bool> bucket_priority;  // which buckets ran on the priority channel

@@ -1,5 +1,5 @@
 // The trainer's framework-free parts: the global sampler (exactly-once coverage, resumable,
-// re-partitionable), the idx reader (with files written here), the LR schedule.
+// re-partitionable), the idx reader (with files written here), the LR schedule, the BLAS probe.
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -10,6 +10,7 @@
 #include <set>
 
 #include "cdt/error.h"
+#include "train/blas_library.h"
 #include "train/global_sampler.h"
 #include "train/image_dataset.h"
 #include "train/lr_schedule.h"
@@ -159,6 +160,20 @@ TEST(LrSchedule, ScalesWarmsUpAndDecays) {
   EXPECT_NEAR(s.At(110), 0.0, 1e-12);
   LrSchedule flat{0.1, 512, 0, 0, 100, false};
   EXPECT_DOUBLE_EQ(flat.At(99), 0.1);
+}
+
+TEST(BlasLibrary, NamesDebiansAlternatives) {
+  EXPECT_EQ(ClassifyBlasPath("/usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3").name, "OpenBLAS");
+  EXPECT_EQ(ClassifyBlasPath("/usr/lib/x86_64-linux-gnu/blis-openmp/libblas.so.3").name, "BLIS");
+  EXPECT_EQ(ClassifyBlasPath("/usr/lib/x86_64-linux-gnu/atlas/libblas.so.3").name, "ATLAS");
+  EXPECT_EQ(ClassifyBlasPath("/opt/intel/oneapi/mkl/lib/libmkl_rt.so.2").name, "MKL");
+  const BlasLibrary netlib = ClassifyBlasPath("/usr/lib/x86_64-linux-gnu/blas/libblas.so.3");
+  EXPECT_EQ(netlib.name, "reference BLAS (netlib)");
+  EXPECT_TRUE(netlib.reference);
+  EXPECT_NE(BlasWarning(netlib).find("libopenblas0-openmp"), std::string::npos);
+  EXPECT_EQ(BlasWarning(ClassifyBlasPath("/usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3")), "");
+  EXPECT_EQ(ClassifyBlasPath("/usr/local/lib/libblas.so.3").name, "unknown BLAS");
+  EXPECT_EQ(ClassifyBlasPath("").name, "not found");
 }
 
 }  // namespace

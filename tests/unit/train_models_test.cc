@@ -7,6 +7,7 @@
 #include <set>
 
 #include "cdt/error.h"
+#include "train/blas_library.h"
 #include "train/models.h"
 
 namespace cdt::train {
@@ -83,6 +84,16 @@ TEST(TrainModels, RowBlocksKeepTheFunctionAndAlternateTheirOrder) {
   }
   EXPECT_THROW(MakeModel({"cnn", 2, 64, 4, 8, 2, 129}), Error);
   EXPECT_THROW(MakeModel({"cnn", 2, 64, 4, 8, 2, 0}), Error);
+}
+
+// Debian's libtorch links the generic libblas.so.3: in this process (which links libtorch) sgemm_
+// resolves to whichever implementation the alternatives system selected, and the probe finds it.
+TEST(TrainModels, TheProbeFindsTheBlasLibtorchLinks) {
+  torch::Tensor product = torch::ones({4, 8}).mm(torch::ones({8, 2}));  // BLAS loaded and used
+  EXPECT_EQ(product[0][0].item<float>(), 8.0f);
+  const BlasLibrary b = LoadedBlas();
+  EXPECT_NE(b.name, "not found") << "nothing in this process defines sgemm_";
+  EXPECT_FALSE(b.path.empty());
 }
 
 }  // namespace
