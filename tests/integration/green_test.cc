@@ -56,8 +56,10 @@ TEST(Green, PlanOnlyWritesThePlanAgainstTheCarbonAgnosticBaseline) {
 }
 
 TEST(Green, CarbonAwareRunPausesThroughDirtyHoursAndMatchesTheUnpausedRun) {
-  // Clean odd hours between dirty even ones (hour 0 the dirtiest): whatever the calibration
-  // measures on a loaded machine, the job runs in hour 1, pauses through hour 2, runs in hour 3 ...
+  // Clean odd hours between dirty even ones (hour 0 the dirtiest): the job runs in hour 1, pauses
+  // through hour 2, runs in hour 3 ... That needs a job longer than one trace hour whatever the
+  // calibration measures: 500 steps at --time-scale 5 are ~2.8 trace hours at 20 ms a step (with
+  // OpenBLAS here), still ~1.6 at twice that speed and ~5 (all 22 feasible) at half of it.
   const std::string trace = TempPath("trace.csv");
   {
     std::ofstream t(trace);
@@ -66,7 +68,7 @@ TEST(Green, CarbonAwareRunPausesThroughDirtyHoursAndMatchesTheUnpausedRun) {
       t << "2022-06-01T" << (h < 10 ? "0" : "") << h << ":00:00Z," << (h == 0 ? 900 : h % 2 ? 100 : 600) << "\n";
   }
   const std::vector<std::string> train = {"--model", "cnn", "--dataset", "synthetic", "--synthetic-samples", "4000",
-                                          "--steps", "250", "--batch-size", "32", "--seed", "5", "--no-progress"};
+                                          "--steps", "500", "--batch-size", "32", "--seed", "5", "--no-progress"};
   const std::string dir = TempPath("green-report");
   fs::remove_all(dir);
   const std::string key = TempPath("signing.key");
@@ -115,7 +117,8 @@ TEST(Green, CarbonAwareRunPausesThroughDirtyHoursAndMatchesTheUnpausedRun) {
 }
 
 TEST(Green, CarbonAwareElasticPlanResizesTheJobAndSeesEverySampleOnce) {
-  // One clean hour among dirty ones: the elastic plan runs it on 2 workers.
+  // One clean hour among dirty ones: the elastic plan runs it on 2 workers. That needs a job longer
+  // than that hour on 1 worker: 4 epochs are ~1.8 trace hours at 10 ms a step at --time-scale 4.
   const std::string trace = TempPath("elastic-trace.csv");
   {
     std::ofstream t(trace);
@@ -130,7 +133,7 @@ TEST(Green, CarbonAwareElasticPlanResizesTheJobAndSeesEverySampleOnce) {
                    {"green", "--carbon-aware", "--trace", trace, "--start", "2022-06-01T00:00:00Z", "--deadline", "8",
                     "--time-scale", "4", "--strategy", "elastic", "--min-workers", "1", "--max-workers", "2",
                     "--report-dir", dir, "--calibrate-steps", "10", "--run-id", "e", "--", "--model", "mlp", "--dataset",
-                    "synthetic", "--synthetic-samples", "4000", "--epochs", "1", "--batch-size", "32", "--no-progress"},
+                    "synthetic", "--synthetic-samples", "4000", "--epochs", "4", "--batch-size", "32", "--no-progress"},
                    &out),
             0)
       << out;
@@ -138,7 +141,7 @@ TEST(Green, CarbonAwareElasticPlanResizesTheJobAndSeesEverySampleOnce) {
   int most = 0;
   for (auto& a : r["actual"]) most = std::max(most, a["workers"].get<int>());
   EXPECT_EQ(most, 2) << out;
-  EXPECT_DOUBLE_EQ(r["samples"].get<double>(), 4000) << out;   // one epoch, whatever the worker counts
+  EXPECT_DOUBLE_EQ(r["samples"].get<double>(), 16000) << out;   // four epochs, whatever the worker counts
   EXPECT_GE(r["final_test_accuracy"].get<double>(), 0);
 }
 
