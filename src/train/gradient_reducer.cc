@@ -23,25 +23,41 @@ GradientReducer::GradientReducer(Communicator& comm, Communicator* priority,
                 "gradient reducer: the priority channel connects a different group");
   slots_.resize(params_.size());
   ready_.assign(params_.size(), false);
-  // Reverse registration order: the last layers' gradients are ready first.
+  int64_t total = 0, before = 0;
+  for (size_t k = 0; k < params_.size(); ++k) total += params_[k].numel();
+  // Reverse registration order: the last layers' gradients are ready first. With two channels,
+  // the priority region (the last quarter of the bytes: what the next forward needs first) starts
+  // a bucket of its own, so that no bulk parameter waits in a bucket for an early layer's
+  // backward (an fc1 row block with conv2's bias waited for all of conv2's backward), and is cut
+  // finer: buckets of an eighth of the size, so that the input layer's parameters travel alone
+  // and the layer before it is reduced while the input layer's backward still runs. There a
+  // bucket smaller than a sixteenth of that takes the next parameter whatever its size (a bias
+  // goes with its weight instead of alone).
+  const size_t priority_bucket_bytes = std::max<size_t>(bucket_bytes / 8, 1);
   size_t bytes_in_bucket = 0;
+  bool bucket_in_priority = false;
   for (size_t k = params_.size(); k-- > 0;) {
     const torch::Tensor& p = params_[k];
     if (p.scalar_type() != torch::kFloat32)
       throw Error(ErrorCode::kInvalidArgument, "gradient reducer: parameter " + std::to_string(k) +
                                                    " is not float32");
     const size_t bytes = static_cast<size_t>(p.numel()) * 4;
-    if (buckets_.empty() || (bytes_in_bucket > 0 && bytes_in_bucket + bytes > bucket_bytes)) {
+    const bool in_priority = priority_ != nullptr && 4 * before >= 3 * total;
+    const size_t cap = in_priority ? priority_bucket_bytes : bucket_bytes;
+    const bool full = bytes_in_bucket > 0 && bytes_in_bucket + bytes > cap &&
+                      !(in_priority && bytes_in_bucket < cap / 16);
+    if (buckets_.empty() || full || in_priority != bucket_in_priority) {
       buckets_.emplace_back();
       bytes_in_bucket = 0;
+      bucket_in_priority = in_priority;
     }
     Bucket& b = buckets_.back();
     slots_[k] = {static_cast<int>(buckets_.size() - 1), static_cast<int64_t>(bytes_in_bucket / 4)};
     b.params.push_back(k);
     bytes_in_bucket += bytes;
+    before += p.numel();
   }
-  int64_t total = 0, before = 0;
-  for (size_t k = 0; k < params_.size(); ++k) total += params_[k].numel();
+  before = 0;
   for (size_t i = 0; i < buckets_.size(); ++i) {
     int64_t n = 0;
     for (size_t k : buckets_[i].params) n += params_[k].numel();

@@ -22,7 +22,9 @@
 // Two channels (optional): buckets that start past the first three quarters of the gradient bytes
 // in index order — the layers nearest the input, which the next forward needs first — run on a second
 // communicator, so that they are not queued behind the big late-used buckets (ByteScheduler's
-// priorities, SOSP'19, with two levels). Each channel keeps its own submission order, identical on
+// priorities, SOSP'19, with two levels). That region starts a bucket of its own and is cut into
+// buckets of an eighth of the size (a small parameter joins the next one), so that the input
+// layer travels alone and the layers before it are reduced while its backward still runs. Each channel keeps its own submission order, identical on
 // every rank; TCP shares the link between them. Collecting results bucket by bucket
 // (LaunchRemaining, then Collect per bucket) lets the trainer apply each bucket's update just
 // before the next forward uses it (train/update_scheduler.h).

@@ -17,11 +17,10 @@
 
 #include "cdt/error.h"
 #include "common/unix_time.h"
-#include "compress/adaptive_controller.h"
-#include "compress/compressor.h"
 #include "train/batch_balancer.h"
 #include "train/blas_library.h"
 #include "train/checkpoint.h"
+#include "train/compression_steering.h"
 #include "train/elastic_state.h"
 #include "train/energy_windows.h"
 #include "train/global_sampler.h"
@@ -289,57 +288,14 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
     r.bucket_source = "topology plan";
   }
   r.bucket_bytes = bucket_bytes;
-  // Compression: fixed, or chosen per interval by the adaptive controller (which starts at fp16).
-  compress::CompressorOptions copt;
-  const double ratio = o.compress_ratio > 0 ? o.compress_ratio : compress::DefaultRatio(o.compress);
-  if (ratio > 0) copt.ratio = ratio;  // else (adaptive) the library default
-  copt.powersgd_rank = o.powersgd_rank;
-  copt.seed = o.seed;
-  copt.error_feedback = false;  // the reducer wraps each bucket, so that swaps keep the residual
-  const bool adaptive = o.compress == "adaptive";
-  CompressorFactory factory;
-  if (o.compress != "none") {
-    const std::string first = adaptive ? "powersgd" : o.compress;
-    compress::CompressorOptions fo = copt;
-    if (adaptive) fo.powersgd_rank = compress::AdaptiveOptions().low_rank;
-    factory = [fo, first](size_t, const std::vector<compress::TensorView>& t) {
-      return compress::MakeCompressor(first, fo, t);
-    };
-  }
-  GradientReducer reducer(comm, priority, model->parameters(), bucket_bytes, factory, o.error_feedback,
+  // Compression: fixed, or chosen per interval by the adaptive controller.
+  const CompressionSetup compression = MakeCompressionSetup(o);
+  GradientReducer reducer(comm, priority, model->parameters(), bucket_bytes, compression.factory, o.error_feedback,
                           momentum_in_compressor ? o.momentum : 0.0);
   Timeline timeline(o.timeline.empty() ? 0 : o.timeline_steps);
   reducer.set_timeline(&timeline);
   r.compress = o.compress;
-  auto parameter_of = [&](const std::string& name, int rank) {
-    return name == "powersgd" ? double(rank) : (name == "topk" || name == "randomk") ? ratio : 0.0;
-  };
-  if (!adaptive)
-    r.compression_phases.push_back({at.step, "fixed", o.compress, parameter_of(o.compress, o.powersgd_rank)});
-  std::unique_ptr<compress::AdaptiveController> controller;
-  double plain_comm_s = 0;
-  if (adaptive) {
-    // What uncompressed communication costs here: one allreduce of the whole gradient on the
-    // bulk channel, after one untimed, the slowest rank's time (every rank gets the same).
-    std::vector<float> probe(static_cast<size_t>(r.params), 0.0f);
-    comm.Allreduce(probe.data(), probe.size(), DataType::kFloat32, ReduceOp::kSum)->Wait();
-    auto tp = Clock::now();
-    comm.Allreduce(probe.data(), probe.size(), DataType::kFloat32, ReduceOp::kSum)->Wait();
-    plain_comm_s = Since(tp);
-    comm.Allreduce(&plain_comm_s, 1, DataType::kFloat64, ReduceOp::kMax)->Wait();
-    compress::AdaptiveOptions ao;
-    ao.interval = o.compress_interval;
-    ao.min_exposed = o.compress_min_exposed;
-    ao.warmup_steps = o.warmup_steps;
-    controller = std::make_unique<compress::AdaptiveController>(ao, reducer.num_buckets());
-    const compress::Decision d = controller->Initial();
-    r.compression_phases.push_back({at.step, d.phase, d.buckets[0].compressor, double(ao.low_rank)});
-    if (me == 0)
-      std::fprintf(stderr, "compress: adaptive; an uncompressed allreduce of the gradient takes %.1f ms "
-                           "here; step %lld phase %s powersgd rank %d (%s)\n",
-                   1e3 * plain_comm_s, static_cast<long long>(at.step), d.phase.c_str(), ao.low_rank,
-                   d.reason.c_str());
-  }
+  CompressionSteering steering(o, compression, comm, reducer, at.step, &r);
   UpdateScheduler updates(reducer, *opt, model->parameters());
   updates.LearnLaunchOrders(*model, Images(train_set, {0}));
   if (o.overlap_next_forward)
@@ -355,29 +311,6 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
       std::fprintf(stderr, "cann-dist-train train: --resume: no compression state for this world size "
                            "in '%s': error feedback starts from zero\n", o.checkpoint_dir.c_str());
   }
-  // Adaptive compression: the interval's measurements, summed locally, then over the ranks.
-  struct IntervalStart {
-    double compute = 0, wait = 0, comm = 0, fp32 = 0, wire = 0;
-  } interval_start;
-  std::vector<double> interval_norms(reducer.num_buckets(), 0.0);
-  std::vector<double> interval_sum;  // allreduce buffer: [steps, norms..., compute, wait, comm, fp32, wire]
-  int64_t interval_last_step = 0;
-  double interval_lr = 1;
-  auto comm_wait_so_far = [&] { return updates.wait_seconds(); };
-  std::function<void()> decide_if_due = [] {};
-  auto apply_decision = [&](const compress::Decision& d) {
-    for (size_t b = 0; b < reducer.num_buckets(); ++b) {
-      compress::CompressorOptions c = copt;
-      c.powersgd_rank = std::max(1, d.buckets[b].powersgd_rank);
-      reducer.SetCompressor(b, compress::MakeCompressor(d.buckets[b].compressor, c, reducer.bucket_tensors(b)));
-    }
-    const auto& first = d.buckets[0];
-    const auto& last = r.compression_phases.back();
-    if (last.phase != d.phase || last.compressor != first.compressor ||
-        last.parameter != parameter_of(first.compressor, first.powersgd_rank))
-      r.compression_phases.push_back({d.from_step, d.phase, first.compressor,
-                                      parameter_of(first.compressor, first.powersgd_rank)});
-  };
   r.bucket_priority = reducer.bucket_priority();
 
   // The global loss of a step travels behind its early-layer gradients and is read when the next
@@ -432,13 +365,12 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
     }
   };
   // Every parameter current and every loss recorded: before eval, checkpoints and the end.
-  std::shared_ptr<Work> interval_work;  // adaptive compression: the interval's sums in flight
-  std::shared_ptr<Work> balance_work;   // --balance-batches: the ranks' speeds in flight
+  std::shared_ptr<Work> balance_work;  // --balance-batches: the ranks' speeds in flight
   auto settle = [&] {
     updates.ApplyAll();
     record_loss();
     // Nothing of ours in flight on any channel: the caller may run collectives from this thread.
-    if (interval_work) interval_work->Wait();
+    steering.Wait();
     if (balance_work) balance_work->Wait();  // applied after the next step, as without settling
   };
   // On the way out by an exception, collectives still in flight write into this frame's buffers
@@ -453,7 +385,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
           } catch (const std::exception&) {
           }
     }
-  } in_flight_guard{{&loss_in_flight.work, &interval_work, &balance_work}};
+  } in_flight_guard{{&loss_in_flight.work, steering.in_flight(), &balance_work}};
   // ... and before that (declared after it, so destroyed first), break both channels: whatever a
   // peer still waits for from us fails at once instead of after its timeout, and so does what we
   // wait for above. The group is over either way; an elastic caller builds the next one.
@@ -467,62 +399,6 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
       if (priority) priority->Abort();
     }
   } abort_on_unwind{comm, priority};
-
-  // Adaptive compression, after each syncing backward: add up the step; at the end of an
-  // interval, sum the interval over the ranks (the decision waits for it before the next step's
-  // backward, when every bucket of this step has been collected and compressors may change).
-  auto observe_interval = [&] {
-    for (size_t b = 0; b < reducer.num_buckets(); ++b) interval_norms[b] += reducer.gradient_norm(b);
-    const int64_t interval = controller->options().interval;
-    if ((at.step + 1) % interval != 0 || at.step + 1 >= end_step) return;
-    const ReducerStats& rs = reducer.stats();
-    const double compute = r.step_time.forward_s + r.step_time.backward_s;
-    interval_sum.assign(1, static_cast<double>(std::min<int64_t>(interval, r.steps)));
-    interval_sum.insert(interval_sum.end(), interval_norms.begin(), interval_norms.end());
-    interval_sum.insert(interval_sum.end(),
-                        {compute - interval_start.compute, comm_wait_so_far() - interval_start.wait,
-                         rs.comm_seconds - interval_start.comm, rs.bytes_fp32 - interval_start.fp32,
-                         rs.bytes_wire - interval_start.wire});
-    interval_start = {compute, comm_wait_so_far(), rs.comm_seconds, rs.bytes_fp32, rs.bytes_wire};
-    std::fill(interval_norms.begin(), interval_norms.end(), 0.0);
-    interval_last_step = at.step;
-    interval_lr = schedule.At(at.step) / std::max(1e-30, schedule.Peak());
-    interval_work = reducer.SubmitInOrder(true, [&interval_sum](Communicator& c) {
-      return c.Allreduce(interval_sum.data(), interval_sum.size(), DataType::kFloat64, ReduceOp::kSum);
-    });
-  };
-  decide_if_due = [&] {
-    if (!interval_work) return;
-    interval_work->Wait();
-    interval_work.reset();
-    const size_t nb = reducer.num_buckets();
-    compress::IntervalObservation obs;
-    obs.last_step = interval_last_step;
-    obs.steps = interval_sum[0];
-    obs.bucket_norms.assign(interval_sum.begin() + 1, interval_sum.begin() + 1 + static_cast<long>(nb));
-    obs.compute_s = interval_sum[1 + nb];
-    obs.wait_s = interval_sum[2 + nb];
-    obs.comm_s = interval_sum[3 + nb];
-    obs.bytes_fp32 = interval_sum[4 + nb];
-    obs.bytes_wire = interval_sum[5 + nb];
-    obs.lr_fraction = interval_lr;
-    obs.plain_comm_s = plain_comm_s;
-    const compress::Decision d = controller->Decide(obs);
-    apply_decision(d);
-    if (me == 0) {
-      const ReducerStats& rs = reducer.stats();
-      std::fprintf(stderr,
-                   "%scompress: step %lld  phase %s  %s%s  %.2f MB -> %.2f MB per rank per step  "
-                   "residual %.1f%%  overlap %.2f  (%s)\n",
-                   o.progress ? "\r" : "", static_cast<long long>(d.from_step), d.phase.c_str(),
-                   d.buckets[0].compressor.c_str(),
-                   d.buckets[0].compressor == "powersgd" ? (" rank " + std::to_string(d.buckets[0].powersgd_rank)).c_str() : "",
-                   obs.bytes_fp32 / std::max(1.0, obs.steps) / 1e6, obs.bytes_wire / std::max(1.0, obs.steps) / 1e6,
-                   rs.compressed_sq > 0 ? 100 * std::sqrt(rs.residual_sq / rs.compressed_sq) : 0.0,
-                   rs.comm_seconds > 0 ? std::clamp(1 - rs.wait_seconds / rs.comm_seconds, 0.0, 1.0) : 0.0,
-                   d.reason.c_str());
-    }
-  };
 
   // Elastic: the state after the previous step, once this step's forward has applied all of it.
   auto snapshot_at = [&](const Position& p) {
@@ -577,7 +453,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
         timeline.Span(Timeline::kTraining, "forward", t0, Clock::now(), {{"step", double(at.step)}});
         updates.ApplyAll();  // whatever forward did not announce (none of our models)
         snapshot(m);
-        decide_if_due();
+        steering.DecideIfDue();
         if (m == parts - 1) reducer.SetLaunchOrder(updates.LaunchOrderFor(at.step));
         reducer.PrepareForBackward(m == parts - 1);
         auto t1 = Clock::now();
@@ -587,14 +463,15 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
       } else {
         updates.ApplyAll();
         snapshot(m);
-        decide_if_due();
+        steering.DecideIfDue();
         if (m == parts - 1) reducer.SetLaunchOrder(updates.LaunchOrderFor(at.step));
         reducer.PrepareForBackward(m == parts - 1);
       }
     }
     updates.BackwardDone(schedule.At(at.step));
     balancer.Observe(r.step_time.forward_s + r.step_time.backward_s - compute_before, idx.size());
-    if (controller) observe_interval();
+    steering.AfterBackward(at.step, end_step, updates.wait_seconds(),
+                           schedule.At(at.step) / std::max(1e-30, schedule.Peak()));
     record_loss();  // the previous step's
     if (balance_work) {  // the speeds summed after the last interval: the split from the next step
       balance_work->Wait();
@@ -661,7 +538,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   }
   checkpoints.Finish(&r);
   settle();
-  if (interval_work) interval_work->Wait();  // its buffer goes with this frame
+  steering.Wait();
   if (balance_work) balance_work->Wait();
   r.step_time.comm_wait_s = updates.wait_seconds() + loss_wait;
   r.step_time.optimizer_s = updates.optimizer_seconds();

@@ -1,0 +1,139 @@
+#include "train/compression_steering.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+namespace cdt::train {
+
+CompressionSetup MakeCompressionSetup(const TrainOptions& o) {
+  CompressionSetup s;
+  s.ratio = o.compress_ratio > 0 ? o.compress_ratio : compress::DefaultRatio(o.compress);
+  if (s.ratio > 0) s.options.ratio = s.ratio;  // else (adaptive) the library default
+  s.options.powersgd_rank = o.powersgd_rank;
+  s.options.seed = o.seed;
+  s.options.error_feedback = false;  // the reducer wraps each bucket, so that swaps keep the residual
+  if (o.compress != "none") {
+    // Adaptive starts at PowerSGD of the controller's low rank (its warmup choice).
+    const bool adaptive = o.compress == "adaptive";
+    const std::string first = adaptive ? "powersgd" : o.compress;
+    compress::CompressorOptions fo = s.options;
+    if (adaptive) fo.powersgd_rank = compress::AdaptiveOptions().low_rank;
+    s.factory = [fo, first](size_t, const std::vector<compress::TensorView>& t) {
+      return compress::MakeCompressor(first, fo, t);
+    };
+  }
+  return s;
+}
+
+CompressionSteering::CompressionSteering(const TrainOptions& o, const CompressionSetup& setup,
+                                         Communicator& comm, GradientReducer& reducer, int64_t first_step,
+                                         TrainResult* r)
+    : progress_(o.progress), setup_(setup), reducer_(reducer), r_(*r), rank_(comm.rank()) {
+  if (o.compress != "adaptive") {
+    r_.compression_phases.push_back({first_step, "fixed", o.compress, ParameterOf(o.compress, o.powersgd_rank)});
+    return;
+  }
+  // What uncompressed communication costs here: one allreduce of the whole gradient on the bulk
+  // channel, after one untimed, the slowest rank's time (every rank gets the same).
+  std::vector<float> probe(static_cast<size_t>(r_.params), 0.0f);
+  comm.Allreduce(probe.data(), probe.size(), DataType::kFloat32, ReduceOp::kSum)->Wait();
+  const auto tp = std::chrono::steady_clock::now();
+  comm.Allreduce(probe.data(), probe.size(), DataType::kFloat32, ReduceOp::kSum)->Wait();
+  plain_comm_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - tp).count();
+  comm.Allreduce(&plain_comm_s_, 1, DataType::kFloat64, ReduceOp::kMax)->Wait();
+  compress::AdaptiveOptions ao;
+  ao.interval = o.compress_interval;
+  ao.min_exposed = o.compress_min_exposed;
+  ao.warmup_steps = o.warmup_steps;
+  controller_ = std::make_unique<compress::AdaptiveController>(ao, reducer_.num_buckets());
+  interval_norms_.assign(reducer_.num_buckets(), 0.0);
+  const compress::Decision d = controller_->Initial();
+  r_.compression_phases.push_back({first_step, d.phase, d.buckets[0].compressor, double(ao.low_rank)});
+  if (rank_ == 0)
+    std::fprintf(stderr, "compress: adaptive; an uncompressed allreduce of the gradient takes %.1f ms "
+                         "here; step %lld phase %s powersgd rank %d (%s)\n",
+                 1e3 * plain_comm_s_, static_cast<long long>(first_step), d.phase.c_str(), ao.low_rank,
+                 d.reason.c_str());
+}
+
+double CompressionSteering::ParameterOf(const std::string& compressor, int rank) const {
+  return compressor == "powersgd" ? double(rank)
+         : (compressor == "topk" || compressor == "randomk") ? setup_.ratio
+                                                              : 0.0;
+}
+
+void CompressionSteering::AfterBackward(int64_t step, int64_t end_step, double comm_wait_s, double lr_fraction) {
+  if (!controller_) return;
+  for (size_t b = 0; b < reducer_.num_buckets(); ++b) interval_norms_[b] += reducer_.gradient_norm(b);
+  const int64_t interval = controller_->options().interval;
+  if ((step + 1) % interval != 0 || step + 1 >= end_step) return;
+  const ReducerStats& rs = reducer_.stats();
+  const double compute = r_.step_time.forward_s + r_.step_time.backward_s;
+  interval_sum_.assign(1, static_cast<double>(std::min<int64_t>(interval, r_.steps)));
+  interval_sum_.insert(interval_sum_.end(), interval_norms_.begin(), interval_norms_.end());
+  interval_sum_.insert(interval_sum_.end(),
+                       {compute - interval_start_.compute, comm_wait_s - interval_start_.wait,
+                        rs.comm_seconds - interval_start_.comm, rs.bytes_fp32 - interval_start_.fp32,
+                        rs.bytes_wire - interval_start_.wire});
+  interval_start_ = {compute, comm_wait_s, rs.comm_seconds, rs.bytes_fp32, rs.bytes_wire};
+  std::fill(interval_norms_.begin(), interval_norms_.end(), 0.0);
+  interval_last_step_ = step;
+  interval_lr_ = lr_fraction;
+  interval_work_ = reducer_.SubmitInOrder(true, [this](Communicator& c) {
+    return c.Allreduce(interval_sum_.data(), interval_sum_.size(), DataType::kFloat64, ReduceOp::kSum);
+  });
+}
+
+void CompressionSteering::DecideIfDue() {
+  if (!interval_work_) return;
+  interval_work_->Wait();
+  interval_work_.reset();
+  const size_t nb = reducer_.num_buckets();
+  compress::IntervalObservation obs;
+  obs.last_step = interval_last_step_;
+  obs.steps = interval_sum_[0];
+  obs.bucket_norms.assign(interval_sum_.begin() + 1, interval_sum_.begin() + 1 + static_cast<long>(nb));
+  obs.compute_s = interval_sum_[1 + nb];
+  obs.wait_s = interval_sum_[2 + nb];
+  obs.comm_s = interval_sum_[3 + nb];
+  obs.bytes_fp32 = interval_sum_[4 + nb];
+  obs.bytes_wire = interval_sum_[5 + nb];
+  obs.lr_fraction = interval_lr_;
+  obs.plain_comm_s = plain_comm_s_;
+  const compress::Decision d = controller_->Decide(obs);
+  Apply(d);
+  if (rank_ != 0) return;
+  const ReducerStats& rs = reducer_.stats();
+  const auto& first = d.buckets[0];
+  std::fprintf(stderr,
+               "%scompress: step %lld  phase %s  %s%s  %.2f MB -> %.2f MB per rank per step  "
+               "residual %.1f%%  overlap %.2f  (%s)\n",
+               progress_ ? "\r" : "", static_cast<long long>(d.from_step), d.phase.c_str(),
+               first.compressor.c_str(),
+               first.compressor == "powersgd" ? (" rank " + std::to_string(first.powersgd_rank)).c_str() : "",
+               obs.bytes_fp32 / std::max(1.0, obs.steps) / 1e6, obs.bytes_wire / std::max(1.0, obs.steps) / 1e6,
+               rs.compressed_sq > 0 ? 100 * std::sqrt(rs.residual_sq / rs.compressed_sq) : 0.0,
+               rs.comm_seconds > 0 ? std::clamp(1 - rs.wait_seconds / rs.comm_seconds, 0.0, 1.0) : 0.0,
+               d.reason.c_str());
+}
+
+void CompressionSteering::Apply(const compress::Decision& d) {
+  for (size_t b = 0; b < reducer_.num_buckets(); ++b) {
+    compress::CompressorOptions c = setup_.options;
+    c.powersgd_rank = std::max(1, d.buckets[b].powersgd_rank);
+    reducer_.SetCompressor(b, compress::MakeCompressor(d.buckets[b].compressor, c, reducer_.bucket_tensors(b)));
+  }
+  const auto& first = d.buckets[0];
+  const auto& last = r_.compression_phases.back();
+  const double parameter = ParameterOf(first.compressor, first.powersgd_rank);
+  if (last.phase != d.phase || last.compressor != first.compressor || last.parameter != parameter)
+    r_.compression_phases.push_back({d.from_step, d.phase, first.compressor, parameter});
+}
+
+void CompressionSteering::Wait() {
+  if (interval_work_) interval_work_->Wait();
+}
+
+}  // namespace cdt::train

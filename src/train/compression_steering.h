@@ -1,0 +1,82 @@
+// CompressionSteering: the trainer's side of gradient compression (docs/compression.md).
+//
+// MakeCompressionSetup turns `--compress`, `--compress-ratio`, `--powersgd-rank` into the options
+// and the factory the GradientReducer builds each bucket's compressor with (error feedback is the
+// reducer's, around each bucket, so that a compressor swap keeps the residual).
+//
+// A CompressionSteering then keeps `compression_phases` in the result and, with `--compress
+// adaptive`, runs the AdaptiveController's interval loop:
+//   - before training, every rank times one uncompressed allreduce of the whole gradient (the
+//     slowest rank's time, so that every rank decides from the same figure);
+//   - after each syncing backward (AfterBackward) it adds up the buckets' gradient norms; at the end
+//     of an interval it puts the interval's compute, wait, communication and bytes behind the
+//     step's buckets as one small allreduce (sums over the ranks);
+//   - before the next backward (DecideIfDue), when every bucket of the step has been collected and
+//     compressors may change, it waits for that sum, decides and swaps the buckets' compressors.
+// Every rank calls these at the same steps, so every rank issues the same collectives and takes
+// the same decision.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "cdt/communicator.h"
+#include "compress/adaptive_controller.h"
+#include "compress/compressor.h"
+#include "train/gradient_reducer.h"
+#include "train/trainer.h"
+
+namespace cdt::train {
+
+struct CompressionSetup {
+  compress::CompressorOptions options;  // what every compressor of the run is made with
+  double ratio = 0;                     // top-k / random-k: --compress-ratio, else the default
+  CompressorFactory factory;            // null for --compress none
+};
+
+CompressionSetup MakeCompressionSetup(const TrainOptions& o);
+
+class CompressionSteering {
+ public:
+  // Records the first phase in `r` (which must outlive this). With --compress adaptive, times the
+  // uncompressed allreduce (a collective: every rank constructs this at the same point) and prints
+  // the controller's first choice on rank 0.
+  CompressionSteering(const TrainOptions& o, const CompressionSetup& setup, Communicator& comm,
+                      GradientReducer& reducer, int64_t first_step, TrainResult* r);
+
+  // After a syncing backward of `step`. `comm_wait_s`: the run's exposed communication so far;
+  // `lr_fraction`: the step's LR over the schedule's peak. No-op unless adaptive.
+  void AfterBackward(int64_t step, int64_t end_step, double comm_wait_s, double lr_fraction);
+
+  // Before a backward: decides, if an interval's sums are on their way, once they are here.
+  void DecideIfDue();
+
+  // Waits for the interval sums in flight, if any (they write into this object).
+  void Wait();
+  // The same, for a guard that waits on the way out by an exception.
+  std::shared_ptr<Work>* in_flight() { return &interval_work_; }
+
+ private:
+  double ParameterOf(const std::string& compressor, int rank) const;
+  void Apply(const compress::Decision& d);
+
+  const bool progress_;  // a progress line is being drawn: start log lines with \r
+  CompressionSetup setup_;
+  GradientReducer& reducer_;
+  TrainResult& r_;
+  const int rank_;
+  std::unique_ptr<compress::AdaptiveController> controller_;
+  double plain_comm_s_ = 0;  // one uncompressed allreduce of the gradient, the slowest rank's
+  // The interval being measured: what the run's totals were at its start, its buckets' norms.
+  struct Totals {
+    double compute = 0, wait = 0, comm = 0, fp32 = 0, wire = 0;
+  } interval_start_;
+  std::vector<double> interval_norms_;
+  std::vector<double> interval_sum_;  // allreduce buffer: [steps, norms..., compute, wait, comm, fp32, wire]
+  int64_t interval_last_step_ = 0;
+  double interval_lr_ = 1;
+  std::shared_ptr<Work> interval_work_;
+};
+
+}  // namespace cdt::train
