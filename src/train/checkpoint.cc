@@ -255,9 +255,12 @@ std::string CompressionStatePath(const std::string& dir, int rank) {
   return dir + "/compression.rank" + std::to_string(rank) + ".pt";
 }
 
-std::string CaptureCompressionState(const std::vector<std::vector<float>>& states, int world) {
+std::string CaptureCompressionState(const std::vector<std::vector<float>>& states, int world,
+                                    const std::vector<size_t>& bucket_elements) {
   torch::serialize::OutputArchive archive;
   archive.write("world_size", torch::tensor(static_cast<int64_t>(world)));
+  std::vector<int64_t> layout(bucket_elements.begin(), bucket_elements.end());
+  archive.write("bucket_elements", torch::tensor(layout));
   for (size_t b = 0; b < states.size(); ++b)
     archive.write("bucket" + std::to_string(b),
                   torch::from_blob(const_cast<float*>(states[b].data()),
@@ -267,18 +270,31 @@ std::string CaptureCompressionState(const std::vector<std::vector<float>>& state
   return out.str();
 }
 
-// Empty when the file is missing or was written for another world size (residuals are per rank).
-std::vector<std::vector<float>> RestoreCompressionState(const std::string& path, size_t buckets, int world) {
+std::vector<std::vector<float>> RestoreCompressionState(const std::string& path,
+                                                        const std::vector<size_t>& bucket_elements, int world,
+                                                        std::string* why_not) {
   std::vector<std::vector<float>> states;
-  if (!std::filesystem::exists(path)) return states;
+  auto refuse = [&](const std::string& why) {
+    if (why_not) *why_not = why;
+    return std::vector<std::vector<float>>();
+  };
+  if (!std::filesystem::exists(path)) return refuse("no compression state in the checkpoint directory");
   torch::serialize::InputArchive archive;
   std::istringstream in(ReadFile(path));
   try {
     archive.load_from(in);
-    torch::Tensor w;
+    torch::Tensor w, layout;
     archive.read("world_size", w);
-    if (w.item<int64_t>() != world) return states;
-    for (size_t b = 0; b < buckets; ++b) {
+    if (w.item<int64_t>() != world)
+      return refuse("the compression state was written for " + std::to_string(w.item<int64_t>()) +
+                    " ranks, this run has " + std::to_string(world));
+    // A residual belongs to one bucket's elements: restored into another layout (another
+    // --bucket-mb, --linear-blocks, or a version that buckets differently) it would be wrong.
+    if (!archive.try_read("bucket_elements", layout) ||
+        std::vector<int64_t>(layout.data_ptr<int64_t>(), layout.data_ptr<int64_t>() + layout.numel()) !=
+            std::vector<int64_t>(bucket_elements.begin(), bucket_elements.end()))
+      return refuse("the compression state was written for another bucket layout");
+    for (size_t b = 0; b < bucket_elements.size(); ++b) {
       torch::Tensor t;
       archive.read("bucket" + std::to_string(b), t);
       states.emplace_back(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());

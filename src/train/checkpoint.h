@@ -87,10 +87,15 @@ void WriteFileAtomically(const std::string& path, const std::string& bytes);
 std::string ReadFile(const std::string& path);
 
 // Compression state is per rank (each rank's error-feedback residual differs): one file per
-// rank beside the checkpoint, with the world size it was written for.
+// rank beside the checkpoint, with the world size and the bucket layout (elements per bucket) it
+// was written for.
 std::string CompressionStatePath(const std::string& dir, int rank);
-std::string CaptureCompressionState(const std::vector<std::vector<float>>& states, int world);
-// Empty when the file is missing or was written for another world size.
-std::vector<std::vector<float>> RestoreCompressionState(const std::string& path, size_t buckets, int world);
+std::string CaptureCompressionState(const std::vector<std::vector<float>>& states, int world,
+                                    const std::vector<size_t>& bucket_elements);
+// Empty, with the reason in `why_not`, when the file is missing or was written for another world
+// size or bucket layout (files without a layout, from before it was recorded, count as another).
+std::vector<std::vector<float>> RestoreCompressionState(const std::string& path,
+                                                        const std::vector<size_t>& bucket_elements, int world,
+                                                        std::string* why_not);
 
 }  // namespace cdt::train

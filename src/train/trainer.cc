@@ -304,12 +304,13 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   r.bucket_elements = reducer.bucket_elements();
   if (reducer.compressing() && !r.resumed_from.empty()) {
     const std::string path = CompressionStatePath(o.checkpoint_dir, me);
-    auto states = RestoreCompressionState(path, reducer.num_buckets(), W);
+    std::string why_not;
+    auto states = RestoreCompressionState(path, reducer.bucket_elements(), W, &why_not);
     if (!states.empty())
       reducer.SetCompressorStates(states);
     else if (me == 0)
-      std::fprintf(stderr, "cann-dist-train train: --resume: no compression state for this world size "
-                           "in '%s': error feedback starts from zero\n", o.checkpoint_dir.c_str());
+      std::fprintf(stderr, "cann-dist-train train: --resume: %s ('%s'): error feedback starts from zero\n",
+                   why_not.c_str(), path.c_str());
   }
   r.bucket_priority = reducer.bucket_priority();
 
@@ -521,7 +522,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
                        Since(loop_start) / std::max<int64_t>(1, r.steps));
       if (reducer.compressing()) {
         WriteFileAtomically(CompressionStatePath(o.checkpoint_dir, me),
-                            CaptureCompressionState(reducer.CompressorStates(), W));
+                            CaptureCompressionState(reducer.CompressorStates(), W, reducer.bucket_elements()));
         comm.Barrier()->Wait();  // the ranks' compression state of the same step is on disk
       }
     }

@@ -182,6 +182,15 @@ TEST(Train, CompressedTrainingIsConsistentAndResumesExactly) {
   second.insert(second.end(), {"--checkpoint-dir", dir, "--resume"});
   nlohmann::json a = Train("compressed-first", first), b = Train("compressed-second", second);
   ExpectCurvesClose(Stitched(a, b), Losses(whole), 1e-6);
+  // Resumed with other buckets, the residuals (per bucket element) do not fit: training goes on
+  // from a zero residual and says why, instead of restoring them into the wrong elements.
+  auto rebucketed = base;
+  rebucketed[3] = "14";
+  rebucketed.insert(rebucketed.end(), {"--checkpoint-dir", dir, "--resume", "--bucket-mb", "5"});
+  int rc = -1;
+  const std::string out = Train("compressed-rebucketed", rebucketed, &rc)["output"];
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("written for another bucket layout"), std::string::npos) << out;
 }
 
 // The adaptive controller on loopback, where the network is not the bottleneck: after its first
