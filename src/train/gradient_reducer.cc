@@ -35,21 +35,23 @@ GradientReducer::GradientReducer(Communicator& comm, Communicator* priority,
   // goes with its weight instead of alone).
   const size_t priority_bucket_bytes = std::max<size_t>(bucket_bytes / 8, 1);
   size_t bytes_in_bucket = 0;
-  bool bucket_in_priority = false;
   for (size_t k = params_.size(); k-- > 0;) {
     const torch::Tensor& p = params_[k];
     if (p.scalar_type() != torch::kFloat32)
       throw Error(ErrorCode::kInvalidArgument, "gradient reducer: parameter " + std::to_string(k) +
                                                    " is not float32");
     const size_t bytes = static_cast<size_t>(p.numel()) * 4;
-    const bool in_priority = priority_ != nullptr && 4 * before >= 3 * total;
+    // Early layers (the last quarter of the bytes in backward order) go first in the next forward.
+    // Only a quarter: what rides the priority channel is what the next forward waits for before it
+    // can start, and a big bucket there would make the small early ones queue behind it.
+    const bool in_priority = priority_ != nullptr && before > 0 && 4 * before >= 3 * total;
     const size_t cap = in_priority ? priority_bucket_bytes : bucket_bytes;
     const bool full = bytes_in_bucket > 0 && bytes_in_bucket + bytes > cap &&
                       !(in_priority && bytes_in_bucket < cap / 16);
-    if (buckets_.empty() || full || in_priority != bucket_in_priority) {
+    if (buckets_.empty() || full || in_priority != buckets_.back().priority) {
       buckets_.emplace_back();
+      buckets_.back().priority = in_priority;
       bytes_in_bucket = 0;
-      bucket_in_priority = in_priority;
     }
     Bucket& b = buckets_.back();
     slots_[k] = {static_cast<int>(buckets_.size() - 1), static_cast<int64_t>(bytes_in_bucket / 4)};
@@ -57,16 +59,10 @@ GradientReducer::GradientReducer(Communicator& comm, Communicator* priority,
     bytes_in_bucket += bytes;
     before += p.numel();
   }
-  before = 0;
-  for (size_t i = 0; i < buckets_.size(); ++i) {
+  for (Bucket& b : buckets_) {
     int64_t n = 0;
-    for (size_t k : buckets_[i].params) n += params_[k].numel();
-    buckets_[i].flat = torch::zeros({n}, torch::kFloat32);
-    // Early layers (the last quarter of the bytes in backward order) go first in the next forward.
-    // Only a quarter: what rides the priority channel is what the next forward waits for before it
-    // can start, and a big bucket there would make the small early ones queue behind it.
-    buckets_[i].priority = priority_ != nullptr && i > 0 && 4 * before >= 3 * total;
-    before += n;
+    for (size_t k : b.params) n += params_[k].numel();
+    b.flat = torch::zeros({n}, torch::kFloat32);
   }
   stats_.buckets = static_cast<int>(buckets_.size());
   for (size_t i = 0; i < buckets_.size(); ++i) launch_order_.push_back(i);
