@@ -57,9 +57,10 @@ TEST(Green, PlanOnlyWritesThePlanAgainstTheCarbonAgnosticBaseline) {
 
 TEST(Green, CarbonAwareRunPausesThroughDirtyHoursAndMatchesTheUnpausedRun) {
   // Clean odd hours between dirty even ones (hour 0 the dirtiest): the job runs in hour 1, pauses
-  // through hour 2, runs in hour 3 ... That needs a job longer than one trace hour whatever the
-  // calibration measures: 500 steps at --time-scale 5 are ~2.8 trace hours at 20 ms a step (with
-  // OpenBLAS here), still ~1.6 at twice that speed and ~5 (all 22 feasible) at half of it.
+  // through hour 2, runs in hour 3 ... That needs a job longer than two trace hours (a partial
+  // hour is planned next to a running one) whatever the calibration measures: 1000 steps at
+  // --time-scale 5 are ~2.3 trace hours at 8 ms a step, ~3.6 at 13 (OpenBLAS here, a fast hour),
+  // and at 25 ms still end by hour 16 of the 22.
   const std::string trace = TempPath("trace.csv");
   {
     std::ofstream t(trace);
@@ -68,7 +69,7 @@ TEST(Green, CarbonAwareRunPausesThroughDirtyHoursAndMatchesTheUnpausedRun) {
       t << "2022-06-01T" << (h < 10 ? "0" : "") << h << ":00:00Z," << (h == 0 ? 900 : h % 2 ? 100 : 600) << "\n";
   }
   const std::vector<std::string> train = {"--model", "cnn", "--dataset", "synthetic", "--synthetic-samples", "4000",
-                                          "--steps", "500", "--batch-size", "32", "--seed", "5", "--no-progress"};
+                                          "--steps", "1000", "--batch-size", "32", "--seed", "5", "--no-progress"};
   const std::string dir = TempPath("green-report");
   fs::remove_all(dir);
   const std::string key = TempPath("signing.key");
