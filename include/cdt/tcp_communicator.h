@@ -49,8 +49,12 @@ struct CommunicatorOptions {
   int local_latency_socket_buffer_bytes = 0;
   int local_bulk_socket_buffer_bytes = 64 << 10;
   int remote_socket_buffer_bytes = 0;
-  // Busy-wait (with yields) this long for data before sleeping in poll(); see TcpMesh.
+  // Busy-wait (with yields) this long for data before sleeping in poll(), while some transfer
+  // waits on a same-host peer (spin) or only on other hosts (remote_spin); see MeshOptions.
   std::chrono::microseconds spin{500};
+  std::chrono::microseconds remote_spin{0};
+  // A receive from another host sleeps until this many bytes can be read (SO_RCVLOWAT); 0 = any.
+  int remote_receive_batch_bytes = 64 << 10;
   // Shared with another communicator over the same ranks (cdt/traffic_gate.h): the `urgent` one
   // holds the gate while it has bytes ready to send; the other yields to it.
   std::shared_ptr<TrafficGate> traffic_gate;

@@ -28,9 +28,10 @@ struct Environment {
   // CDT_AUTOTUNE: timed calls per candidate for online autotuning (0 = off).
   std::optional<std::string> autotune;
   std::optional<std::string> master_addr, master_port;
-  // Transport tuning knobs: CDT_SPIN_US, CDT_SOCKET_BUFFER_BYTES (bulk channel, same-host peers),
-  // CDT_SEGMENT_BYTES.
-  std::optional<std::string> spin_us, socket_buffer_bytes, segment_bytes;
+  // Transport tuning knobs: CDT_SPIN_US, CDT_REMOTE_SPIN_US, CDT_REMOTE_RECV_BATCH_BYTES,
+  // CDT_SOCKET_BUFFER_BYTES (bulk channel, same-host peers), CDT_SEGMENT_BYTES.
+  std::optional<std::string> spin_us, remote_spin_us, remote_recv_batch_bytes;
+  std::optional<std::string> socket_buffer_bytes, segment_bytes;
   // Default strategy cache: $XDG_CACHE_HOME/cann-dist-train/strategies, else
   // $HOME/.cache/cann-dist-train/strategies, else knowledge_base/strategies.
   std::string strategy_cache_dir;

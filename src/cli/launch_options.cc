@@ -161,6 +161,11 @@ CommunicatorOptions CommunicatorOptionsFor(const Environment& env, const LaunchO
   if (id.rank == 0)
     co.log = [](const std::string& line) { std::fprintf(stderr, "cann-dist-train: %s\n", line.c_str()); };
   if (env.spin_us) co.spin = std::chrono::microseconds(ToInt(env.spin_us, 50, "CDT_SPIN_US"));
+  if (env.remote_spin_us)
+    co.remote_spin = std::chrono::microseconds(ToInt(env.remote_spin_us, 0, "CDT_REMOTE_SPIN_US"));
+  if (env.remote_recv_batch_bytes)
+    co.remote_receive_batch_bytes =
+        ToInt(env.remote_recv_batch_bytes, 65536, "CDT_REMOTE_RECV_BATCH_BYTES");
   if (env.socket_buffer_bytes)
     co.local_bulk_socket_buffer_bytes = ToInt(env.socket_buffer_bytes, 0, "CDT_SOCKET_BUFFER_BYTES");
   if (env.segment_bytes)

@@ -383,6 +383,8 @@ std::unique_ptr<Communicator> ConnectTcpCommunicator(Store& store, const Communi
   m.local_bulk_socket_buffer_bytes = o.local_bulk_socket_buffer_bytes;
   m.remote_socket_buffer_bytes = o.remote_socket_buffer_bytes;
   m.spin = o.spin;
+  m.remote_spin = o.remote_spin;
+  m.remote_receive_batch_bytes = o.remote_receive_batch_bytes;
   m.traffic_gate = o.traffic_gate;
   m.urgent = o.urgent;
   return std::make_unique<TcpCommunicator>(TcpMesh::Connect(store, m), o);

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "cdt/error.h"
 #include "comm/transport/socket.h"
@@ -79,6 +80,28 @@ TEST(Communicator, YieldingCommunicatorPausesWhileTheGateIsHeld) {
   for (auto& w : works) w->Wait();
   EXPECT_EQ(big[0][12345], 2.0f);
   EXPECT_EQ(big[1][(1 << 20) - 1], 2.0f);
+}
+
+// Receives from another host sleep until a batch can be read at once (SO_RCVLOWAT), not per
+// packet. A batch larger than the socket buffer can ever hold must still complete — the kernel
+// wakes a reader whose receive window is full — and so must messages smaller than a batch.
+TEST(Communicator, BatchedReceivesFromAnotherHostNeverStall) {
+  for (int batch : {0, 1, 64 << 10, 64 << 20}) {
+    testing::RankSetup setup;
+    setup.host_ids = {"a", "b"};
+    setup.base.remote_receive_batch_bytes = batch;
+    setup.base.remote_socket_buffer_bytes = 64 << 10;  // fixed: SO_RCVLOWAT cannot grow it
+    setup.base.timeout = std::chrono::seconds(10);     // a stall fails as kTimeout
+    testing::RunRanks(2, [&](Communicator& comm) {
+      for (size_t count : {size_t{0}, size_t{1}, size_t{1031}, size_t{3} << 20}) {
+        for (AllreduceAlgorithm algo : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree}) {
+          std::vector<float> v(count, static_cast<float>(comm.rank() + 1));
+          comm.Allreduce(v.data(), count, DataType::kFloat32, ReduceOp::kSum, {algo})->Wait();
+          for (size_t i = 0; i < count; ++i) ASSERT_EQ(v[i], 3.0f) << "batch " << batch << " count " << count;
+        }
+      }
+    }, setup);
+  }
 }
 
 TEST(Communicator, SilentPeerTimesOutNamingPeerAndOperation) {

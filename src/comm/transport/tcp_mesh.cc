@@ -70,6 +70,8 @@ std::unique_ptr<TcpMesh> TcpMesh::Connect(Store& store, const MeshOptions& o) {
   mesh->size_ = o.size;
   mesh->timeout_ = o.timeout;
   mesh->spin_ = o.spin;
+  mesh->remote_spin_ = o.remote_spin;
+  mesh->remote_receive_batch_ = std::max(0, o.remote_receive_batch_bytes);
   mesh->gate_ = o.traffic_gate;
   mesh->urgent_ = o.urgent;
   mesh->send_socks_.resize(static_cast<size_t>(kChannels) * o.size);
@@ -193,6 +195,10 @@ std::unique_ptr<TcpMesh> TcpMesh::Connect(Store& store, const MeshOptions& o) {
                       "); is it from another generation of this job?",
                   {o.rank, peer, mesh->addresses_[peer], "connect", 0});
   }
+  mesh->remote_.assign(static_cast<size_t>(o.size), 0);
+  for (int peer = 0; peer < o.size; ++peer)
+    mesh->remote_[peer] = mesh->host_ids_[peer] != mesh->host_ids_[o.rank];
+  mesh->receive_lowat_.assign(mesh->recv_socks_.size(), 1);
   for (size_t slot = 0; slot < mesh->send_socks_.size(); ++slot) {
     const int peer = static_cast<int>(slot % static_cast<size_t>(o.size));
     if (peer == o.rank) continue;
@@ -283,6 +289,7 @@ void TcpMesh::Exchange(Transfer* t, size_t n, const OpLabel& label) {
     // Yielding to the urgent mesh: hand over no new bytes (receives go on).
     const bool paused = gate_ && !urgent_ && gate_->urgent();
     bool sending = false;  // urgent mesh: some send can go now
+    bool local_waiting = false;  // some transfer waits on a same-host peer: spin_, else remote_spin_
     size_t npoll = 0;
     for (size_t i = 0; i < n; ++i) {
       Transfer& x = t[i];
@@ -293,7 +300,8 @@ void TcpMesh::Exchange(Transfer* t, size_t n, const OpLabel& label) {
       }
       if (x.kind == Transfer::Kind::kSend) sending = true;
       pending = true;
-      int fd = (x.kind == Transfer::Kind::kSend ? send_socks_ : recv_socks_)[Slot(channel_, x.peer)].fd();
+      const size_t slot = Slot(channel_, x.peer);
+      int fd = (x.kind == Transfer::Kind::kSend ? send_socks_ : recv_socks_)[slot].fd();
       char* p = static_cast<char*>(x.data) + x.done;
       size_t left = x.bytes - x.done;
       ssize_t r = x.kind == Transfer::Kind::kSend ? ::send(fd, p, left, MSG_DONTWAIT | MSG_NOSIGNAL)
@@ -308,6 +316,16 @@ void TcpMesh::Exchange(Transfer* t, size_t n, const OpLabel& label) {
         ThrowPeerError(ErrorCode::kPeerLost, x.peer, "connection closed by peer", label);
       if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
         ThrowPeerError(ErrorCode::kPeerLost, x.peer, std::strerror(errno), label);
+      if (!remote_[x.peer]) {
+        local_waiting = true;
+      } else if (x.kind == Transfer::Kind::kRecv && remote_receive_batch_ > 0) {
+        // Wake once a batch can be read, not per packet (the kernel still wakes us early when
+        // the receive window is full). A non-blocking recv ignores it, so only poll is affected.
+        const int lowat = static_cast<int>(std::min<size_t>(left, static_cast<size_t>(remote_receive_batch_)));
+        if (receive_lowat_[slot] != lowat &&
+            ::setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof lowat) == 0)
+          receive_lowat_[slot] = lowat;
+      }
       pollfds_[npoll] = {fd, static_cast<short>(x.kind == Transfer::Kind::kSend ? POLLOUT : POLLIN), 0};
       poll_owner_[npoll] = static_cast<int>(i);
       ++npoll;
@@ -327,7 +345,7 @@ void TcpMesh::Exchange(Transfer* t, size_t n, const OpLabel& label) {
         throw Error(ErrorCode::kIo, std::string("poll: ") + strerror(errno));
       continue;
     }
-    if (now - last_progress < spin_) {
+    if (now - last_progress < (local_waiting ? spin_ : remote_spin_)) {
       // Data usually arrives within microseconds on a fast link: retrying after a yield is far
       // cheaper than sleeping in poll() and being woken (MPI libraries spin the same way).
       sched_yield();

@@ -106,8 +106,17 @@ struct MeshOptions {
   // Both channels to other hosts, where the bandwidth-delay product rules: autotuning.
   int remote_socket_buffer_bytes = 0;
   // How long Exchange keeps retrying (with sched_yield) after the last progress before it sleeps
-  // in poll(). Trades a little CPU for wake-up latency; 0 = always sleep.
+  // in poll(), while some waiting transfer is with a same-host peer. Trades a little CPU for
+  // wake-up latency; 0 = always sleep.
   std::chrono::microseconds spin{500};
+  // The same while every waiting transfer is with another host. There the bytes arrive at the
+  // link's pace, and a spin that catches each packet as it lands costs the training thread
+  // sharing the core a context switch per packet (measured: docs/benchmarks.md, "Wake-ups on
+  // slow links"), so the default is to sleep.
+  std::chrono::microseconds remote_spin{0};
+  // A receive from another host sleeps until this many bytes (or all that is left of it) can be
+  // read at once (SO_RCVLOWAT), instead of waking for every packet; 0 = wake for any byte.
+  int remote_receive_batch_bytes = 64 << 10;
   // Shared with another mesh over the same ranks (cdt/traffic_gate.h). `urgent`: this mesh holds
   // the gate while it has bytes ready to send. Otherwise it yields: its sends pause while the gate
   // is held, and its send sockets hold at most `yield_send_buffer_bytes` (SO_SNDBUF, which bounds
@@ -159,6 +168,8 @@ class TcpMesh {
   int size_ = 1;
   std::chrono::milliseconds timeout_{30000};
   std::chrono::microseconds spin_{500};
+  std::chrono::microseconds remote_spin_{0};
+  int remote_receive_batch_ = 0;
   std::shared_ptr<TrafficGate> gate_;
   bool urgent_ = false;
   // One connection per direction and peer, indexed by rank (invalid at rank_): a socket that only
@@ -173,6 +184,8 @@ class TcpMesh {
   int channel_ = kLatencyChannel;  // used by the exchanging thread only
   std::vector<std::string> addresses_;   // "host:port" of each rank's listener
   std::vector<std::string> host_ids_;
+  std::vector<char> remote_;             // per rank: on another host
+  std::vector<int> receive_lowat_;       // per receiving socket: SO_RCVLOWAT last set (1 = Linux's)
   int wake_fd_ = -1;
 
   std::atomic<bool> aborted_{false};
