@@ -35,6 +35,7 @@ GradientReducer::GradientReducer(Communicator& comm, Communicator* priority,
   // goes with its weight instead of alone).
   const size_t priority_bucket_bytes = std::max<size_t>(bucket_bytes / 8, 1);
   size_t bytes_in_bucket = 0;
+  bool with_successor = false;
   for (size_t k = params_.size(); k-- > 0;) {
     const torch::Tensor& p = params_[k];
     if (p.scalar_type() != torch::kFloat32)
@@ -46,8 +47,23 @@ GradientReducer::GradientReducer(Communicator& comm, Communicator* priority,
     // can start, and a big bucket there would make the small early ones queue behind it.
     const bool in_priority = priority_ != nullptr && before > 0 && 4 * before >= 3 * total;
     const size_t cap = in_priority ? priority_bucket_bytes : bucket_bytes;
-    const bool full = bytes_in_bucket > 0 && bytes_in_bucket + bytes > cap &&
-                      !(in_priority && bytes_in_bucket < cap / 16);
+    bool full = bytes_in_bucket > 0 && bytes_in_bucket + bytes > cap &&
+                !(in_priority && bytes_in_bucket < cap / 16);
+    // A small parameter (a bias: in reverse registration order it comes just before its weight,
+    // and autograd produces both at once) that fits but whose successor will not, starts the next
+    // bucket with that successor. Otherwise this bucket would be ready only when the next
+    // layer's backward is done (each fc1 row block's bucket held the next block's bias).
+    const bool joins_previous = with_successor;  // the small one before went ahead for it
+    with_successor = false;
+    if (joins_previous) {
+      full = false;
+    } else if (!full && bytes_in_bucket > 0 && k > 0 && bytes < cap / 64) {
+      const size_t next = static_cast<size_t>(params_[k - 1].numel()) * 4;
+      const int64_t after = before + p.numel();
+      const bool next_in_priority = priority_ != nullptr && 4 * after >= 3 * total;
+      with_successor = next_in_priority == in_priority && bytes_in_bucket + bytes + next > cap;
+      full = with_successor;
+    }
     if (buckets_.empty() || full || in_priority != buckets_.back().priority) {
       buckets_.emplace_back();
       buckets_.back().priority = in_priority;
@@ -200,13 +216,17 @@ void GradientReducer::OnGradient(size_t k, const torch::Tensor& grad) {
   else
     dst.copy_(grad.reshape({-1}));
   ready_[k] = true;
-  if (--b.pending == 0) LaunchReady();
+  if (--b.pending == 0) {
+    b.ready = std::chrono::steady_clock::now();
+    LaunchReady();
+  }
 }
 
 void GradientReducer::LaunchReady() {
   while (next_launch_ < buckets_.size() && buckets_[launch_order_[next_launch_]].pending == 0) {
     const size_t index = launch_order_[next_launch_++];
     Bucket& b = buckets_[index];
+    b.launched = std::chrono::steady_clock::now();
     Communicator& comm = b.priority ? *priority_ : comm_;
     const size_t n = static_cast<size_t>(b.flat.numel());
     if (factory_) b.grad_norm = b.flat.norm().item<double>();
@@ -240,7 +260,7 @@ void GradientReducer::LaunchRemaining() {
     else
       dst.zero_();
     ready_[k] = true;
-    --b.pending;
+    if (--b.pending == 0) b.ready = std::chrono::steady_clock::now();
   }
   LaunchReady();
   armed_ = false;
@@ -257,8 +277,14 @@ double GradientReducer::Collect(size_t i) {
   if (timeline_ && timeline_->Recording()) {
     const std::string name = "bucket " + std::to_string(i);
     const Work::Interval ran = b.work->run_interval();
+    const auto us = [](auto d) { return std::chrono::duration<double, std::micro>(d).count(); };
+    // Where the gradients waited: for the launch order (ready -> launched), for the channel's
+    // earlier operations (launched -> ran.start).
     timeline_->Span(b.priority ? Timeline::kPriority : Timeline::kBulk, name, ran.start, ran.end,
-                    {{"elements", static_cast<double>(b.flat.numel())}, {"wire_bytes", static_cast<double>(b.wire)}});
+                    {{"elements", static_cast<double>(b.flat.numel())},
+                     {"wire_bytes", static_cast<double>(b.wire)},
+                     {"held_for_order_us", us(b.launched - b.ready)},
+                     {"queued_us", us(ran.start - b.launched)}});
     if (waited > 0) timeline_->Span(Timeline::kTraining, "wait " + name, start, end);
   }
   stats_.comm_seconds += b.work->run_seconds();

@@ -32,6 +32,8 @@
 
 #include <torch/torch.h>
 
+#include <chrono>
+
 #include <functional>
 #include <memory>
 #include <vector>
@@ -144,6 +146,7 @@ class GradientReducer {
     std::vector<float> local;    // the compressor's scratch: this rank's contribution
     size_t wire = 0;             // bytes the last reduction handed over (set by its task)
     double grad_norm = 0;        // of the local gradient at launch
+    std::chrono::steady_clock::time_point ready, launched;  // this backward (timeline)
   };
 
   void OnGradient(size_t index, const torch::Tensor& grad);

@@ -79,7 +79,7 @@ TEST(Train, OverlapIntoTheNextForwardKeepsTheArithmetic) {
   EXPECT_TRUE(deferred["params_consistent"].get<bool>());
   EXPECT_EQ(Losses(deferred), Losses(plain));
   EXPECT_EQ(deferred["test_accuracy"], plain["test_accuracy"]);
-  // fc2 (with fc1's bias), fc1's weight, then conv2 and conv1 (needed first) in a bucket each on
+  // fc2, fc1 (its bias with its weight), then conv2 and conv1 (needed first) in a bucket each on
   // the priority channel; with one channel the convolutions share the third bucket.
   EXPECT_EQ(deferred["comm"]["bucket_priority"], nlohmann::json({false, false, true, true}));
   EXPECT_EQ(plain["comm"]["bucket_priority"], nlohmann::json({false, false, false}));
@@ -98,8 +98,12 @@ TEST(Train, RowBlocksKeepTheArithmetic) {
   nlohmann::json b = Train("blocked", blocked), p = Train("blocked-plain", plain), w = Train("whole", whole);
   EXPECT_TRUE(b["params_consistent"].get<bool>());
   EXPECT_EQ(b["params"], 421642);
-  // fc2 with fc1's last block, three more blocks, conv2 and conv1 (priority channel).
+  // fc2 with fc1's last block, three more blocks, conv2 and conv1 (priority channel). Each
+  // block's bias travels with its weight, not with the block before it (which made every block's
+  // bucket wait for the next block's backward).
   EXPECT_EQ(b["comm"]["buckets"], 6);
+  EXPECT_EQ(b["comm"]["bucket_elements"],
+            nlohmann::json({1290 + 100384, 100384, 100384, 100384, 18496, 320}));
   EXPECT_EQ(Losses(b), Losses(p));
   ExpectCurvesClose(Losses(b), Losses(w), 1e-4);
 }
