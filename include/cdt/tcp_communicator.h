@@ -59,6 +59,8 @@ struct CommunicatorOptions {
   // holds the gate while it has bytes ready to send; the other yields to it.
   std::shared_ptr<TrafficGate> traffic_gate;
   bool urgent = false;
+  // The yielding side's send buffer (SO_SNDBUF): bounds the bulk bytes queued ahead of urgent ones.
+  int yield_send_buffer_bytes = 64 << 10;
 };
 
 // Connects to every other rank (blocking, bounded by options.timeout) and returns a ready

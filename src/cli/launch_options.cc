@@ -163,6 +163,9 @@ CommunicatorOptions CommunicatorOptionsFor(const Environment& env, const LaunchO
   if (env.spin_us) co.spin = std::chrono::microseconds(ToInt(env.spin_us, 50, "CDT_SPIN_US"));
   if (env.remote_spin_us)
     co.remote_spin = std::chrono::microseconds(ToInt(env.remote_spin_us, 0, "CDT_REMOTE_SPIN_US"));
+  if (env.yield_send_buffer_bytes)
+    co.yield_send_buffer_bytes =
+        ToInt(env.yield_send_buffer_bytes, 65536, "CDT_YIELD_SEND_BUFFER_BYTES");
   if (env.remote_recv_batch_bytes)
     co.remote_receive_batch_bytes =
         ToInt(env.remote_recv_batch_bytes, 65536, "CDT_REMOTE_RECV_BATCH_BYTES");

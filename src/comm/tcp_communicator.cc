@@ -387,6 +387,7 @@ std::unique_ptr<Communicator> ConnectTcpCommunicator(Store& store, const Communi
   m.remote_receive_batch_bytes = o.remote_receive_batch_bytes;
   m.traffic_gate = o.traffic_gate;
   m.urgent = o.urgent;
+  m.yield_send_buffer_bytes = o.yield_send_buffer_bytes;
   return std::make_unique<TcpCommunicator>(TcpMesh::Connect(store, m), o);
 }
 

@@ -289,7 +289,9 @@ void TcpMesh::Exchange(Transfer* t, size_t n, const OpLabel& label) {
     // Yielding to the urgent mesh: hand over no new bytes (receives go on).
     const bool paused = gate_ && !urgent_ && gate_->urgent();
     bool sending = false;  // urgent mesh: some send can go now
-    bool local_waiting = false;  // some transfer waits on a same-host peer: spin_, else remote_spin_
+    // Some transfer waits on a same-host peer, or for the last batch of a message from another
+    // host: spin_; else (streams from other hosts, sends into full buffers) remote_spin_.
+    bool latency_bound = false;
     size_t npoll = 0;
     for (size_t i = 0; i < n; ++i) {
       Transfer& x = t[i];
@@ -317,7 +319,7 @@ void TcpMesh::Exchange(Transfer* t, size_t n, const OpLabel& label) {
       if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
         ThrowPeerError(ErrorCode::kPeerLost, x.peer, std::strerror(errno), label);
       if (!remote_[x.peer]) {
-        local_waiting = true;
+        latency_bound = true;
       } else if (x.kind == Transfer::Kind::kRecv && remote_receive_batch_ > 0) {
         // Wake once a batch can be read, not per packet (the kernel still wakes us early when
         // the receive window is full). A non-blocking recv ignores it, so only poll is affected.
@@ -325,6 +327,8 @@ void TcpMesh::Exchange(Transfer* t, size_t n, const OpLabel& label) {
         if (receive_lowat_[slot] != lowat &&
             ::setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof lowat) == 0)
           receive_lowat_[slot] = lowat;
+        // A message's last batch: its arrival ends the wait, so catch it at once.
+        if (left <= static_cast<size_t>(remote_receive_batch_)) latency_bound = true;
       }
       pollfds_[npoll] = {fd, static_cast<short>(x.kind == Transfer::Kind::kSend ? POLLOUT : POLLIN), 0};
       poll_owner_[npoll] = static_cast<int>(i);
@@ -345,7 +349,7 @@ void TcpMesh::Exchange(Transfer* t, size_t n, const OpLabel& label) {
         throw Error(ErrorCode::kIo, std::string("poll: ") + strerror(errno));
       continue;
     }
-    if (now - last_progress < (local_waiting ? spin_ : remote_spin_)) {
+    if (now - last_progress < (latency_bound ? spin_ : remote_spin_)) {
       // Data usually arrives within microseconds on a fast link: retrying after a yield is far
       // cheaper than sleeping in poll() and being woken (MPI libraries spin the same way).
       sched_yield();

@@ -106,13 +106,15 @@ struct MeshOptions {
   // Both channels to other hosts, where the bandwidth-delay product rules: autotuning.
   int remote_socket_buffer_bytes = 0;
   // How long Exchange keeps retrying (with sched_yield) after the last progress before it sleeps
-  // in poll(), while some waiting transfer is with a same-host peer. Trades a little CPU for
+  // in poll(), while some waiting transfer is latency-bound (below). Trades a little CPU for
   // wake-up latency; 0 = always sleep.
   std::chrono::microseconds spin{500};
-  // The same while every waiting transfer is with another host. There the bytes arrive at the
-  // link's pace, and a spin that catches each packet as it lands costs the training thread
-  // sharing the core a context switch per packet (measured: docs/benchmarks.md, "Wake-ups on
-  // slow links"), so the default is to sleep.
+  // The same while every waiting transfer is a stream with another host (more than a receive
+  // batch left, or a send into a full buffer). There the bytes arrive at the link's pace, and a
+  // spin that catches each packet as it lands costs the training thread sharing the core a
+  // context switch per packet (docs/benchmarks.md, "Wake-ups on slow links"), so the default is
+  // to sleep. A small message from another host (its last batch) still gets `spin`: compressed
+  // reductions are chains of such messages and lose their latency otherwise.
   std::chrono::microseconds remote_spin{0};
   // A receive from another host sleeps until this many bytes (or all that is left of it) can be
   // read at once (SO_RCVLOWAT), instead of waking for every packet; 0 = wake for any byte.
