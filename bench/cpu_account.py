@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Where the CPU went while a command ran: the machine's time by kind (/proc/stat: user, system,
 softirq, irq, idle, steal) and, for every process whose command name matches --name, each
-thread's user + system seconds (/proc/PID/task/TID/stat), the process's first thread apart.
+thread's user + system seconds (/proc/PID/task/TID/stat), seconds runnable but waiting for a CPU
+and times scheduled in (/proc/PID/task/TID/schedstat), the process's first thread apart.
 
     python3 bench/cpu_account.py [--name cann-dist-train] [--json FILE] -- COMMAND ...
 
@@ -40,7 +41,13 @@ def threads(name, seen):
                     s = f.read()
                 # Fields after the parenthesised name: state is field 3, utime 14, stime 15.
                 rest = s[s.rindex(")") + 2:].split()
-                seen[(int(pid), int(tid))] = (int(rest[11]) + int(rest[12])) / TICK
+                cpu = (int(rest[11]) + int(rest[12])) / TICK
+                try:  # run ns, run-queue wait ns, timeslices (absent without CONFIG_SCHEDSTATS)
+                    with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                        _, wait_ns, slices = (int(x) for x in f.read().split()[:3])
+                except (FileNotFoundError, ValueError):
+                    wait_ns, slices = 0, 0
+                seen[(int(pid), int(tid))] = (cpu, wait_ns / 1e9, slices)
         except (FileNotFoundError, ProcessLookupError, ValueError):
             continue  # the thread ended between listing and reading
 
@@ -65,10 +72,15 @@ def main():
     after = machine()
     used = {k: round(after[k] - before[k], 2) for k in KINDS}
     procs = {}
-    for (pid, tid), s in seen.items():
-        p = procs.setdefault(pid, {"first_thread_s": 0.0, "other_threads_s": 0.0, "threads": 0})
+    for (pid, tid), (cpu, wait, slices) in seen.items():
+        p = procs.setdefault(pid, {"first_thread_s": 0.0, "other_threads_s": 0.0, "threads": 0,
+                                   "first_thread_runqueue_s": 0.0, "other_threads_runqueue_s": 0.0,
+                                   "first_thread_switches": 0, "other_threads_switches": 0})
         p["threads"] += 1
-        p["first_thread_s" if pid == tid else "other_threads_s"] += s
+        who = "first_thread" if pid == tid else "other_threads"
+        p[who + "_s"] += cpu
+        p[who + "_runqueue_s"] += wait
+        p[who + "_switches"] += slices
     procs = {pid: {k: round(v, 2) if isinstance(v, float) else v for k, v in p.items()}
              for pid, p in procs.items() if p["first_thread_s"] + p["other_threads_s"] > 0.5}
     report = {"command": cmd, "exit": child.returncode, "wall_s": round(wall, 2), "cpus": os.cpu_count(),
