@@ -34,6 +34,9 @@ Decision AdaptiveController::Decide(const IntervalObservation& o) {
   if (o.bytes_fp32 > 0) {
     (compressing_now ? measured_compressed_step_ : measured_plain_step_) = step_now;
     if (!compressing_now) measured_plain_exposed_ = wait;
+    ++since_plain_;
+    ++since_compressed_;
+    (compressing_now ? since_compressed_ : since_plain_) = 0;
   }
   // Uncompressed, predicted until measured: 80% of the compute can hide communication (backward
   // and, with the cross-step overlap, the next forward).
@@ -49,10 +52,33 @@ Decision AdaptiveController::Decide(const IntervalObservation& o) {
     why[0] = '\0';
     if (plain_measured && measured_compressed_step_ > 0) {
       // Both measured: the faster, with a 3% margin for compression's sake of not flapping.
-      if (measured_compressed_step_ > 0.97 * step_plain)
+      bool plain_wins = measured_compressed_step_ > 0.97 * step_plain;
+      if (probing_ != 0) {
+        // A re-measurement that confirms the way taken before it waits twice as long next time.
+        const bool confirmed = (probing_ == 1) != plain_wins;
+        backoff_ = confirmed ? 2 * std::max(backoff_, options_.reprobe_after) : options_.reprobe_after;
+        probing_ = 0;
+      }
+      const int after = std::max(backoff_, options_.reprobe_after);
+      const bool close = std::fabs(measured_compressed_step_ - step_plain) <
+                         options_.reprobe_within * step_plain;
+      const char* probe = "";
+      if (options_.reprobe_after > 0 && close) {
+        if (compressing_now && since_plain_ >= after) {
+          plain_wins = true;
+          probing_ = 1;
+          probe = "; re-measuring uncompressed";
+        } else if (!compressing_now && since_compressed_ >= after) {
+          plain_wins = false;
+          probing_ = 2;
+        }
+      }
+      if (plain_wins)
         std::snprintf(why, sizeof why,
-                      "compressed steps %.1f ms, uncompressed %.1f ms (both measured): send uncompressed",
-                      1e3 * measured_compressed_step_, 1e3 * step_plain);
+                      "compressed steps %.1f ms, uncompressed %.1f ms (both measured, %d and %d "
+                      "interval(s) ago): send uncompressed%s",
+                      1e3 * measured_compressed_step_, 1e3 * step_plain, since_compressed_,
+                      since_plain_, probe);
     } else if (exposed_plain < options_.min_exposed * step_plain) {
       std::snprintf(why, sizeof why,
                     "uncompressed communication exposed %.1f ms/step (%s) of a %.1f ms step: "
@@ -99,6 +125,10 @@ Decision AdaptiveController::Decide(const IntervalObservation& o) {
                   100 * exposed_plain / std::max(1e-12, step_plain));
     d.reason = why;
   }
+  if (probing_ == 2)
+    d.reason = "re-measuring compressed (uncompressed measured faster " +
+               std::to_string(since_compressed_) + " interval(s) ago, within " +
+               std::to_string(static_cast<int>(100 * options_.reprobe_within)) + "%); " + d.reason;
   prev_norms_ = norms;
   return d;
 }

@@ -11,7 +11,8 @@
 //   converging  the LR has decayed below `converging_lr` of its peak: moderate compression
 //               (rank `low_rank`) for the fine end of training.
 // Bandwidth awareness, from step times: once both an uncompressed and a compressed interval have
-// been measured, the faster way wins (compression must beat uncompressed by 3%). Before that, the
+// been measured, the faster way wins (compression must beat uncompressed by 3%); while the two are
+// close, the way not taken is measured again now and then (reprobe_after). Before that, the
 // uncompressed step is predicted from an uncompressed allreduce of the whole gradient timed before
 // training and the interval's compute; it sends uncompressed ("none") when that communication
 // would be exposed for less than `min_exposed` of the step, or when compressed steps measured
@@ -38,6 +39,11 @@ struct AdaptiveOptions {
   double min_exposed = 0.05;      // compress only if uncompressed communication is exposed for at
                                   // least this share of the step; 0 = always (phases only)
   int high_rank = 2, low_rank = 4;  // PowerSGD ranks
+  // With both ways measured and within `reprobe_within` of each other, the way not taken is
+  // measured again after `reprobe_after` intervals (doubling each time a re-measurement confirms
+  // the choice), so that one noisy interval cannot settle the choice for the rest of the run.
+  int reprobe_after = 4;
+  double reprobe_within = 0.15;
 };
 
 // One interval's measurements, summed over its steps and over ranks (the trainer allreduces).
@@ -81,6 +87,10 @@ class AdaptiveController {
   std::vector<double> prev_norms_;   // mean norm per bucket in the previous interval
   // Per step, from the last interval that ran uncompressed / compressed (0 = none yet).
   double measured_plain_step_ = 0, measured_plain_exposed_ = 0, measured_compressed_step_ = 0;
+  // Intervals since each way was last measured; re-measuring state (reprobe_after).
+  int since_plain_ = 0, since_compressed_ = 0;
+  int backoff_ = 0;           // intervals before the next re-measurement; 0 = reprobe_after
+  int probing_ = 0;           // the last interval re-measured: 1 uncompressed, 2 compressed
 };
 
 }  // namespace cdt::compress

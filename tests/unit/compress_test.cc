@@ -435,6 +435,64 @@ TEST(AdaptiveController, SameInputsSameDecisions) {
 namespace cdt::compress {
 namespace {
 
+// One noisy uncompressed interval must not settle the choice for the rest of the run (a loopback
+// run compressed from step 550 to its end at 0.88x, after one slow uncompressed interval): while
+// the two ways measure within 15%, the way not taken is measured again, less often each time it
+// confirms the choice. Far apart (a slow link), it never is.
+TEST(AdaptiveController, CloseMeasurementsAreRevisitedFarOnesAreNot) {
+  AdaptiveOptions opt;
+  opt.interval = 10;
+  AdaptiveController c(opt, 1);
+  int64_t step = 9;
+  auto run = [&](bool compressed, double step_s) {
+    auto o = Obs(step, {1.0}, 0.04, 0.05);  // predicted: compression pays
+    step += 10;
+    if (!compressed) o.bytes_wire = o.bytes_fp32;
+    o.wait_s = 10 * (step_s - 0.04);
+    return c.Decide(o);
+  };
+  EXPECT_EQ(run(true, 0.0545).buckets[0].compressor, "powersgd");  // compressed measured first
+  EXPECT_EQ(run(false, 0.050).buckets[0].compressor, "none");      // uncompressed faster
+  EXPECT_EQ(run(false, 0.060).buckets[0].compressor, "powersgd");  // one noisy interval
+  // Compressed keeps measuring 54.5 ms, under 0.97 x the stale 60: after 4 intervals,
+  // uncompressed is measured again, and wins.
+  int compressed_intervals = 0;
+  Decision d;
+  do {
+    d = run(true, 0.0545);
+    ++compressed_intervals;
+  } while (d.buckets[0].compressor != "none" && compressed_intervals < 20);
+  EXPECT_EQ(compressed_intervals, opt.reprobe_after);
+  EXPECT_NE(d.reason.find("re-measuring uncompressed"), std::string::npos) << d.reason;
+  EXPECT_EQ(run(false, 0.050).buckets[0].compressor, "none");
+  // Uncompressed from here: compressed is measured again 4 intervals after it last was (the
+  // re-measured uncompressed one counts), confirms the choice, and the next one waits 8.
+  std::vector<int> probes;
+  for (int i = 1; i <= 20; ++i) {
+    d = run(false, 0.050);
+    if (d.buckets[0].compressor != "none") {
+      EXPECT_NE(d.reason.find("re-measuring compressed"), std::string::npos) << d.reason;
+      probes.push_back(i);
+      EXPECT_EQ(run(true, 0.0545).buckets[0].compressor, "none");
+    }
+  }
+  ASSERT_GE(probes.size(), 2u);
+  EXPECT_EQ(probes[0], opt.reprobe_after - 1);
+  EXPECT_EQ(probes[1] - probes[0], 2 * opt.reprobe_after);
+
+  // A slow link: 700 ms uncompressed against 130 ms compressed — never re-measured.
+  AdaptiveController far(opt, 1);
+  auto slow = Obs(9, {1.0}, 0.1, 0.7);
+  slow.bytes_wire = slow.bytes_fp32;
+  slow.wait_s = 10 * 0.6;
+  far.Decide(slow);
+  for (int64_t s = 19; s < 400; s += 10) {
+    auto o = Obs(s, {1.0}, 0.1, 0.7);
+    o.wait_s = 10 * 0.03;
+    EXPECT_EQ(far.Decide(o).buckets[0].compressor, "powersgd") << "step " << s;
+  }
+}
+
 TEST(AdaptiveController, MeasuredStepTimesDecide) {
   AdaptiveOptions opt;
   opt.interval = 10;
