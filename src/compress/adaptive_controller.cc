@@ -51,11 +51,12 @@ Decision AdaptiveController::Decide(const IntervalObservation& o) {
   if (options_.min_exposed > 0) {
     why[0] = '\0';
     if (plain_measured && measured_compressed_step_ > 0) {
-      // Both measured: the faster, with a 3% margin for compression's sake of not flapping.
-      bool plain_wins = measured_compressed_step_ > 0.97 * step_plain;
+      // Both measured: compression must be clearly faster (min_gain) — within the noise of
+      // step times, sending uncompressed is the safe side.
+      bool plain_wins = measured_compressed_step_ > (1 - options_.min_gain) * step_plain;
       if (probing_ != 0) {
-        // A re-measurement that confirms the way taken before it waits twice as long next time.
-        const bool confirmed = (probing_ == 1) != plain_wins;
+        // A re-measurement that confirms compression waits twice as long next time.
+        const bool confirmed = !plain_wins;
         backoff_ = confirmed ? 2 * std::max(backoff_, options_.reprobe_after) : options_.reprobe_after;
         probing_ = 0;
       }
@@ -63,15 +64,12 @@ Decision AdaptiveController::Decide(const IntervalObservation& o) {
       const bool close = std::fabs(measured_compressed_step_ - step_plain) <
                          options_.reprobe_within * step_plain;
       const char* probe = "";
-      if (options_.reprobe_after > 0 && close) {
-        if (compressing_now && since_plain_ >= after) {
-          plain_wins = true;
-          probing_ = 1;
-          probe = "; re-measuring uncompressed";
-        } else if (!compressing_now && since_compressed_ >= after) {
-          plain_wins = false;
-          probing_ = 2;
-        }
+      // Only the uncompressed figure goes stale in a harmful way: a compressed one that is stale
+      // is overturned as soon as uncompressed steps measure slower than it (a slower network).
+      if (options_.reprobe_after > 0 && close && compressing_now && since_plain_ >= after) {
+        plain_wins = true;
+        probing_ = 1;
+        probe = "; re-measuring uncompressed";
       }
       if (plain_wins)
         std::snprintf(why, sizeof why,
@@ -120,15 +118,13 @@ Decision AdaptiveController::Decide(const IntervalObservation& o) {
     }
     std::snprintf(why, sizeof why,
                   "%d of %zu bucket(s) in a critical regime (gradient norm change >= %.0f%%); "
-                  "uncompressed communication exposed %.0f%% of the step",
+                  "uncompressed communication exposed %.0f%% of the step; steps %.1f ms now, "
+                  "%.1f ms uncompressed (%s)",
                   critical, buckets_, 100 * options_.critical_change,
-                  100 * exposed_plain / std::max(1e-12, step_plain));
+                  100 * exposed_plain / std::max(1e-12, step_plain), 1e3 * step_now,
+                  1e3 * step_plain, how);
     d.reason = why;
   }
-  if (probing_ == 2)
-    d.reason = "re-measuring compressed (uncompressed measured faster " +
-               std::to_string(since_compressed_) + " interval(s) ago, within " +
-               std::to_string(static_cast<int>(100 * options_.reprobe_within)) + "%); " + d.reason;
   prev_norms_ = norms;
   return d;
 }

@@ -437,8 +437,8 @@ namespace {
 
 // One noisy uncompressed interval must not settle the choice for the rest of the run (a loopback
 // run compressed from step 550 to its end at 0.88x, after one slow uncompressed interval): while
-// the two ways measure within 15%, the way not taken is measured again, less often each time it
-// confirms the choice. Far apart (a slow link), it never is.
+// compressing with the two ways within 15%, uncompressed is measured again, less often each time
+// it confirms compression. Far apart (a slow link), it never is.
 TEST(AdaptiveController, CloseMeasurementsAreRevisitedFarOnesAreNot) {
   AdaptiveOptions opt;
   opt.interval = 10;
@@ -453,8 +453,8 @@ TEST(AdaptiveController, CloseMeasurementsAreRevisitedFarOnesAreNot) {
   };
   EXPECT_EQ(run(true, 0.0545).buckets[0].compressor, "powersgd");  // compressed measured first
   EXPECT_EQ(run(false, 0.050).buckets[0].compressor, "none");      // uncompressed faster
-  EXPECT_EQ(run(false, 0.060).buckets[0].compressor, "powersgd");  // one noisy interval
-  // Compressed keeps measuring 54.5 ms, under 0.97 x the stale 60: after 4 intervals,
+  EXPECT_EQ(run(false, 0.062).buckets[0].compressor, "powersgd");  // one noisy interval
+  // Compressed keeps measuring 54.5 ms, under 0.9 x the stale 62: after 4 intervals,
   // uncompressed is measured again, and wins.
   int compressed_intervals = 0;
   Decision d;
@@ -465,19 +465,22 @@ TEST(AdaptiveController, CloseMeasurementsAreRevisitedFarOnesAreNot) {
   EXPECT_EQ(compressed_intervals, opt.reprobe_after);
   EXPECT_NE(d.reason.find("re-measuring uncompressed"), std::string::npos) << d.reason;
   EXPECT_EQ(run(false, 0.050).buckets[0].compressor, "none");
-  // Uncompressed from here: compressed is measured again 4 intervals after it last was (the
-  // re-measured uncompressed one counts), confirms the choice, and the next one waits 8.
+  // Uncompressed from here: the stale compressed figure is not re-measured (it would be
+  // overturned as soon as uncompressed steps measured slower than it).
+  for (int i = 1; i <= 20; ++i) EXPECT_EQ(run(false, 0.050).buckets[0].compressor, "none") << i;
+  EXPECT_EQ(run(false, 0.062).buckets[0].compressor, "powersgd");  // the network got slower
+  // A re-measurement that confirms compression doubles the wait before the next one.
   std::vector<int> probes;
-  for (int i = 1; i <= 20; ++i) {
-    d = run(false, 0.050);
-    if (d.buckets[0].compressor != "none") {
-      EXPECT_NE(d.reason.find("re-measuring compressed"), std::string::npos) << d.reason;
+  for (int i = 1; i <= 30; ++i) {
+    d = run(true, 0.0545);
+    if (d.buckets[0].compressor == "none") {
+      EXPECT_NE(d.reason.find("re-measuring uncompressed"), std::string::npos) << d.reason;
       probes.push_back(i);
-      EXPECT_EQ(run(true, 0.0545).buckets[0].compressor, "none");
+      EXPECT_EQ(run(false, 0.062).buckets[0].compressor, "powersgd");
     }
   }
   ASSERT_GE(probes.size(), 2u);
-  EXPECT_EQ(probes[0], opt.reprobe_after - 1);
+  EXPECT_EQ(probes[0], opt.reprobe_after);
   EXPECT_EQ(probes[1] - probes[0], 2 * opt.reprobe_after);
 
   // A slow link: 700 ms uncompressed against 130 ms compressed — never re-measured.
