@@ -220,7 +220,7 @@ def main():
     p.add_argument("--synthetic-samples", type=int, default=60000)
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--lr", type=float, default=0.1)  # as cann-dist-train train
     p.add_argument("--lr-reference-batch", type=int, default=256)
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--warmup-steps", type=int, default=0)

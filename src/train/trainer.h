@@ -27,7 +27,7 @@ struct TrainOptions {
   int batch_size = 64;                // per rank
   int accumulate = 1;                 // micro-batches per step (local batch split)
   std::string optimizer = "sgd";      // sgd | adamw
-  double lr = 0.05;                   // at reference_batch
+  double lr = 0.1;                    // at reference_batch (Goyal et al.: 0.1 per 256)
   int64_t lr_reference_batch = 256;   // linear scaling; 0 = off
   double momentum = 0.9;
   double weight_decay = 0.0;
