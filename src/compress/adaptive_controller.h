@@ -12,9 +12,10 @@
 //               (rank `low_rank`) for the fine end of training.
 // Bandwidth awareness, from step times: once both an uncompressed and a compressed interval have
 // been measured, the faster way wins (compression must beat uncompressed by `min_gain`); while
-// compressing and the two are close, uncompressed is measured again now and then (reprobe_after). Before that, the
-// uncompressed step is predicted from an uncompressed allreduce of the whole gradient timed before
-// training and the interval's compute; it sends uncompressed ("none") when that communication
+// compressing and the two are close, uncompressed is measured again now and then
+// (reprobe_after). Before that, the uncompressed step is predicted from an uncompressed
+// allreduce of the whole gradient timed before training and the interval's compute; it sends
+// uncompressed ("none") when that communication
 // would be exposed for less than `min_exposed` of the step, or when compressed steps measured
 // slower than the prediction (then the next interval measures the uncompressed step). Encoding,
 // decoding and the extra collectives are inside the measured times. Compression must not lose
