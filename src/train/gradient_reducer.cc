@@ -34,6 +34,11 @@ GradientReducer::GradientReducer(Communicator& comm, Communicator* priority,
   // bucket smaller than a sixteenth of that takes the next parameter whatever its size (a bias
   // goes with its weight instead of alone).
   const size_t priority_bucket_bytes = std::max<size_t>(bucket_bytes / 8, 1);
+  // Whether a parameter preceded by `elements_before` gradient elements in backward order is in
+  // the priority region.
+  auto priority_at = [&](int64_t elements_before) {
+    return priority_ != nullptr && elements_before > 0 && 4 * elements_before >= 3 * total;
+  };
   size_t bytes_in_bucket = 0;
   bool with_successor = false;
   for (size_t k = params_.size(); k-- > 0;) {
@@ -45,7 +50,7 @@ GradientReducer::GradientReducer(Communicator& comm, Communicator* priority,
     // Early layers (the last quarter of the bytes in backward order) go first in the next forward.
     // Only a quarter: what rides the priority channel is what the next forward waits for before it
     // can start, and a big bucket there would make the small early ones queue behind it.
-    const bool in_priority = priority_ != nullptr && before > 0 && 4 * before >= 3 * total;
+    const bool in_priority = priority_at(before);
     const size_t cap = in_priority ? priority_bucket_bytes : bucket_bytes;
     bool full = bytes_in_bucket > 0 && bytes_in_bucket + bytes > cap &&
                 !(in_priority && bytes_in_bucket < cap / 16);
@@ -59,9 +64,8 @@ GradientReducer::GradientReducer(Communicator& comm, Communicator* priority,
       full = false;
     } else if (!full && bytes_in_bucket > 0 && k > 0 && bytes < cap / 64) {
       const size_t next = static_cast<size_t>(params_[k - 1].numel()) * 4;
-      const int64_t after = before + p.numel();
-      const bool next_in_priority = priority_ != nullptr && 4 * after >= 3 * total;
-      with_successor = next_in_priority == in_priority && bytes_in_bucket + bytes + next > cap;
+      with_successor = priority_at(before + p.numel()) == in_priority &&
+                       bytes_in_bucket + bytes + next > cap;
       full = with_successor;
     }
     if (buckets_.empty() || full || in_priority != buckets_.back().priority) {
