@@ -17,6 +17,7 @@
 #include "comm/collective_fingerprint.h"
 #include "comm/collectives/algorithms.h"
 #include "comm/reduce.h"
+#include "common/thread_name.h"
 #include "comm/transport/tcp_mesh.h"
 #include "comm/work_impl.h"
 
@@ -299,6 +300,7 @@ class TcpCommunicator : public Communicator {
   }
 
   void Loop() {
+    NameThisThread(options_.urgent ? "cdt-comm-pri" : "cdt-comm");
     CollectiveContext ctx{*mesh_, scratch_, {}, options_.segment_bytes};
     for (;;) {
       Op op;

@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "cdt/error.h"
+#include "common/thread_name.h"
 
 namespace cdt::elastic {
 namespace {
@@ -368,6 +369,7 @@ double CheckpointWriter::blocked_seconds() const {
 }
 
 void CheckpointWriter::Run() {
+  NameThisThread("cdt-checkpoint");
   for (;;) {
     int64_t step;
     std::string state;

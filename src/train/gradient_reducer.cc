@@ -89,8 +89,8 @@ GradientReducer::GradientReducer(Communicator& comm, Communicator* priority,
   if (factory_) {
     // Bounds Work::Wait of a whole compressed reduction; each collective inside has its own timeout.
     const auto limit = std::chrono::minutes(10);
-    runner_ = std::make_unique<TaskRunner>(limit);
-    if (priority_) priority_runner_ = std::make_unique<TaskRunner>(limit);
+    runner_ = std::make_unique<TaskRunner>("cdt-compress", limit);
+    if (priority_) priority_runner_ = std::make_unique<TaskRunner>("cdt-compress-pri", limit);
     for (size_t i = 0; i < buckets_.size(); ++i) {
       SetCompressor(i, factory_(i, bucket_tensors(i)));
       buckets_[i].local.resize(static_cast<size_t>(buckets_[i].flat.numel()));

@@ -1,6 +1,7 @@
 #include "train/task_runner.h"
 
 #include "comm/work_impl.h"
+#include "common/thread_name.h"
 
 namespace cdt::train {
 
@@ -9,8 +10,11 @@ struct TaskRunner::Task {
   std::shared_ptr<WorkImpl> work;
 };
 
-TaskRunner::TaskRunner(std::chrono::milliseconds wait_limit)
-    : wait_limit_(wait_limit), thread_([this] { Loop(); }) {}
+TaskRunner::TaskRunner(std::string name, std::chrono::milliseconds wait_limit)
+    : wait_limit_(wait_limit), thread_([this, name] {
+        NameThisThread(name);
+        Loop();
+      }) {}
 
 TaskRunner::~TaskRunner() {
   {

@@ -20,8 +20,9 @@ namespace cdt::train {
 
 class TaskRunner {
  public:
-  // `wait_limit`: the default bound of Work::Wait() (the communicator's timeout plus a margin).
-  explicit TaskRunner(std::chrono::milliseconds wait_limit);
+  // `name`: the thread's (common/thread_name.h). `wait_limit`: the default bound of Work::Wait()
+  // (the communicator's timeout plus a margin).
+  TaskRunner(std::string name, std::chrono::milliseconds wait_limit);
   ~TaskRunner();  // finishes the queued tasks first
   TaskRunner(const TaskRunner&) = delete;
   TaskRunner& operator=(const TaskRunner&) = delete;

@@ -14,6 +14,7 @@
 
 #include "cdt/error.h"
 #include "common/bytes.h"
+#include "common/thread_name.h"
 #include "comm/store/store_protocol.h"
 
 namespace cdt {
@@ -179,6 +180,7 @@ bool HandleRequest(std::unordered_map<std::string, std::string>& data, Client& c
 }  // namespace
 
 void TcpStoreServer::Serve() {
+  NameThisThread("cdt-store");
   State& s = *state_;
   std::vector<pollfd> pfds;
   std::vector<Client*> order;
