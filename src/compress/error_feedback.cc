@@ -2,30 +2,21 @@
 
 #include <cmath>
 
+#include "compress/kernels.h"
+
 namespace cdt::compress {
 
+// Both passes run over the whole bucket on the compression thread (compress/kernels.h); x = g + e
+// is kept in the residual buffer itself, so no third buffer is written.
 size_t ErrorFeedback::Reduce(Communicator& comm, float* grad, float* local, size_t n) {
   if (residual_.size() != n) residual_.assign(n, 0.0f);
   if (momentum_ > 0 && velocity_.size() != n) velocity_.assign(n, 0.0f);
-  input_.resize(n);
-  const auto m = static_cast<float>(momentum_);
-  double in2 = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (momentum_ > 0) {
-      velocity_[i] = m * velocity_[i] + grad[i];
-      grad[i] = velocity_[i];
-    }
-    grad[i] += residual_[i];
-    input_[i] = grad[i];
-    in2 += static_cast<double>(grad[i]) * grad[i];
-  }
+  const double in2 =
+      momentum_ > 0 ? kernels::AddResidualWithMomentum(static_cast<float>(momentum_), grad,
+                                                       velocity_.data(), residual_.data(), grad, n)
+                    : kernels::AddResidual(grad, residual_.data(), grad, n);
   const size_t wire = inner_->Reduce(comm, grad, local, n);
-  double e2 = 0;
-  for (size_t i = 0; i < n; ++i) {
-    residual_[i] = input_[i] - local[i];
-    e2 += static_cast<double>(residual_[i]) * residual_[i];
-  }
-  residual_norm_ = std::sqrt(e2);
+  residual_norm_ = std::sqrt(kernels::SubtractSent(local, residual_.data(), n));
   input_norm_ = std::sqrt(in2);
   return wire;
 }

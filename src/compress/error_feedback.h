@@ -3,7 +3,9 @@
 // only delayed:
 //   x = g + e;  sent = compress(x);  e = x − local(sent)
 // Mass is conserved: Σ_steps local(sent) + e = Σ_steps g (to float rounding; tested).
-// The residual e is state: the trainer checkpoints it.
+// The residual e is state: the trainer checkpoints it. Should the inner reduction throw (a failed
+// collective), the residual is left holding x: the trainer then drops this compressor and
+// restores its state from the last checkpoint.
 //
 // Momentum correction (Deep Gradient Compression, Lin et al., ICLR'18, §3.2): with momentum m > 0
 // the wrapper keeps the momentum velocity itself and compresses that instead of the gradient,
@@ -50,7 +52,6 @@ class ErrorFeedback : public Compressor {
   double momentum_ = 0;
   std::vector<float> residual_;
   std::vector<float> velocity_;
-  std::vector<float> input_;
   double residual_norm_ = 0, input_norm_ = 0;
 };
 

@@ -11,6 +11,11 @@
 // Rank i's contribution to the result is P Pᵀ M_i (it sums to P Qᵀ): error feedback keeps
 // M_i − P Pᵀ M_i. A sum of rank ≤ r is reproduced exactly. The first Q is drawn from a generator
 // seeded identically on every rank. Wire: 4 (rows + cols) r bytes per matrix + 4 per other element.
+//
+// The three products are thin (r is 1..8), where a general GEMM spends its time packing: they are
+// written row by row over Qᵀ (r x cols, so every row of M meets contiguous rows of Qᵀ) — M is read
+// twice and the two results written once, all in unit stride. Checkpointed Q keeps the cols x r
+// layout.
 #include <Eigen/Dense>
 
 #include <algorithm>
@@ -20,6 +25,7 @@
 
 #include "cdt/error.h"
 #include "compress/compressors.h"
+#include "compress/kernels.h"
 
 namespace cdt::compress {
 namespace {
@@ -49,7 +55,7 @@ class PowerSgd : public Compressor {
       std::copy(grad + tensors_[t].offset, grad + tensors_[t].offset + tensors_[t].numel(),
                 local + tensors_[t].offset);
     }
-    if (q_.size() != compressed_.size()) InitQ();
+    if (qt_.size() != compressed_.size()) InitQ();
 
     // P = M Q for every matrix, in one buffer.
     size_t p_total = 0, q_total = 0;
@@ -72,7 +78,7 @@ class PowerSgd : public Compressor {
       const TensorView& v = tensors_[compressed_[j]];
       MatrixMap m(grad + v.offset, static_cast<long>(v.rows), static_cast<long>(v.cols));
       MatrixMap p(p_buf_.data() + p_at, static_cast<long>(v.rows), static_cast<long>(r_));
-      p.noalias() = m * q_[j];
+      Project(m, qt_[j], p);  // P = M Q
       p_at += v.rows * r_;
     }
     if (!p_buf_.empty())
@@ -88,11 +94,11 @@ class PowerSgd : public Compressor {
       const TensorView& v = tensors_[compressed_[j]];
       MatrixMap m(grad + v.offset, static_cast<long>(v.rows), static_cast<long>(v.cols));
       MatrixMap p(p_buf_.data() + p_at, static_cast<long>(v.rows), static_cast<long>(r_));
-      MatrixMap q(q_buf_.data() + q_at, static_cast<long>(v.cols), static_cast<long>(r_));
+      MatrixMap qt(q_buf_.data() + q_at, static_cast<long>(r_), static_cast<long>(v.cols));
       Orthonormalize(p);
-      q.noalias() = m.transpose() * p;
+      ProjectTransposed(m, p, qt);  // Qᵀ = (Mᵀ P)ᵀ
       MatrixMap mine(local + v.offset, static_cast<long>(v.rows), static_cast<long>(v.cols));
-      mine.noalias() = p * q.transpose();  // P Pᵀ M_i
+      Expand(p, qt, mine);  // P Pᵀ M_i
       p_at += v.rows * r_;
       q_at += v.cols * r_;
     }
@@ -102,28 +108,32 @@ class PowerSgd : public Compressor {
       const TensorView& v = tensors_[compressed_[j]];
       MatrixMap m(grad + v.offset, static_cast<long>(v.rows), static_cast<long>(v.cols));
       MatrixMap p(p_buf_.data() + p_at, static_cast<long>(v.rows), static_cast<long>(r_));
-      MatrixMap q(q_buf_.data() + q_at, static_cast<long>(v.cols), static_cast<long>(r_));
-      m.noalias() = p * q.transpose();
-      q_[j] = q;  // warm start
+      MatrixMap qt(q_buf_.data() + q_at, static_cast<long>(r_), static_cast<long>(v.cols));
+      Expand(p, qt, m);  // M ≈ P Qᵀ
+      qt_[j] = qt;       // warm start
       p_at += v.rows * r_;
       q_at += v.cols * r_;
     }
     return 4 * (p_total + q_total + plain_total);
   }
 
+  // Q of every matrix, cols x r row-major each (the layout checkpoints have always had).
   std::vector<float> GetState() const override {
     std::vector<float> out;
-    for (const Matrix& q : q_) out.insert(out.end(), q.data(), q.data() + q.size());
+    for (const Matrix& qt : qt_) {
+      const Matrix q = qt.transpose();
+      out.insert(out.end(), q.data(), q.data() + q.size());
+    }
     return out;
   }
   void SetState(const std::vector<float>& s) override {
     if (s.empty()) return;
     InitQ();
     size_t at = 0;
-    for (Matrix& q : q_) {
-      if (at + static_cast<size_t>(q.size()) > s.size()) return;  // foreign state: keep fresh Q
-      std::copy(s.begin() + static_cast<long>(at), s.begin() + static_cast<long>(at + q.size()), q.data());
-      at += static_cast<size_t>(q.size());
+    for (Matrix& qt : qt_) {
+      if (at + static_cast<size_t>(qt.size()) > s.size()) return;  // foreign state: keep fresh Q
+      qt = Eigen::Map<const Matrix>(s.data() + at, qt.cols(), qt.rows()).transpose();
+      at += static_cast<size_t>(qt.size());
     }
   }
 
@@ -141,14 +151,41 @@ class PowerSgd : public Compressor {
                                                    std::to_string(n));
   }
 
+  // Draws Q (cols x r, row-major order of draws) and keeps its transpose.
   void InitQ() {
     std::mt19937_64 rng(seed_);
     std::normal_distribution<float> normal(0.0f, 1.0f);
-    q_.clear();
+    qt_.clear();
     for (size_t t : compressed_) {
       Matrix q(static_cast<long>(tensors_[t].cols), static_cast<long>(r_));
       for (long i = 0; i < q.size(); ++i) q.data()[i] = normal(rng);
-      q_.push_back(std::move(q));
+      qt_.push_back(q.transpose());
+    }
+  }
+
+  // p = m qᵀᵀ: p(i, k) = m.row(i) · qt.row(k).
+  static void Project(const MatrixMap& m, const Matrix& qt, MatrixMap& p) {
+    const size_t cols = static_cast<size_t>(m.cols());
+    for (long i = 0; i < m.rows(); ++i)
+      for (long k = 0; k < qt.rows(); ++k) p(i, k) = kernels::Dot(&m(i, 0), &qt(k, 0), cols);
+  }
+  // qt = (mᵀ p)ᵀ: qt.row(k) = Σ_i p(i, k) m.row(i), a block of columns at a time so that the r
+  // rows of qt being summed stay in the L1 cache.
+  static void ProjectTransposed(const MatrixMap& m, const MatrixMap& p, MatrixMap& qt) {
+    constexpr long kColumns = 1024;
+    qt.setZero();
+    for (long at = 0; at < m.cols(); at += kColumns) {
+      const size_t width = static_cast<size_t>(std::min(kColumns, m.cols() - at));
+      for (long i = 0; i < m.rows(); ++i)
+        for (long k = 0; k < p.cols(); ++k) kernels::Axpy(p(i, k), &m(i, at), &qt(k, at), width);
+    }
+  }
+  // out = p qt: out.row(i) = Σ_k p(i, k) qt.row(k).
+  static void Expand(const MatrixMap& p, const MatrixMap& qt, MatrixMap& out) {
+    const size_t cols = static_cast<size_t>(out.cols());
+    for (long i = 0; i < out.rows(); ++i) {
+      kernels::Scale(p(i, 0), &qt(0, 0), &out(i, 0), cols);
+      for (long k = 1; k < p.cols(); ++k) kernels::Axpy(p(i, k), &qt(k, 0), &out(i, 0), cols);
     }
   }
 
@@ -169,7 +206,7 @@ class PowerSgd : public Compressor {
   uint64_t seed_;
   std::vector<TensorView> tensors_;
   std::vector<size_t> compressed_, plain_;  // indices into tensors_
-  std::vector<Matrix> q_;                   // per compressed matrix: cols x r
+  std::vector<Matrix> qt_;                  // per compressed matrix: Qᵀ, r x cols
   std::vector<float> p_buf_, q_buf_;
 };
 

@@ -18,6 +18,7 @@
 #include "compress/compressor.h"
 #include "compress/compressors.h"
 #include "compress/error_feedback.h"
+#include "compress/kernels.h"
 
 namespace cdt::compress {
 namespace {
@@ -202,8 +203,10 @@ TEST(Compress, TopKPastDensityOneStaysCorrect) {
 }
 
 TEST(Compress, PowerSgdIsExactOnRankRSums) {
-  // Every rank holds u_r v_rᵀ with v_r from a 2-dimensional space: the sum has rank <= 2.
-  const size_t rows = 64, cols = 48, n = rows * cols + 5;  // + a bias of 5, sent uncompressed
+  // Every rank holds u_r v_rᵀ with v_r from a 2-dimensional space: the sum has rank <= 2. The wide
+  // shape spans several of the column blocks Qᵀ = (Mᵀ P)ᵀ is summed in.
+  for (auto [rows, cols] : {std::pair<size_t, size_t>{64, 48}, {7, 2500}}) {
+  const size_t n = rows * cols + 5;  // + a bias of 5, sent uncompressed
   std::vector<TensorView> tensors = {{0, rows, cols}, {rows * cols, 5, 1}};
   for (int world : {1, 2, 3, 4}) {
     std::vector<std::vector<float>> inputs(static_cast<size_t>(world));
@@ -236,15 +239,59 @@ TEST(Compress, PowerSgdIsExactOnRankRSums) {
     });
     double scale = 0;
     for (double x : exact) scale = std::max(scale, std::fabs(x));
-    for (size_t i = 0; i < n; ++i) EXPECT_NEAR(results[0][i], exact[i], 1e-4 * scale) << "world " << world << " i " << i;
+    for (size_t i = 0; i < n; ++i)
+      ASSERT_NEAR(results[0][i], exact[i], 1e-4 * scale) << rows << "x" << cols << " world " << world << " i " << i;
     for (int r = 1; r < world; ++r) EXPECT_EQ(results[static_cast<size_t>(r)], results[0]);
+  }
+  }
+}
+
+TEST(Compress, KernelsMatchPlainLoops) {
+  // compress/kernels.h against double-precision loops, at sizes that leave vector remainders and
+  // span several partial-sum blocks; the output may alias the input, as error feedback uses it.
+  for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{4097}, size_t{10007}}) {
+    std::vector<float> a = Gradient(0, n), b = Gradient(1, n), c = Gradient(2, n);
+    double dot = 0;
+    for (size_t i = 0; i < n; ++i) dot += static_cast<double>(a[i]) * b[i];
+    EXPECT_NEAR(kernels::Dot(a.data(), b.data(), n), dot, 1e-6 + 1e-5 * std::fabs(dot)) << n;
+    std::vector<float> y = b;
+    kernels::Axpy(0.5f, a.data(), y.data(), n);
+    for (size_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(y[i], b[i] + 0.5f * a[i]) << n;
+    kernels::Scale(-2.0f, a.data(), y.data(), n);
+    for (size_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(y[i], -2.0f * a[i]) << n;
+
+    // Error feedback's passes: x = g + e into e and (aliased) g; then e -= local.
+    std::vector<float> g = a, e = b, u = c;
+    double x2 = 0;
+    for (size_t i = 0; i < n; ++i) x2 += std::pow(static_cast<double>(a[i]) + b[i], 2);
+    EXPECT_NEAR(kernels::AddResidual(g.data(), e.data(), g.data(), n), x2, 1e-9 + 1e-5 * x2) << n;
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(g[i], a[i] + b[i]) << n;
+    EXPECT_EQ(e, g);
+    double r2 = 0;
+    for (size_t i = 0; i < n; ++i) r2 += std::pow(static_cast<double>(e[i]) - c[i], 2);
+    const std::vector<float> before = e;
+    EXPECT_NEAR(kernels::SubtractSent(c.data(), e.data(), n), r2, 1e-9 + 1e-5 * r2) << n;
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(e[i], before[i] - c[i]) << n;
+
+    g = a, e = b;
+    double m2 = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const float v = 0.9f * c[i] + a[i];
+      m2 += std::pow(static_cast<double>(v) + b[i], 2);
+    }
+    EXPECT_NEAR(kernels::AddResidualWithMomentum(0.9f, g.data(), u.data(), e.data(), g.data(), n), m2,
+                1e-9 + 1e-5 * m2) << n;
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_FLOAT_EQ(u[i], 0.9f * c[i] + a[i]) << n;
+      ASSERT_EQ(g[i], u[i] + b[i]) << n;
+    }
   }
 }
 
 TEST(Compress, ErrorFeedbackConservesMass) {
   // Over several steps: what every rank sent (its local contributions) plus its final residual
-  // equals the sum of its gradients.
-  const size_t n = 1001;
+  // equals the sum of its gradients; and the wrapper's norms are those of x = g + e and of e.
+  for (size_t n : {size_t{1001}, size_t{9001}})
   for (const std::string& name : CompressorNames()) {
     if (name == "none") continue;
     testing::RunRanks(3, [&](Communicator& comm) {
@@ -257,9 +304,15 @@ TEST(Compress, ErrorFeedbackConservesMass) {
       for (uint64_t step = 0; step < 6; ++step) {
         auto g = Gradient(comm.rank(), n, step);
         for (size_t i = 0; i < n; ++i) fed[i] += g[i];
+        double x2 = 0, e2 = 0;
+        for (size_t i = 0; i < n; ++i)
+          x2 += std::pow(g[i] + (ef->residual().empty() ? 0.0 : ef->residual()[i]), 2);
         std::vector<float> local(n);
         c->Reduce(comm, g.data(), local.data(), n);
         for (size_t i = 0; i < n; ++i) sent[i] += local[i];
+        for (float e : ef->residual()) e2 += static_cast<double>(e) * e;
+        EXPECT_NEAR(ef->input_norm(), std::sqrt(x2), 1e-5 * std::sqrt(x2)) << name;
+        EXPECT_NEAR(ef->residual_norm(), std::sqrt(e2), 1e-9 + 1e-5 * std::sqrt(e2)) << name;
       }
       for (size_t i = 0; i < n; ++i)
         ASSERT_NEAR(sent[i] + ef->residual()[i], fed[i], 1e-5) << name << " element " << i;

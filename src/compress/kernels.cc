@@ -1,0 +1,87 @@
+#include "compress/kernels.h"
+
+#include <algorithm>
+
+// Two builds of each kernel where GCC can dispatch at load time (see kernels.h).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define CDT_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define CDT_VECTOR_CLONES
+#endif
+
+namespace cdt::compress::kernels {
+namespace {
+constexpr size_t kBlock = 4096;  // elements per float partial sum
+}  // namespace
+
+CDT_VECTOR_CLONES float Dot(const float* a, const float* b, size_t n) {
+  float s = 0;
+#pragma omp simd reduction(+ : s)
+  for (size_t i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+CDT_VECTOR_CLONES void Axpy(float a, const float* x, float* y, size_t n) {
+#pragma omp simd
+  for (size_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+CDT_VECTOR_CLONES void Scale(float a, const float* x, float* y, size_t n) {
+#pragma omp simd
+  for (size_t i = 0; i < n; ++i) y[i] = a * x[i];
+}
+
+CDT_VECTOR_CLONES double AddResidual(const float* g, float* e, float* out, size_t n) {
+  double total = 0;
+  for (size_t at = 0; at < n; at += kBlock) {
+    const size_t end = std::min(n, at + kBlock);
+    float s = 0;
+#pragma omp simd reduction(+ : s)
+    for (size_t i = at; i < end; ++i) {
+      const float x = g[i] + e[i];
+      e[i] = x;
+      out[i] = x;
+      s += x * x;
+    }
+    total += s;
+  }
+  return total;
+}
+
+CDT_VECTOR_CLONES double AddResidualWithMomentum(float m, const float* g, float* u, float* e,
+                                                 float* out, size_t n) {
+  double total = 0;
+  for (size_t at = 0; at < n; at += kBlock) {
+    const size_t end = std::min(n, at + kBlock);
+    float s = 0;
+#pragma omp simd reduction(+ : s)
+    for (size_t i = at; i < end; ++i) {
+      const float v = m * u[i] + g[i];
+      u[i] = v;
+      const float x = v + e[i];
+      e[i] = x;
+      out[i] = x;
+      s += x * x;
+    }
+    total += s;
+  }
+  return total;
+}
+
+CDT_VECTOR_CLONES double SubtractSent(const float* local, float* e, size_t n) {
+  double total = 0;
+  for (size_t at = 0; at < n; at += kBlock) {
+    const size_t end = std::min(n, at + kBlock);
+    float s = 0;
+#pragma omp simd reduction(+ : s)
+    for (size_t i = at; i < end; ++i) {
+      const float r = e[i] - local[i];
+      e[i] = r;
+      s += r * r;
+    }
+    total += s;
+  }
+  return total;
+}
+
+}  // namespace cdt::compress::kernels
