@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "common/half.h"
+#include "common/half_vector.h"
 
 namespace cdt {
 
@@ -61,6 +62,8 @@ void ReduceInto(void* dst, const void* src, size_t count, DataType dtype, Reduce
     case DataType::kInt8:
       return ReduceTyped(static_cast<int8_t*>(dst), static_cast<const int8_t*>(src), count, op);
     case DataType::kFloat16:
+      if (op == ReduceOp::kSum || op == ReduceOp::kAvg)  // the gradient path: vectorised
+        return SumHalfs(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), count);
       return Reduce16<HalfToFloat, FloatToHalf>(static_cast<uint16_t*>(dst),
                                                 static_cast<const uint16_t*>(src), count, op);
     case DataType::kBFloat16:

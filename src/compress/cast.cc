@@ -6,7 +6,7 @@
 // mantissa.
 #include <vector>
 
-#include "common/half.h"
+#include "common/half_vector.h"
 #include "compress/compressors.h"
 
 namespace cdt::compress {
@@ -20,12 +20,18 @@ class Cast : public Compressor {
   size_t Reduce(Communicator& comm, float* grad, float* local, size_t n) override {
     const bool half = wire_ == DataType::kFloat16;
     buf_.resize(n);
-    for (size_t i = 0; i < n; ++i) {
-      buf_[i] = half ? FloatToHalf(grad[i]) : FloatToBFloat16(grad[i]);
-      local[i] = half ? HalfToFloat(buf_[i]) : BFloat16ToFloat(buf_[i]);
+    if (half) {
+      FloatsToHalfs(grad, buf_.data(), n);
+      HalfsToFloats(buf_.data(), local, n);
+    } else {
+      FloatsToBFloat16s(grad, buf_.data(), n);
+      BFloat16sToFloats(buf_.data(), local, n);
     }
     if (n > 0) comm.Allreduce(buf_.data(), n, wire_, ReduceOp::kSum)->Wait();
-    for (size_t i = 0; i < n; ++i) grad[i] = half ? HalfToFloat(buf_[i]) : BFloat16ToFloat(buf_[i]);
+    if (half)
+      HalfsToFloats(buf_.data(), grad, n);
+    else
+      BFloat16sToFloats(buf_.data(), grad, n);
     return 2 * n;
   }
 
