@@ -8,6 +8,7 @@
 
 #include "cdt/error.h"
 #include "cli/bench_allreduce.h"
+#include "cli/bench_compress.h"
 #include "cli/cert_command.h"
 #include "cli/elastic_train.h"
 #include "cli/environment.h"
@@ -70,6 +71,26 @@ int Main(int argc, char** argv) {
                      "pick `auto` algorithms with the measured topology planner (cached)");
   bench_ar->add_option("--cache-dir", bench_topo.cache_dir, "strategy cache directory ('none' = off)");
   bench_ar->add_flag("--rescan", bench_topo.rescan, "ignore the strategy cache and probe again");
+
+  // bench compress.
+  LaunchOptions bench_compress_launch;
+  BenchCompressOptions bench_compress;
+  CLI::App* bench_c = bench_cmd->add_subcommand(
+      "compress", "encode + decode time and GB/s per gradient compressor (docs/benchmarks.md)");
+  AddLaunchOptions(bench_c, &bench_compress_launch, env);
+  bench_c->add_option("--compressors", bench_compress.compressors, "comma-separated names, or all")
+      ->capture_default_str();
+  CLI::Option* size_opt = bench_c->add_option("--size", bench_compress.size, "float32 gradient bytes (one square-ish matrix)")
+      ->capture_default_str();
+  bench_c->add_option("--shape", bench_compress.shape, "the gradient's tensors instead: ROWSxCOLS,N,...")
+      ->excludes(size_opt);
+  bench_c->add_option("--ratio", bench_compress.ratio, "top-k / random-k share of elements (0 = train's default)");
+  bench_c->add_option("--powersgd-rank", bench_compress.powersgd_rank, "PowerSGD rank")->capture_default_str();
+  bench_c->add_flag("!--no-error-feedback", bench_compress.error_feedback,
+                    "time the compressors without the error-feedback wrapper `train` uses");
+  bench_c->add_option("--iters", bench_compress.iters, "timed calls per compressor")->capture_default_str();
+  bench_c->add_option("--warmup", bench_compress.warmup, "untimed calls first")->capture_default_str();
+  bench_c->add_option("--json", bench_compress.json, "write results to this file (rank 0)");
 
   // topo-scan.
   LaunchOptions scan_launch;
@@ -146,6 +167,12 @@ int Main(int argc, char** argv) {
       return RunBenchAllreduce(*s.comm, bench, &d.planner->model());
     }
     return RunBenchAllreduce(*s.comm, bench);
+  }
+  if (bench_c->parsed()) {
+    ValidateLaunchOptions(bench_compress_launch);
+    if (!ShouldRunAsWorker(env)) return RunAsAgent(bench_compress_launch, argc, argv);
+    WorkerSession s = JoinGroup(env, bench_compress_launch);
+    return RunBenchCompress(*s.comm, bench_compress);
   }
   if (scan_cmd->parsed()) {
     ValidateLaunchOptions(scan_launch);

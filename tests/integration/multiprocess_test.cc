@@ -157,6 +157,30 @@ TEST(Launcher, BenchAllreduceAllAlgorithmsChecked) {
   EXPECT_EQ(doc.find("WRONG"), std::string::npos) << doc;
 }
 
+TEST(Launcher, BenchCompressReportsEveryCompressor) {
+  // Two ranks over TCP: every compressor's row, its wire bytes as the compressor defines them
+  // (fp16 half of fp32, PowerSGD (rows + cols) r floats + the vector), errors within reason.
+  std::string out = TempPath("bench-compress"), json = TempPath("bench-compress.json");
+  Proc p = Spawn({CDT_CLI, "bench", "compress", "--nproc-per-node", "2", "--shape", "96x130,7",
+                  "--iters", "3", "--warmup", "1", "--json", json},
+                 {}, out);
+  ASSERT_EQ(WaitFor(p.pid, std::chrono::seconds(120)), 0) << ReadFile(out);
+  std::string doc = ReadFile(json);
+  EXPECT_NE(doc.find("\"world_size\": 2"), std::string::npos) << doc;
+  EXPECT_NE(doc.find("\"layout\": \"96x130,7\""), std::string::npos) << doc;
+  for (const char* name : {"none", "fp16", "bf16", "int8", "topk", "randomk", "powersgd", "signsgd"})
+    EXPECT_NE(doc.find(std::string("\"compressor\": \"") + name + "\""), std::string::npos) << name;
+  const size_t n = 96 * 130 + 7;
+  EXPECT_NE(doc.find("\"wire_bytes\": " + std::to_string(2 * n)), std::string::npos) << doc;  // fp16
+  EXPECT_NE(doc.find("\"wire_bytes\": " + std::to_string(4 * ((96 + 130) * 2 + 7))), std::string::npos)
+      << doc;  // powersgd, rank 2
+  // A bad shape is refused before any work, naming the option.
+  std::string bad = TempPath("bench-compress-bad");
+  Proc q = Spawn({CDT_CLI, "bench", "compress", "--shape", "96y130"}, {}, bad);
+  EXPECT_EQ(WaitFor(q.pid, std::chrono::seconds(60)), 2) << ReadFile(bad);
+  EXPECT_NE(ReadFile(bad).find("--shape"), std::string::npos) << ReadFile(bad);
+}
+
 TEST(Launcher, ForwardsSigtermToWorkers) {
   std::string out = TempPath("launch_sigterm");
   Proc p = Spawn({CDT_CLI, "launch", "--nproc-per-node", "2", "--", "sh", "-c",
