@@ -120,6 +120,7 @@ void GradientReducer::SetCompressor(size_t b, std::unique_ptr<compress::Compress
   if (outstanding(b))
     throw Error(ErrorCode::kInvalidArgument, "gradient reducer: compressor of bucket " +
                                                  std::to_string(b) + " changed while it runs");
+  if (!c || c->name() != "none") bucket.plain_runs = 0;
   auto* ef = dynamic_cast<compress::ErrorFeedback*>(bucket.compressor.get());
   if (ef)
     ef->set_inner(std::move(c));
@@ -134,7 +135,7 @@ std::shared_ptr<Work> GradientReducer::SubmitInOrder(
   const bool use_priority = priority_channel && priority_ != nullptr;
   Communicator& comm = use_priority ? *priority_ : comm_;
   TaskRunner* runner = use_priority ? priority_runner_.get() : runner_.get();
-  if (!runner) return op(comm);
+  if (!runner || direct_[use_priority ? 1 : 0]) return op(comm);
   return runner->Submit("ordered collective", [op, &comm] { op(comm)->Wait(); });
 }
 
@@ -206,6 +207,16 @@ void GradientReducer::PrepareForBackward(bool sync) {
     b.work.reset();
     b.collected = false;
   }
+  if (!factory_) return;
+  bool direct[2] = {ef_momentum_ == 0, ef_momentum_ == 0};
+  for (const Bucket& b : buckets_)
+    direct[b.priority ? 1 : 0] &= b.compressor && b.compressor->name() == "none" && b.plain_runs > 0;
+  for (int c = 0; c < 2; ++c) {
+    TaskRunner* runner = c == 1 ? priority_runner_.get() : runner_.get();
+    if (direct[c] && !direct_[c] && runner) runner->Submit("drain", [] {})->Wait();
+    direct_[c] = direct[c];
+  }
+  for (Bucket& b : buckets_) b.direct = direct_[b.priority ? 1 : 0];
 }
 
 void GradientReducer::OnGradient(size_t k, const torch::Tensor& grad) {
@@ -234,7 +245,7 @@ void GradientReducer::LaunchReady() {
     Communicator& comm = b.priority ? *priority_ : comm_;
     const size_t n = static_cast<size_t>(b.flat.numel());
     if (factory_) b.grad_norm = b.flat.norm().item<double>();
-    if (!b.compressor) {
+    if (!b.compressor || b.direct) {
       b.work = comm.Allreduce(b.flat.data_ptr<float>(), n, DataType::kFloat32, ReduceOp::kSum);
       b.wire = 4 * n;
       continue;
@@ -298,10 +309,14 @@ double GradientReducer::Collect(size_t i) {
   const double fp32 = static_cast<double>(b.flat.numel()) * 4;
   stats_.bytes_fp32 += fp32;
   stats_.bytes_wire += static_cast<double>(b.wire);
-  if (auto* ef = dynamic_cast<const compress::ErrorFeedback*>(b.compressor.get())) {
+  if (b.direct) {  // sent exactly: no residual, and the input was the gradient (e was zero)
+    ++stats_.direct_reductions;
+    stats_.compressed_sq += b.grad_norm * b.grad_norm;
+  } else if (auto* ef = dynamic_cast<const compress::ErrorFeedback*>(b.compressor.get())) {
     stats_.residual_sq += ef->residual_norm() * ef->residual_norm();
     stats_.compressed_sq += ef->input_norm() * ef->input_norm();
   }
+  if (b.compressor) b.plain_runs = b.compressor->name() == "none" ? b.plain_runs + 1 : 0;
   torch::NoGradGuard no_grad;
   for (size_t k : b.params) {
     auto summed = b.flat.narrow(0, slots_[k].offset, params_[k].numel());

@@ -65,6 +65,9 @@ struct ReducerStats {
   double wait_seconds = 0;   // training thread blocked on buckets (exposed communication)
   std::vector<double> bucket_comm_seconds;  // per bucket, totals of the two above
   std::vector<double> bucket_wait_seconds;
+  // Bucket reductions that took the plain allreduce path although compression was on (their
+  // compressor was "none" and its residual already sent; see PrepareForBackward).
+  int64_t direct_reductions = 0;
 };
 
 class GradientReducer {
@@ -81,6 +84,16 @@ class GradientReducer {
   // Before each backward: sync = false accumulates locally (a micro-batch before the last). A
   // syncing backward needs every result of the previous one collected (throws otherwise: its
   // buffers are about to be reused).
+  //
+  // With compression, a channel whose every bucket has run "none" at least once in a row (so the
+  // error-feedback residual was sent and is exactly zero on every rank) goes *direct* for this
+  // backward: its buckets are allreduced from the training thread like uncompressed ones, and
+  // SubmitInOrder submits at once, skipping the compression thread and error feedback's passes —
+  // what the adaptive controller's "none" must cost where compression does not pay. The decision
+  // depends only on the compressor names every rank applies alike, so all ranks agree. Going
+  // direct, the channel's runner is drained first, so nothing it still holds can be submitted
+  // after a direct collective on one rank and before it on another. Not with momentum correction
+  // (the wrapper keeps the velocity).
   void PrepareForBackward(bool sync);
   // The order the buckets of the next syncing backward launch in: a permutation of the bucket
   // indices, identical on every rank (otherwise ranks would sum different buckets). Between
@@ -145,6 +158,8 @@ class GradientReducer {
     std::unique_ptr<compress::Compressor> compressor;  // null without compression
     std::vector<float> local;    // the compressor's scratch: this rank's contribution
     size_t wire = 0;             // bytes the last reduction handed over (set by its task)
+    int64_t plain_runs = 0;      // reductions in a row with the "none" compressor (rank-independent)
+    bool direct = false;         // this backward: plain allreduce, no compression thread
     double grad_norm = 0;        // of the local gradient at launch
     std::chrono::steady_clock::time_point ready, launched;  // this backward (timeline)
   };
@@ -159,6 +174,7 @@ class GradientReducer {
   bool error_feedback_ = true;
   double ef_momentum_ = 0;
   std::unique_ptr<TaskRunner> runner_, priority_runner_;  // with compression only
+  bool direct_[2] = {false, false};  // per channel (0 bulk, 1 priority), see PrepareForBackward
   std::vector<Slot> slots_;
   std::vector<std::pair<size_t, unsigned>> hooks_;  // (parameter, hook handle), removed at the end
   std::vector<Bucket> buckets_;

@@ -46,7 +46,7 @@ std::string TrainResultJson(const TrainResult& r) {
       {"batch_splits", r.batch_splits},
       {"compression", {{"compressor", r.compress}, {"phases", phases},
                        {"volume_reduction", r.bytes_fp32 > 0 ? 1 - r.bytes_wire / r.bytes_fp32 : 0.0},
-                       {"residual_pct", r.residual_pct}}},
+                       {"residual_pct", r.residual_pct}, {"direct_reductions", r.direct_reductions}}},
       {"params_consistent", r.params_consistent},
       {"resumed_from", r.resumed_from},
       {"checkpoint", r.checkpoint},

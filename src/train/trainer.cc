@@ -556,6 +556,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   r.bytes_fp32 = rs.bytes_fp32;
   r.bytes_wire = rs.bytes_wire;
   r.residual_pct = rs.compressed_sq > 0 ? 100 * std::sqrt(rs.residual_sq / rs.compressed_sq) : 0;
+  r.direct_reductions = rs.direct_reductions;
   r.overlap_ratio = rs.comm_seconds > 0 ? std::clamp(1 - rs.wait_seconds / rs.comm_seconds, 0.0, 1.0) : 0;
   r.sync_wait_fraction = r.wall_s > 0 ? r.step_time.comm_wait_s / r.wall_s : 0;
   if (!o.timeline.empty()) WriteTimeline(comm, timeline, o.timeline);

@@ -112,6 +112,7 @@ struct TrainResult {
   double time_to_target_s = -1;  // training seconds until --target-accuracy was reached; -1 = not
   StepTimes step_time;          // totals over the run
   double bytes_fp32 = 0, bytes_wire = 0;
+  int64_t direct_reductions = 0;  // compression on, bucket sent by plain allreduce (gradient_reducer.h)
   int buckets = 0;
   size_t bucket_bytes = 0;
   std::string blas, blas_path;  // the BLAS libtorch's matrix products ran on (train/blas_library.h)

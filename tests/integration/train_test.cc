@@ -212,6 +212,11 @@ TEST(Train, AdaptiveCompressionStopsCompressingWhereItCannotPay) {
   EXPECT_EQ(phases[0][2], "powersgd");
   EXPECT_EQ(phases[1][0], 10);
   EXPECT_EQ(phases[1][2], "none");
+  // Once "none" has sent the residual (step 10), the buckets skip the compression thread: steps
+  // 11..29 of every bucket, unless the controller probes compression again.
+  const int64_t buckets = j["comm"]["buckets"].get<int64_t>();
+  if (phases.size() == 2) EXPECT_EQ(j["compression"]["direct_reductions"].get<int64_t>(), 19 * buckets);
+  EXPECT_GT(j["compression"]["direct_reductions"].get<int64_t>(), 0);
 }
 
 // Without --compress-ratio each sparse compressor runs at its own default (top-k 1%, random-k
