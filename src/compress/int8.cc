@@ -44,9 +44,11 @@ class Int8 : public Compressor {
         std::fill(local + begin, local + end, 0.0f);
         continue;
       }
+      // levels / s overflows for a subnormal scale (a chunk of near-zero gradients); divide then.
       const float to_levels = levels / s, back = s / levels;
+      const bool multiply = std::isfinite(to_levels);
       for (size_t i = begin; i < end; ++i) {
-        const float v = grad[i] * to_levels;  // in [-levels, levels]
+        const float v = multiply ? grad[i] * to_levels : grad[i] / s * levels;  // in [-levels, levels]
         const float lo = std::floor(v);
         const float q = std::clamp(lo + (Uniform() < v - lo ? 1.0f : 0.0f), -levels, levels);
         codes_[i] = static_cast<int8_t>(q);
