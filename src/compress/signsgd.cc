@@ -7,6 +7,7 @@
 // every rank adds up the contributions. Wire: ceil(n / 8) bytes + 4 per block per rank (3% of
 // float32's bytes); each rank receives world − 1 such payloads.
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -23,64 +24,79 @@ class SignSgd : public Compressor {
 
   size_t Reduce(Communicator& comm, float* grad, float* local, size_t n) override {
     if (n == 0) return 0;
-    // Tensors as given, and whatever they leave uncovered as one more (all of it without a layout).
-    std::vector<std::pair<size_t, size_t>> parts;  // [begin, end)
-    std::vector<bool> covered(n, false);
-    for (const TensorView& t : tensors_)
-      if (t.offset + t.numel() <= n && t.numel() > 0) {
-        for (size_t b = t.offset; b < t.offset + t.numel(); b += kBlock)
-          parts.push_back({b, std::min(b + kBlock, t.offset + t.numel())});
-        std::fill(covered.begin() + static_cast<long>(t.offset),
-                  covered.begin() + static_cast<long>(t.offset + t.numel()), true);
-      }
-    std::vector<size_t> rest;
-    for (size_t i = 0; i < n; ++i)
-      if (!covered[i]) rest.push_back(i);
-    const size_t scales = parts.size() + 1, bytes = (n + 7) / 8, world = static_cast<size_t>(comm.size());
-    // Payload: 4 bytes per scale (tensors, then the rest), then the bits (1 = negative).
+    if (n != layout_n_) Layout(n);
+    const size_t scales = parts_.size() + 1, bytes = (n + 7) / 8, world = static_cast<size_t>(comm.size());
+    // Payload: 4 bytes per scale (tensors' blocks, then the rest), then the bits (1 = negative).
     mine_.assign(4 * scales + bytes, 0);
-    std::vector<float> scale(scales, 0.0f);
-    for (size_t p = 0; p < parts.size(); ++p) {
+    scale_.assign(scales, 0.0f);
+    uint8_t* bits = reinterpret_cast<uint8_t*>(mine_.data()) + 4 * scales;
+    for (size_t p = 0; p < parts_.size(); ++p) {
+      const auto [begin, end] = parts_[p];
       double l1 = 0;
-      for (size_t i = parts[p].first; i < parts[p].second; ++i) l1 += std::fabs(grad[i]);
-      scale[p] = static_cast<float>(l1 / static_cast<double>(parts[p].second - parts[p].first));
+      for (size_t i = begin; i < end; ++i) l1 += std::fabs(grad[i]);
+      const auto s = static_cast<float>(l1 / static_cast<double>(end - begin));
+      scale_[p] = s;
+      for (size_t i = begin; i < end; ++i) {
+        const bool negative = std::signbit(grad[i]);
+        bits[i / 8] = static_cast<uint8_t>(bits[i / 8] | (negative << (i % 8)));
+        local[i] = negative ? -s : s;
+      }
     }
     double rest_l1 = 0;
-    for (size_t i : rest) rest_l1 += std::fabs(grad[i]);
-    scale[parts.size()] = rest.empty() ? 0.0f : static_cast<float>(rest_l1 / static_cast<double>(rest.size()));
-    std::memcpy(mine_.data(), scale.data(), 4 * scales);
-    ScaleIndex(parts, n);
-    for (size_t i = 0; i < n; ++i) {
+    for (size_t i : rest_) rest_l1 += std::fabs(grad[i]);
+    const float rest_scale =
+        rest_.empty() ? 0.0f : static_cast<float>(rest_l1 / static_cast<double>(rest_.size()));
+    scale_[parts_.size()] = rest_scale;
+    for (size_t i : rest_) {
       const bool negative = std::signbit(grad[i]);
-      if (negative) mine_[4 * scales + i / 8] = static_cast<int8_t>(mine_[4 * scales + i / 8] | (1 << (i % 8)));
-      const float s = scale[scale_of_[i]];
-      local[i] = negative ? -s : s;
+      bits[i / 8] = static_cast<uint8_t>(bits[i / 8] | (negative << (i % 8)));
+      local[i] = negative ? -rest_scale : rest_scale;
     }
+    std::memcpy(mine_.data(), scale_.data(), 4 * scales);
     all_.resize(world * mine_.size());
     comm.Allgather(mine_.data(), all_.data(), mine_.size(), DataType::kInt8)->Wait();
     std::fill(grad, grad + n, 0.0f);
-    std::vector<float> theirs(scales);
+    std::vector<float>& theirs = scale_;
     for (size_t r = 0; r < world; ++r) {
-      const int8_t* p = all_.data() + r * mine_.size();
-      std::memcpy(theirs.data(), p, 4 * scales);
-      for (size_t i = 0; i < n; ++i) {
-        const float s = theirs[scale_of_[i]];
-        grad[i] += (p[4 * scales + i / 8] >> (i % 8)) & 1 ? -s : s;
+      const int8_t* payload = all_.data() + r * mine_.size();
+      const uint8_t* their_bits = reinterpret_cast<const uint8_t*>(payload) + 4 * scales;
+      std::memcpy(theirs.data(), payload, 4 * scales);
+      for (size_t p = 0; p < parts_.size(); ++p) {
+        const float s = theirs[p];
+        for (size_t i = parts_[p].first; i < parts_[p].second; ++i)
+          grad[i] += (their_bits[i / 8] >> (i % 8)) & 1 ? -s : s;
       }
+      const float s = theirs[parts_.size()];
+      for (size_t i : rest_) grad[i] += (their_bits[i / 8] >> (i % 8)) & 1 ? -s : s;
     }
     return 4 * scales + bytes;
   }
 
  private:
-  // scale_of_[i]: which scale element i uses (its tensor's, or the last one).
-  void ScaleIndex(const std::vector<std::pair<size_t, size_t>>& parts, size_t n) {
-    scale_of_.assign(n, static_cast<uint32_t>(parts.size()));
-    for (size_t p = 0; p < parts.size(); ++p)
-      for (size_t i = parts[p].first; i < parts[p].second; ++i) scale_of_[i] = static_cast<uint32_t>(p);
+  // The blocks of the tensors as given ([begin, end) within a tensor, at most kBlock long), and
+  // the elements no tensor covers (all of them without a layout), which share the last scale.
+  // Depends only on n and the layout: computed once.
+  void Layout(size_t n) {
+    parts_.clear();
+    rest_.clear();
+    std::vector<bool> covered(n, false);
+    for (const TensorView& t : tensors_)
+      if (t.offset + t.numel() <= n && t.numel() > 0) {
+        for (size_t b = t.offset; b < t.offset + t.numel(); b += kBlock)
+          parts_.push_back({b, std::min(b + kBlock, t.offset + t.numel())});
+        std::fill(covered.begin() + static_cast<long>(t.offset),
+                  covered.begin() + static_cast<long>(t.offset + t.numel()), true);
+      }
+    for (size_t i = 0; i < n; ++i)
+      if (!covered[i]) rest_.push_back(i);
+    layout_n_ = n;
   }
 
   std::vector<TensorView> tensors_;
-  std::vector<uint32_t> scale_of_;
+  size_t layout_n_ = 0;
+  std::vector<std::pair<size_t, size_t>> parts_;
+  std::vector<size_t> rest_;
+  std::vector<float> scale_;
   std::vector<int8_t> mine_, all_;
 };
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <vector>
 
@@ -31,10 +32,7 @@ class TopK : public Compressor {
   size_t Reduce(Communicator& comm, float* grad, float* local, size_t n) override {
     const size_t k = SparseCount(ratio_, n);
     if (k == 0) return 0;
-    order_.resize(n);
-    std::iota(order_.begin(), order_.end(), 0u);
-    std::nth_element(order_.begin(), order_.begin() + static_cast<long>(k - 1), order_.end(),
-                     [&](uint32_t a, uint32_t b) { return std::fabs(grad[a]) > std::fabs(grad[b]); });
+    SelectLargest(grad, n, k);
     std::fill(local, local + n, 0.0f);
     for (size_t j = 0; j < k; ++j) local[order_[j]] = grad[order_[j]];
     const size_t world = static_cast<size_t>(comm.size());
@@ -62,8 +60,36 @@ class TopK : public Compressor {
   }
 
  private:
+  // Leaves the indices of the k largest |grad| in order_[0, k). Selecting among all n elements
+  // (std::nth_element) took 100 ms on a 25 MiB gradient (bench compress), so, as DGC does, a
+  // strided sample of the magnitudes gives a threshold expected to pass about 2k elements; one pass
+  // keeps those, and the exact selection runs among them. Every element left out is below the
+  // threshold, and at least k passed it, so the result is exactly the k largest (ties broken
+  // either way); when fewer than k pass, the selection falls back to all n.
+  void SelectLargest(const float* grad, size_t n, size_t k) {
+    const auto larger = [grad](uint32_t a, uint32_t b) { return std::fabs(grad[a]) > std::fabs(grad[b]); };
+    constexpr size_t kSample = 16384;
+    order_.clear();
+    if (n >= 4 * kSample && 4 * k <= n) {
+      sample_.resize(kSample);
+      for (size_t j = 0; j < kSample; ++j) sample_[j] = std::fabs(grad[j * (n / kSample)]);
+      const size_t rank = std::min(kSample - 1, 2 * k * kSample / n);  // ~2k of n above it
+      std::nth_element(sample_.begin(), sample_.begin() + static_cast<long>(rank), sample_.end(),
+                       std::greater<float>());
+      const float threshold = sample_[rank];
+      for (size_t i = 0; i < n; ++i)
+        if (std::fabs(grad[i]) >= threshold) order_.push_back(static_cast<uint32_t>(i));
+    }
+    if (order_.size() < k) {  // no sample (small n or dense k), or it overestimated
+      order_.resize(n);
+      std::iota(order_.begin(), order_.end(), 0u);
+    }
+    std::nth_element(order_.begin(), order_.begin() + static_cast<long>(k - 1), order_.end(), larger);
+  }
+
   double ratio_;
   std::vector<uint32_t> order_;
+  std::vector<float> sample_;
   std::vector<int32_t> mine_, all_;
 };
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <mutex>
 #include <numeric>
 #include <random>
@@ -149,6 +150,40 @@ TEST(Compress, TopKKeepsTheLargestMagnitudes) {
   }
 }
 
+TEST(Compress, TopKOnLargeBucketsStaysExact) {
+  // Past 64K elements top-k selects among the elements above a sampled threshold. Gaussian values,
+  // and values large exactly where the sample looks (so the threshold overestimates and the full
+  // selection must take over): the k kept are the k largest either way.
+  const size_t n = 200003;
+  for (bool adversarial : {false, true}) {
+    std::vector<float> g = Gradient(0, n);
+    if (adversarial)
+      for (size_t i = 0; i < n; i += n / 16384) g[i] = 1.0f + static_cast<float>(i % 7);
+    const double ratio = adversarial ? 0.1 : 0.01;
+    const size_t k = SparseCount(ratio, n);
+    testing::RunRanks(1, [&](Communicator& comm) {
+      auto c = MakeTopK(ratio);
+      std::vector<float> x = g, local(n);
+      c->Reduce(comm, x.data(), local.data(), n);
+      std::vector<float> mags(n);
+      for (size_t i = 0; i < n; ++i) mags[i] = std::fabs(g[i]);
+      std::vector<float> sorted = mags;
+      std::nth_element(sorted.begin(), sorted.begin() + static_cast<long>(k - 1), sorted.end(),
+                       std::greater<float>());
+      const float kth = sorted[k - 1];
+      size_t kept = 0;
+      for (size_t i = 0; i < n; ++i)
+        if (local[i] != 0.0f) {
+          ++kept;
+          ASSERT_GE(mags[i], kth) << i;
+          ASSERT_EQ(local[i], g[i]);
+          ASSERT_EQ(x[i], g[i]);  // one rank: the sum is its own sparse vector
+        }
+      EXPECT_EQ(kept, k) << (adversarial ? "adversarial" : "gaussian");
+    });
+  }
+}
+
 TEST(Compress, SignAndRandomKEncodeWhatTheySay) {
   const size_t n = 1001;
   Outcome sign = RunOnce("signsgd", 3, n);
@@ -230,6 +265,7 @@ TEST(Compress, PowerSgdIsExactOnRankRSums) {
     testing::RunRanks(world, [&](Communicator& comm) {
       CompressorOptions o = NoFeedback();
       o.powersgd_rank = 2;
+      o.powersgd_min_saved_bytes = 0;  // the 64x48 matrix saves 11 KiB
       auto c = MakeCompressor("powersgd", o, tensors);
       auto g = inputs[static_cast<size_t>(comm.rank())];
       std::vector<float> local(n);
@@ -244,6 +280,42 @@ TEST(Compress, PowerSgdIsExactOnRankRSums) {
     for (int r = 1; r < world; ++r) EXPECT_EQ(results[static_cast<size_t>(r)], results[0]);
   }
   }
+}
+
+TEST(Compress, PowerSgdSendsSmallBucketsAsTheyAre) {
+  // 64x48 at rank 2 would save 11 KiB, under the default 16 KiB: the bucket travels uncompressed,
+  // in one allreduce, and the sum is exact.
+  const size_t rows = 64, cols = 48, n = rows * cols + 5;
+  std::vector<TensorView> tensors = {{0, rows, cols}, {rows * cols, 5, 1}};
+  testing::RunRanks(3, [&](Communicator& comm) {
+    auto c = MakeCompressor("powersgd", NoFeedback(), tensors);
+    auto g = Gradient(comm.rank(), n);
+    std::vector<float> local(n);
+    EXPECT_EQ(c->Reduce(comm, g.data(), local.data(), n), 4 * n);
+    const std::vector<double> exact = ExactSum(3, n);
+    for (size_t i = 0; i < n; ++i) ASSERT_NEAR(g[i], exact[i], 1e-6) << i;
+    EXPECT_TRUE(c->GetState().empty());  // no Q to keep
+  });
+}
+
+TEST(Compress, Int8HandlesSubnormalChunks) {
+  // A chunk of near-zero gradients has a subnormal scale, where levels / scale overflows; the
+  // result and the residual must stay finite (a NaN residual would silence those elements for
+  // good).
+  const size_t n = 1024;
+  testing::RunRanks(2, [&](Communicator& comm) {
+    ErrorFeedback ef(MakeInt8(512, 1));
+    std::vector<float> g(n), local(n);
+    for (size_t i = 0; i < n; ++i)  // zeros among them: 0 x (levels / scale) = 0 x inf = NaN
+      g[i] = i % 5 == 0 ? 0.0f : (i < 512 ? 1e-39f : 1e-3f) * (i % 3 == 0 ? -1.0f : 1.0f);
+    ef.Reduce(comm, g.data(), local.data(), n);
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_TRUE(std::isfinite(g[i])) << i;
+      ASSERT_TRUE(std::isfinite(ef.residual()[i])) << i;
+    }
+    EXPECT_TRUE(std::isfinite(ef.residual_norm()));
+    EXPECT_NEAR(g[701], 2e-3f, 2e-3f / 63);  // the normal chunk: within one level of the sum
+  });
 }
 
 TEST(Compress, KernelsMatchPlainLoops) {
@@ -313,6 +385,9 @@ TEST(Compress, ErrorFeedbackConservesMass) {
         for (float e : ef->residual()) e2 += static_cast<double>(e) * e;
         EXPECT_NEAR(ef->input_norm(), std::sqrt(x2), 1e-5 * std::sqrt(x2)) << name;
         EXPECT_NEAR(ef->residual_norm(), std::sqrt(e2), 1e-9 + 1e-5 * std::sqrt(e2)) << name;
+        // Every one of them drops something of a Gaussian gradient (int8: its rounding), but
+        // PowerSGD, which sends a bucket without matrices as it is.
+        if (name != "powersgd") EXPECT_GT(ef->residual_norm(), 1e-4 * ef->input_norm()) << name;
       }
       for (size_t i = 0; i < n; ++i)
         ASSERT_NEAR(sent[i] + ef->residual()[i], fed[i], 1e-5) << name << " element " << i;
