@@ -37,6 +37,10 @@ void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o) {
                   "topk/randomk: share of elements sent (default: topk 0.01, randomk 0.5)");
   cmd->add_option("--powersgd-rank", t.powersgd_rank, "powersgd: rank of the approximation")
       ->capture_default_str();
+  cmd->add_option("--powersgd-min-saved-bytes", t.powersgd_min_saved_bytes,
+                  "powersgd (and adaptive): a bucket whose matrices would save fewer bytes is sent "
+                  "uncompressed, in one allreduce instead of two")
+      ->capture_default_str();
   cmd->add_flag("--error-feedback,!--no-error-feedback", t.error_feedback,
                 "keep what compression dropped for the next step (default on)");
   cmd->add_flag("--momentum-correction,!--no-momentum-correction", t.momentum_correction,

@@ -29,7 +29,7 @@ std::unique_ptr<Compressor> MakeCompressor(const std::string& name, const Compre
   else if (name == "int8") c = MakeInt8(o.int8_chunk, o.seed);
   else if (name == "topk") c = MakeTopK(o.ratio);
   else if (name == "randomk") c = MakeRandomK(o.ratio, o.seed);
-  else if (name == "powersgd") c = MakePowerSgd(o.powersgd_rank, o.seed, tensors);
+  else if (name == "powersgd") c = MakePowerSgd(o.powersgd_rank, o.seed, tensors, o.powersgd_min_saved_bytes);
   else if (name == "signsgd") c = MakeSignSgd(tensors);
   else {
     std::string all;

@@ -51,6 +51,9 @@ class Compressor {
 struct CompressorOptions {
   double ratio = 0.01;       // top-k / random-k: share of elements sent
   int powersgd_rank = 2;     // PowerSGD: rank of the approximation
+  // PowerSGD: a bucket whose matrices would save fewer bytes than this goes uncompressed, in one
+  // allreduce instead of two (a round trip costs more than a few KiB save on any link).
+  size_t powersgd_min_saved_bytes = 16 << 10;
   size_t int8_chunk = 512;   // int8: elements per scale
   uint64_t seed = 1;         // random draws shared by all ranks (random-k, PowerSGD's first Q)
   bool error_feedback = true;  // wrap lossy compressors in ErrorFeedback

@@ -12,6 +12,7 @@ CompressionSetup MakeCompressionSetup(const TrainOptions& o) {
   s.ratio = o.compress_ratio > 0 ? o.compress_ratio : compress::DefaultRatio(o.compress);
   if (s.ratio > 0) s.options.ratio = s.ratio;  // else (adaptive) the library default
   s.options.powersgd_rank = o.powersgd_rank;
+  s.options.powersgd_min_saved_bytes = o.powersgd_min_saved_bytes;
   s.options.seed = o.seed;
   s.options.error_feedback = false;  // the reducer wraps each bucket, so that swaps keep the residual
   if (o.compress != "none") {

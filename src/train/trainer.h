@@ -46,6 +46,9 @@ struct TrainOptions {
   // (compress::DefaultRatio: top-k 1%, random-k 50%).
   double compress_ratio = 0;
   int powersgd_rank = 2;
+  // powersgd: buckets whose matrices would save fewer bytes go uncompressed, in one allreduce
+  // (compress::CompressorOptions::powersgd_min_saved_bytes).
+  size_t powersgd_min_saved_bytes = 16 << 10;
   bool error_feedback = true;
   // topk / randomk / signsgd with SGD momentum: the error-feedback wrapper keeps the momentum and
   // compresses the velocity, the optimizer runs without (DGC's momentum correction,
