@@ -23,7 +23,7 @@ enum class ErrorCode {
   kAuth,             // wrong job secret or stale communicator generation
   kProtocol,         // malformed bytes on a store or peer connection
   kIo,               // any other operating-system failure (bind, listen, fork, ...)
-  kDiverged,         // training produced a non-finite loss
+  kDiverged,         // training produced a non-finite loss, or a compressor a non-finite residual
 };
 
 const char* ErrorCodeName(ErrorCode code);

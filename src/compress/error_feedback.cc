@@ -1,7 +1,9 @@
 #include "compress/error_feedback.h"
 
 #include <cmath>
+#include <string>
 
+#include "cdt/error.h"
 #include "compress/kernels.h"
 
 namespace cdt::compress {
@@ -16,7 +18,18 @@ size_t ErrorFeedback::Reduce(Communicator& comm, float* grad, float* local, size
                                                        velocity_.data(), residual_.data(), grad, n)
                     : kernels::AddResidual(grad, residual_.data(), grad, n);
   const size_t wire = inner_->Reduce(comm, grad, local, n);
-  residual_norm_ = std::sqrt(kernels::SubtractSent(local, residual_.data(), n));
+  const double e2 = kernels::SubtractSent(local, residual_.data(), n);
+  // A finite input with a non-finite residual is the compressor's fault (int8 once turned chunks
+  // with a subnormal scale into NaN, which then silenced those elements for the rest of the run):
+  // stop rather than train on.
+  if (std::isfinite(in2) && !std::isfinite(e2))
+    throw Error(ErrorCode::kDiverged,
+                "error feedback around '" + inner_->name() + "': a finite gradient of " +
+                    std::to_string(n) + " elements left a non-finite residual (rank " +
+                    std::to_string(comm.rank()) +
+                    "): the compressor produced NaN or infinity; train with another --compress "
+                    "and report it");
+  residual_norm_ = std::sqrt(e2);
   input_norm_ = std::sqrt(in2);
   return wire;
 }

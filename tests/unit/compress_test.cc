@@ -318,6 +318,31 @@ TEST(Compress, Int8HandlesSubnormalChunks) {
   });
 }
 
+TEST(Compress, ErrorFeedbackStopsOnANonFiniteResidual) {
+  // A compressor that decodes a finite gradient into NaN (a defect, as int8 had) must not leave a
+  // NaN residual behind silently: the wrapper throws kDiverged naming it. Stands in for such a
+  // defect; a non-finite gradient itself is the trainer's kDiverged, not this one.
+  class Broken : public Compressor {
+   public:
+    std::string name() const override { return "broken"; }
+    size_t Reduce(Communicator&, float* grad, float* local, size_t n) override {
+      for (size_t i = 0; i < n; ++i) local[i] = i == n / 2 ? std::nanf("") : grad[i];
+      return 4 * n;
+    }
+  };
+  testing::RunRanks(1, [&](Communicator& comm) {
+    ErrorFeedback ef(std::make_unique<Broken>());
+    std::vector<float> g = Gradient(0, 100), local(100);
+    try {
+      ef.Reduce(comm, g.data(), local.data(), 100);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kDiverged);
+      EXPECT_NE(std::string(e.what()).find("'broken'"), std::string::npos) << e.what();
+    }
+  });
+}
+
 TEST(Compress, KernelsMatchPlainLoops) {
   // compress/kernels.h against double-precision loops, at sizes that leave vector remainders and
   // span several partial-sum blocks; the output may alias the input, as error feedback uses it.
