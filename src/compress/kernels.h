@@ -1,10 +1,12 @@
 // Vector kernels of the compressors' hot loops (error feedback, PowerSGD's thin products).
 //
 // They run on the compression threads, which share the cores with training, so their cost is
-// training time. Each is compiled twice — for x86-64-v3 (AVX2 + FMA, every x86 server since
-// 2013) and for the baseline — and the loader picks by CPU (GCC target_clones, an ifunc), as glibc
-// does for its string functions; the portable binary stays portable. Elsewhere they are plain
-// loops. Sums of squares are taken in float within blocks and added up in double.
+// training time. Each is compiled twice — for x86-64-v3 (AVX2, every x86 server since 2013) and
+// for the baseline — and the loader picks by CPU (GCC target_clones, an ifunc), as glibc does for
+// its string functions; the portable binary stays portable. Elsewhere they are plain loops. No
+// fused multiply-add (-ffp-contract=off): both builds round alike, so ranks on different CPU
+// generations decode the same sums. Sums of squares are taken in float within blocks and added
+// up in double.
 #pragma once
 
 #include <cstddef>
