@@ -412,7 +412,9 @@ TEST(Compress, ErrorFeedbackConservesMass) {
         EXPECT_NEAR(ef->residual_norm(), std::sqrt(e2), 1e-9 + 1e-5 * std::sqrt(e2)) << name;
         // Every one of them drops something of a Gaussian gradient (int8: its rounding), but
         // PowerSGD, which sends a bucket without matrices as it is.
-        if (name != "powersgd") EXPECT_GT(ef->residual_norm(), 1e-4 * ef->input_norm()) << name;
+        if (name != "powersgd") {
+          EXPECT_GT(ef->residual_norm(), 1e-4 * ef->input_norm()) << name;
+        }
       }
       for (size_t i = 0; i < n; ++i)
         ASSERT_NEAR(sent[i] + ef->residual()[i], fed[i], 1e-5) << name << " element " << i;
