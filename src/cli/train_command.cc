@@ -35,6 +35,10 @@ void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o) {
       ->capture_default_str();
   cmd->add_option("--compress-ratio", t.compress_ratio,
                   "topk/randomk: share of elements sent (default: topk 0.01, randomk 0.5)");
+  cmd->add_option("--compress-values", t.compress_values,
+                  "topk/randomk: the type the kept values travel in, fp32|fp16|bf16 (16-bit halves "
+                  "their bytes; error feedback keeps the rounding)")
+      ->capture_default_str();
   cmd->add_option("--powersgd-rank", t.powersgd_rank, "powersgd: rank of the approximation")
       ->capture_default_str();
   cmd->add_option("--powersgd-min-saved-bytes", t.powersgd_min_saved_bytes,

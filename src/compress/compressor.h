@@ -50,6 +50,9 @@ class Compressor {
 
 struct CompressorOptions {
   double ratio = 0.01;       // top-k / random-k: share of elements sent
+  // top-k / random-k: the type the kept values travel in. float16 or bfloat16 halve the values'
+  // bytes (DGC and GRACE quantise the kept values too); error feedback keeps the rounding.
+  DataType sparse_values = DataType::kFloat32;
   int powersgd_rank = 2;     // PowerSGD: rank of the approximation
   // PowerSGD: a bucket whose matrices would save fewer bytes than this goes uncompressed, in one
   // allreduce instead of two (a round trip costs more than a few KiB save on any link).

@@ -1,7 +1,10 @@
 // "randomk": every rank sends the same k = ceil(ratio × n) randomly chosen elements (the ranks
 // draw the indices from a generator seeded with the seed and the call number), so the k
 // values are summed by an ordinary allreduce and no index travels (Stich et al., NeurIPS'18,
-// "Sparsified SGD with memory"). Unscaled: error feedback carries what was not sent. Wire: 4k.
+// "Sparsified SGD with memory"). Unscaled: error feedback carries what was not sent. The values
+// travel as float32 or, with CompressorOptions::sparse_values, as 16-bit floats summed in float32
+// precision at every hop (the communicator's f16/bf16 reduction); this rank's contribution is its
+// values as rounded, so error feedback keeps the rounding too. Wire: 4k bytes, or 2k.
 #include <algorithm>
 #include <numeric>
 #include <random>
@@ -14,7 +17,8 @@ namespace {
 
 class RandomK : public Compressor {
  public:
-  RandomK(double ratio, uint64_t seed) : ratio_(ratio), seed_(seed) {}
+  RandomK(double ratio, uint64_t seed, DataType values)
+      : ratio_(ratio), seed_(seed), values_type_(values), value_bytes_(SparseValueBytes(values)) {}
   std::string name() const override { return "randomk"; }
 
   size_t Reduce(Communicator& comm, float* grad, float* local, size_t n) override {
@@ -28,15 +32,17 @@ class RandomK : public Compressor {
       std::swap(pool_[j], pool_[pick(rng_)]);
     }
     values_.resize(k);
+    for (size_t j = 0; j < k; ++j) values_[j] = grad[pool_[j]];
+    wire_.resize(k * value_bytes_);
+    EncodeSparseValues(values_type_, values_.data(), wire_.data(), k);
+    DecodeSparseValues(values_type_, wire_.data(), values_.data(), k);  // as this rank sends them
     std::fill(local, local + n, 0.0f);
-    for (size_t j = 0; j < k; ++j) {
-      values_[j] = grad[pool_[j]];
-      local[pool_[j]] = values_[j];
-    }
-    comm.Allreduce(values_.data(), k, DataType::kFloat32, ReduceOp::kSum)->Wait();
+    for (size_t j = 0; j < k; ++j) local[pool_[j]] = values_[j];
+    comm.Allreduce(wire_.data(), k, values_type_, ReduceOp::kSum)->Wait();
+    DecodeSparseValues(values_type_, wire_.data(), values_.data(), k);
     std::fill(grad, grad + n, 0.0f);
     for (size_t j = 0; j < k; ++j) grad[pool_[j]] = values_[j];
-    return 4 * k;
+    return value_bytes_ * k;
   }
 
   // The call number keeps the draws in step on every rank, resume included (exact below 2^24).
@@ -48,16 +54,19 @@ class RandomK : public Compressor {
  private:
   double ratio_;
   uint64_t seed_;
+  DataType values_type_;
+  size_t value_bytes_;
   uint64_t calls_ = 0;
   std::mt19937_64 rng_;
   std::vector<uint32_t> pool_;
   std::vector<float> values_;
+  std::vector<uint8_t> wire_;  // the values as they travel
 };
 
 }  // namespace
 
-std::unique_ptr<Compressor> MakeRandomK(double ratio, uint64_t seed) {
-  return std::make_unique<RandomK>(ratio, seed);
+std::unique_ptr<Compressor> MakeRandomK(double ratio, uint64_t seed, DataType values) {
+  return std::make_unique<RandomK>(ratio, seed, values);
 }
 
 }  // namespace cdt::compress

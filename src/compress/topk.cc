@@ -1,10 +1,14 @@
 // "topk": each rank sends its k = ceil(ratio × n) largest-magnitude elements as (index, value)
-// pairs (Deep Gradient Compression, Lin et al. ICLR'18, without its momentum correction; error
-// feedback keeps the rest). The ranks' index sets differ, so the pairs cannot be summed in
-// transit: they are allgathered and every rank adds them up. Wire: 8k bytes per rank, and each
-// rank receives (world − 1) × 8k — the volume grows with the world. When world × 8k would be no
-// smaller than the dense 4n bytes (k × world past density 1/2), the sparse vector is allreduced
-// densely instead: the same result, fewer bytes.
+// pairs (Deep Gradient Compression, Lin et al. ICLR'18; its momentum correction is error
+// feedback's, error_feedback.h; error feedback keeps the rest). The ranks' index sets differ, so
+// the pairs cannot be summed in transit: they are allgathered and every rank adds them up, in
+// rank order (the same bits everywhere). A payload is k int32 indices, then the k values as
+// float32 or, with CompressorOptions::sparse_values, as 16-bit floats (padded to 4 bytes); this
+// rank's contribution is its values as rounded, so error feedback keeps the rounding. Wire:
+// (4 + b)k bytes per rank for b-byte values, and each rank receives (world − 1) times that — the
+// volume grows with the world. When world × (4 + b)k would be no smaller than the dense bn bytes
+// (k × world past density b / (4 + b)), the sparse vector is allreduced densely in the value
+// type instead: the same result up to the rounding of 16-bit sums, fewer bytes.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -26,37 +30,45 @@ namespace {
 
 class TopK : public Compressor {
  public:
-  explicit TopK(double ratio) : ratio_(ratio) {}
+  TopK(double ratio, DataType values)
+      : ratio_(ratio), values_type_(values), value_bytes_(SparseValueBytes(values)) {}
   std::string name() const override { return "topk"; }
 
   size_t Reduce(Communicator& comm, float* grad, float* local, size_t n) override {
     const size_t k = SparseCount(ratio_, n);
     if (k == 0) return 0;
     SelectLargest(grad, n, k);
+    // The kept values as they travel, and as this rank's contribution.
+    const size_t value_words = (k * value_bytes_ + 3) / 4;
+    mine_.resize(k + value_words);
+    kept_.resize(k);
+    for (size_t j = 0; j < k; ++j) kept_[j] = grad[order_[j]];
+    EncodeSparseValues(values_type_, kept_.data(), mine_.data() + k, k);
+    DecodeSparseValues(values_type_, mine_.data() + k, kept_.data(), k);
     std::fill(local, local + n, 0.0f);
-    for (size_t j = 0; j < k; ++j) local[order_[j]] = grad[order_[j]];
+    for (size_t j = 0; j < k; ++j) local[order_[j]] = kept_[j];
     const size_t world = static_cast<size_t>(comm.size());
-    if (world * 8 * k >= 4 * n) {  // dense is no bigger
-      std::copy(local, local + n, grad);
-      comm.Allreduce(grad, n, DataType::kFloat32, ReduceOp::kSum)->Wait();
-      return 8 * k;
+    if (world * (4 + value_bytes_) * k >= value_bytes_ * n) {  // dense is no bigger
+      dense_.resize(n * value_bytes_);
+      EncodeSparseValues(values_type_, local, dense_.data(), n);
+      comm.Allreduce(dense_.data(), n, values_type_, ReduceOp::kSum)->Wait();
+      DecodeSparseValues(values_type_, dense_.data(), grad, n);
+      return value_bytes_ * n;
     }
-    // Pairs as int32 words: index, then the value's bits.
-    mine_.resize(2 * k);
-    for (size_t j = 0; j < k; ++j) {
-      mine_[2 * j] = static_cast<int32_t>(order_[j]);
-      std::memcpy(&mine_[2 * j + 1], &grad[order_[j]], 4);
-    }
-    all_.resize(2 * k * world);
-    comm.Allgather(mine_.data(), all_.data(), 2 * k, DataType::kInt32)->Wait();
+    for (size_t j = 0; j < k; ++j) mine_[j] = static_cast<int32_t>(order_[j]);
+    const size_t words = mine_.size();
+    all_.resize(words * world);
+    comm.Allgather(mine_.data(), all_.data(), words, DataType::kInt32)->Wait();
     std::fill(grad, grad + n, 0.0f);
-    for (size_t j = 0; j < k * world; ++j) {
-      const auto idx = static_cast<uint32_t>(all_[2 * j]);
-      float v;
-      std::memcpy(&v, &all_[2 * j + 1], 4);
-      if (idx < n) grad[idx] += v;
+    for (size_t r = 0; r < world; ++r) {
+      const int32_t* block = all_.data() + r * words;
+      DecodeSparseValues(values_type_, block + k, kept_.data(), k);
+      for (size_t j = 0; j < k; ++j) {
+        const auto idx = static_cast<uint32_t>(block[j]);
+        if (idx < n) grad[idx] += kept_[j];
+      }
     }
-    return 8 * k;
+    return (4 + value_bytes_) * k;
   }
 
  private:
@@ -88,13 +100,18 @@ class TopK : public Compressor {
   }
 
   double ratio_;
+  DataType values_type_;
+  size_t value_bytes_;
   std::vector<uint32_t> order_;
-  std::vector<float> sample_;
-  std::vector<int32_t> mine_, all_;
+  std::vector<float> sample_, kept_;
+  std::vector<int32_t> mine_, all_;  // payloads: k indices, then the values (padded to a word)
+  std::vector<uint8_t> dense_;
 };
 
 }  // namespace
 
-std::unique_ptr<Compressor> MakeTopK(double ratio) { return std::make_unique<TopK>(ratio); }
+std::unique_ptr<Compressor> MakeTopK(double ratio, DataType values) {
+  return std::make_unique<TopK>(ratio, values);
+}
 
 }  // namespace cdt::compress

@@ -44,7 +44,7 @@ std::string TrainResultJson(const TrainResult& r) {
                 {"overlap_ratio", r.overlap_ratio}}},
       {"sync_wait_fraction", r.sync_wait_fraction},
       {"batch_splits", r.batch_splits},
-      {"compression", {{"compressor", r.compress}, {"phases", phases},
+      {"compression", {{"compressor", r.compress}, {"values", r.compress_values}, {"phases", phases},
                        {"volume_reduction", r.bytes_fp32 > 0 ? 1 - r.bytes_wire / r.bytes_fp32 : 0.0},
                        {"residual_pct", r.residual_pct}, {"direct_reductions", r.direct_reductions}}},
       {"params_consistent", r.params_consistent},

@@ -37,6 +37,11 @@ void ValidateTrainOptions(const TrainOptions& o) {
   }
   if (!(o.compress_ratio >= 0 && o.compress_ratio <= 1))
     bad("--compress-ratio must be in (0, 1] (or 0 for the compressor's default)");
+  if (o.compress_values != "fp32" && o.compress_values != "fp16" && o.compress_values != "bf16")
+    bad("--compress-values '" + o.compress_values + "': use fp32, fp16 or bf16");
+  if (o.compress_values != "fp32" && o.compress != "topk" && o.compress != "randomk")
+    bad("--compress-values applies to the values top-k and random-k send: use it with --compress "
+        "topk or randomk (--compress fp16 casts the whole gradient)");
   if (o.powersgd_rank < 1) bad("--powersgd-rank must be at least 1");
   if (!o.timeline.empty() && o.timeline_steps < 1) bad("--timeline-steps must be at least 1");
   if (o.balance_batches < 0) bad("--balance-batches must be 0 (off) or a number of steps");

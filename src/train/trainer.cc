@@ -295,6 +295,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   Timeline timeline(o.timeline.empty() ? 0 : o.timeline_steps);
   reducer.set_timeline(&timeline);
   r.compress = o.compress;
+  r.compress_values = o.compress_values;
   CompressionSteering steering(o, compression, comm, reducer, at.step, &r);
   UpdateScheduler updates(reducer, *opt, model->parameters());
   updates.LearnLaunchOrders(*model, Images(train_set, {0}));

@@ -45,6 +45,9 @@ struct TrainOptions {
   // topk / randomk: share of elements sent; 0 = the compressor's default
   // (compress::DefaultRatio: top-k 1%, random-k 50%).
   double compress_ratio = 0;
+  // topk / randomk: the type the kept values travel in, fp32 | fp16 | bf16
+  // (compress::CompressorOptions::sparse_values).
+  std::string compress_values = "fp32";
   int powersgd_rank = 2;
   // powersgd: buckets whose matrices would save fewer bytes go uncompressed, in one allreduce
   // (compress::CompressorOptions::powersgd_min_saved_bytes).
@@ -132,6 +135,7 @@ struct TrainResult {
   // and the run's error-feedback residual as a share of what was compressed (root of sums of
   // squares over buckets and steps).
   std::string compress = "none";
+  std::string compress_values = "fp32";  // the type top-k's and random-k's values travel in
   struct CompressionPhase {
     int64_t step;
     std::string phase, compressor;

@@ -211,6 +211,62 @@ TEST(Compress, SignAndRandomKEncodeWhatTheySay) {
   EXPECT_EQ(rk.wire[0], 4u * 51u);
 }
 
+TEST(Compress, SparseValuesTravelIn16BitFloats) {
+  // Top-k and random-k with 16-bit values pick the same elements as with float32; this rank's
+  // contribution is each kept value rounded to the wire type; the result is the sum of the
+  // contributions (top-k adds the decoded values in float32, random-k's 16-bit allreduce rounds
+  // at every hop); every rank gets the same bits; the wire holds 2 bytes a value.
+  for (DataType values : {DataType::kFloat16, DataType::kBFloat16})
+    for (const std::string& name : {std::string("topk"), std::string("randomk")})
+      for (int world = 1; world <= 4; ++world)
+        for (size_t n : kSizes) {
+          const std::string what = name + " " + DataTypeName(values) + " n=" + std::to_string(n) +
+                                   " world=" + std::to_string(world);
+          CompressorOptions o = NoFeedback();
+          Outcome f32 = RunOnce(name, world, n, o);
+          o.sparse_values = values;
+          Outcome h = RunOnce(name, world, n, o);
+          ExpectSameOnEveryRank(h, what);
+          if (n == 0) {
+            EXPECT_EQ(h.wire[0], 0u) << what;
+            continue;
+          }
+          const size_t k = SparseCount(o.ratio, n);
+          const bool dense = name == "topk" && static_cast<size_t>(world) * 6 * k >= 2 * n;
+          EXPECT_EQ(h.wire[0], dense ? 2 * n : (name == "topk" ? 6 * k : 2 * k)) << what;
+          for (int r = 0; r < world; ++r) {
+            const auto g = Gradient(r, n);
+            std::vector<uint16_t> wire(n);
+            std::vector<float> rounded(n);
+            EncodeSparseValues(values, g.data(), wire.data(), n);
+            DecodeSparseValues(values, wire.data(), rounded.data(), n);
+            size_t kept = 0;
+            for (size_t i = 0; i < n; ++i) {
+              const float l = h.local[static_cast<size_t>(r)][i];
+              ASSERT_EQ(l != 0.0f, f32.local[static_cast<size_t>(r)][i] != 0.0f) << what << " i=" << i;
+              if (l != 0.0f) {
+                ++kept;
+                ASSERT_EQ(l, rounded[i]) << what << " i=" << i;
+              }
+            }
+            EXPECT_EQ(kept, k) << what;
+          }
+          // 16-bit sums round at each of the world - 1 additions: half an ulp of |sum| < 0.2 each.
+          const double ulp = values == DataType::kFloat16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
+          const bool summed_in_16_bits = name == "randomk" || dense;
+          for (size_t i = 0; i < n; ++i) {
+            double s = 0;
+            for (const auto& l : h.local) s += l[i];
+            ASSERT_NEAR(h.result[0][i], s, (summed_in_16_bits ? world * ulp * 0.2 : 0) + 1e-7)
+                << what << " i=" << i;
+          }
+        }
+  CompressorOptions bad = NoFeedback();
+  bad.sparse_values = DataType::kInt8;
+  EXPECT_THROW(MakeCompressor("topk", bad, {}), Error);
+  EXPECT_THROW(MakeCompressor("randomk", bad, {}), Error);
+}
+
 TEST(Compress, SignScalesEachTensorByItsOwnMagnitude) {
   const size_t n = 300;
   std::vector<TensorView> tensors = {{0, 10, 10}, {100, 200, 1}};
@@ -388,12 +444,17 @@ TEST(Compress, KernelsMatchPlainLoops) {
 TEST(Compress, ErrorFeedbackConservesMass) {
   // Over several steps: what every rank sent (its local contributions) plus its final residual
   // equals the sum of its gradients; and the wrapper's norms are those of x = g + e and of e.
+  std::vector<std::pair<std::string, DataType>> cases;
+  for (const std::string& name : CompressorNames())
+    if (name != "none") cases.emplace_back(name, DataType::kFloat32);
+  for (const char* sparse : {"topk", "randomk"})
+    for (DataType values : {DataType::kFloat16, DataType::kBFloat16}) cases.emplace_back(sparse, values);
   for (size_t n : {size_t{1001}, size_t{9001}})
-  for (const std::string& name : CompressorNames()) {
-    if (name == "none") continue;
+  for (const auto& [name, values] : cases) {
     testing::RunRanks(3, [&](Communicator& comm) {
       CompressorOptions o;
       o.ratio = 0.05;
+      o.sparse_values = values;
       auto c = MakeCompressor(name, o, {});
       auto* ef = dynamic_cast<ErrorFeedback*>(c.get());
       ASSERT_NE(ef, nullptr) << name;
