@@ -34,7 +34,7 @@ void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o) {
                   "gradient compression: none|fp16|bf16|int8|topk|randomk|powersgd|signsgd|adaptive")
       ->capture_default_str();
   cmd->add_option("--compress-ratio", t.compress_ratio,
-                  "topk/randomk: share of elements sent (default: topk 0.01, randomk 0.5)");
+                  "topk/randomk: share of elements sent (default: topk 0.01, randomk 0.75)");
   cmd->add_option("--compress-values", t.compress_values,
                   "topk/randomk: the type the kept values travel in, fp32|fp16|bf16 (16-bit halves "
                   "their bytes; error feedback keeps the rounding)")

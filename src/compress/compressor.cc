@@ -13,7 +13,7 @@ const std::vector<std::string>& CompressorNames() {
 }
 
 double DefaultRatio(const std::string& name) {
-  return name == "topk" ? 0.01 : name == "randomk" ? 0.5 : 0.0;
+  return name == "topk" ? 0.01 : name == "randomk" ? 0.75 : 0.0;
 }
 
 std::unique_ptr<Compressor> MakeCompressor(const std::string& name, const CompressorOptions& o,

@@ -43,7 +43,7 @@ struct TrainOptions {
   // powersgd | signsgd | adaptive; error feedback wraps every lossy compressor unless turned off.
   std::string compress = "none";
   // topk / randomk: share of elements sent; 0 = the compressor's default
-  // (compress::DefaultRatio: top-k 1%, random-k 50%).
+  // (compress::DefaultRatio: top-k 1%, random-k 75%).
   double compress_ratio = 0;
   // topk / randomk: the type the kept values travel in, fp32 | fp16 | bf16
   // (compress::CompressorOptions::sparse_values).
