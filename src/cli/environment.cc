@@ -50,6 +50,7 @@ Environment Environment::FromProcess() {
   e.remote_spin_us = Get("CDT_REMOTE_SPIN_US");
   e.remote_recv_batch_bytes = Get("CDT_REMOTE_RECV_BATCH_BYTES");
   e.yield_send_buffer_bytes = Get("CDT_YIELD_SEND_BUFFER_BYTES");
+  e.yield_send_buffer_min_bytes = Get("CDT_YIELD_SEND_BUFFER_MIN_BYTES");
   e.socket_buffer_bytes = Get("CDT_SOCKET_BUFFER_BYTES");
   e.segment_bytes = Get("CDT_SEGMENT_BYTES");
   e.master_addr = Get("MASTER_ADDR");

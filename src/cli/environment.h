@@ -30,8 +30,10 @@ struct Environment {
   std::optional<std::string> master_addr, master_port;
   // Transport tuning knobs: CDT_SPIN_US, CDT_REMOTE_SPIN_US, CDT_REMOTE_RECV_BATCH_BYTES,
   // CDT_SOCKET_BUFFER_BYTES (bulk channel, same-host peers), CDT_YIELD_SEND_BUFFER_BYTES (the
-  // bulk communicator's sockets beside a priority one), CDT_SEGMENT_BYTES.
-  std::optional<std::string> spin_us, remote_spin_us, remote_recv_batch_bytes, yield_send_buffer_bytes;
+  // bulk communicator's sockets beside a priority one) and CDT_YIELD_SEND_BUFFER_MIN_BYTES (its
+  // floor toward other hosts, where it follows the path), CDT_SEGMENT_BYTES.
+  std::optional<std::string> spin_us, remote_spin_us, remote_recv_batch_bytes, yield_send_buffer_bytes,
+      yield_send_buffer_min_bytes;
   std::optional<std::string> socket_buffer_bytes, segment_bytes;
   // Default strategy cache: $XDG_CACHE_HOME/cann-dist-train/strategies, else
   // $HOME/.cache/cann-dist-train/strategies, else knowledge_base/strategies.

@@ -390,6 +390,7 @@ std::unique_ptr<Communicator> ConnectTcpCommunicator(Store& store, const Communi
   m.traffic_gate = o.traffic_gate;
   m.urgent = o.urgent;
   m.yield_send_buffer_bytes = o.yield_send_buffer_bytes;
+  m.yield_send_buffer_min_bytes = o.yield_send_buffer_min_bytes;
   return std::make_unique<TcpCommunicator>(TcpMesh::Connect(store, m), o);
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cdt/error.h"
+#include "comm/transport/send_pacing.h"
 #include "comm/transport/socket.h"
 #include "comm/transport/tcp_mesh.h"
 #include "comm_test_util.h"
@@ -80,6 +81,102 @@ TEST(Communicator, YieldingCommunicatorPausesWhileTheGateIsHeld) {
   for (auto& w : works) w->Wait();
   EXPECT_EQ(big[0][12345], 2.0f);
   EXPECT_EQ(big[1][(1 << 20) - 1], 2.0f);
+}
+
+// The yielding side's send buffer toward another host: twice the bandwidth-delay product TCP
+// measured, between the floor and the cap; unchanged when the sample says nothing of the path.
+TEST(SendPacing, BufferIsTwiceTheBandwidthDelayProductWithinItsBounds) {
+  const auto at = [](double bytes_per_s, double rtt_s, bool app_limited = false) {
+    net::PathSample s;
+    s.valid = true;
+    s.delivery_bytes_per_s = bytes_per_s;
+    s.min_rtt_s = rtt_s;
+    s.app_limited = app_limited;
+    s.mss_bytes = 1448;  // Ethernet
+    return net::PacedSendBuffer(s, 16 << 10, 64 << 10, 30000);
+  };
+  EXPECT_EQ(at(2.5e6, 100e-6), 16 << 10);    // 20 Mbit/s, 0.1 ms: the floor
+  EXPECT_EQ(at(1.25e8, 100e-6), 25000);       // 1 Gbit/s, 0.1 ms
+  EXPECT_EQ(at(1.25e9, 50e-6), 64 << 10);     // 10 Gbit/s, 50 us: the cap
+  EXPECT_EQ(at(2.5e6, 100e-6, true), 30000);  // application-limited: keep what it is
+  EXPECT_EQ(net::PacedSendBuffer(net::PathSample{}, 16 << 10, 64 << 10, 30000), 30000);
+  net::PathSample fast{true, 1e6, 1e-3, false, 1448};
+  EXPECT_EQ(net::PacedSendBuffer(fast, 64 << 10, 64 << 10, 30000), 64 << 10);  // floor at the cap: fixed
+  // A buffer that limits the rate itself (rate x RTT = buffer) doubles.
+  EXPECT_EQ(at(20000 / 1e-3, 1e-3), 40000);
+  // Never below eight segments: on loopback (64 KiB segments) that is above the cap.
+  net::PathSample loopback{true, 2.5e6, 100e-6, false, 65483};
+  EXPECT_EQ(net::PacedSendBuffer(loopback, 16 << 10, 64 << 10, 30000), 64 << 10);
+  EXPECT_EQ(net::PacedSendBuffer(loopback, 16 << 10, 1 << 20, 30000), 8 * 65483);
+}
+
+// What the kernel reports of a loopback connection that carried a few megabytes.
+TEST(SendPacing, TheKernelReportsRateAndRoundTrip) {
+  net::HostPort bound;
+  net::Socket listener = net::Listen("127.0.0.1", 0, &bound);
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  std::thread sender([&] {
+    net::Socket s = net::ConnectUntil(bound, deadline);
+    std::vector<char> buf(4 << 20, 'x');
+    net::SendAll(s.fd(), buf.data(), buf.size(), deadline, "receiver");
+    const net::PathSample p = net::ReadPathSample(s.fd());
+    EXPECT_TRUE(p.valid);
+    EXPECT_GT(p.delivery_bytes_per_s, 0);
+    EXPECT_GT(p.min_rtt_s, 0);
+    EXPECT_LT(p.min_rtt_s, 1.0);
+    EXPECT_GT(p.mss_bytes, 0);
+    char done = 0;
+    net::RecvAll(s.fd(), &done, 1, deadline, "receiver");
+  });
+  std::string peer;
+  net::Socket r = net::AcceptUntil(listener, deadline, &peer);
+  ASSERT_GE(r.fd(), 0);
+  std::vector<char> buf(4 << 20);
+  net::RecvAll(r.fd(), buf.data(), buf.size(), deadline, "sender");
+  char done = 1;
+  net::SendAll(r.fd(), &done, 1, deadline, "sender");
+  sender.join();
+  EXPECT_EQ(buf[(4 << 20) - 1], 'x');
+  EXPECT_EQ(net::ReadPathSample(-1).valid, false);
+}
+
+// A yielding communicator between two "hosts" resizes its send buffers while bytes are in flight
+// (on loopback the measured product is far from the 64 KiB default) and delivers every byte.
+TEST(Communicator, YieldingSendBufferFollowsThePathAndKeepsEveryByte) {
+  MemoryStore store;
+  std::vector<std::unique_ptr<Communicator>> bulk(2), urgent(2);
+  std::vector<std::shared_ptr<TrafficGate>> gates = {std::make_shared<TrafficGate>(),
+                                                     std::make_shared<TrafficGate>()};
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 2; ++r)
+    ts.emplace_back([&, r] {
+      CommunicatorOptions o = Opts(r, 2, 0, 10000);
+      o.host_id = r == 0 ? "host-a" : "host-b";
+      o.traffic_gate = gates[static_cast<size_t>(r)];
+      o.yield_send_buffer_bytes = 4 << 20;
+      o.yield_send_buffer_min_bytes = 4 << 10;
+      bulk[static_cast<size_t>(r)] = ConnectTcpCommunicator(store, o);
+      o.job_id = "t/urgent";
+      o.urgent = true;
+      urgent[static_cast<size_t>(r)] = ConnectTcpCommunicator(store, o);
+    });
+  for (auto& t : ts) t.join();
+  ts.clear();
+  for (int r = 0; r < 2; ++r)
+    ts.emplace_back([&, r] {
+      for (int round = 0; round < 6; ++round) {
+        const size_t count = size_t{3} << 20;
+        std::vector<float> v(count, static_cast<float>(r + round));
+        std::vector<float> small(999, 1.0f);
+        auto w = bulk[static_cast<size_t>(r)]->Allreduce(v.data(), count, DataType::kFloat32, ReduceOp::kSum);
+        urgent[static_cast<size_t>(r)]->Allreduce(small.data(), small.size(), DataType::kFloat32, ReduceOp::kSum)->Wait();
+        w->Wait();
+        for (size_t i = 0; i < count; i += 4093) ASSERT_EQ(v[i], static_cast<float>(1 + 2 * round)) << round;
+        ASSERT_EQ(v[count - 1], static_cast<float>(1 + 2 * round));
+        ASSERT_EQ(small[998], 2.0f);
+      }
+    });
+  for (auto& t : ts) t.join();
 }
 
 // Receives from another host sleep until a batch can be read at once (SO_RCVLOWAT), not per

@@ -11,11 +11,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 
 #include "cdt/error.h"
 #include "comm/store/store_protocol.h"
+#include "comm/transport/send_pacing.h"
 
 namespace cdt {
 
@@ -199,6 +201,10 @@ std::unique_ptr<TcpMesh> TcpMesh::Connect(Store& store, const MeshOptions& o) {
   for (int peer = 0; peer < o.size; ++peer)
     mesh->remote_[peer] = mesh->host_ids_[peer] != mesh->host_ids_[o.rank];
   mesh->receive_lowat_.assign(mesh->recv_socks_.size(), 1);
+  mesh->yield_floor_ = o.yield_send_buffer_min_bytes;
+  mesh->yield_cap_ = o.yield_send_buffer_bytes;
+  mesh->paced_send_buffer_.assign(mesh->send_socks_.size(), 0);
+  mesh->next_pacing_.assign(mesh->send_socks_.size(), std::chrono::steady_clock::time_point{});
   for (size_t slot = 0; slot < mesh->send_socks_.size(); ++slot) {
     const int peer = static_cast<int>(slot % static_cast<size_t>(o.size));
     if (peer == o.rank) continue;
@@ -222,9 +228,24 @@ std::unique_ptr<TcpMesh> TcpMesh::Connect(Store& store, const MeshOptions& o) {
       int sndbuf = o.yield_send_buffer_bytes, lowat = o.yield_unsent_bytes;
       ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
       ::setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof lowat);
+      if (!same_host && o.yield_send_buffer_min_bytes > 0 &&
+          o.yield_send_buffer_min_bytes < o.yield_send_buffer_bytes)
+        mesh->paced_send_buffer_[slot] = sndbuf;
     }
   }
   return mesh;
+}
+
+// A send found the buffer full: the moment the buffer, or the path behind it, limits.
+void TcpMesh::PaceSendBuffer(size_t slot, int fd) {
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_pacing_[slot]) return;
+  next_pacing_[slot] = now + std::chrono::milliseconds(20);
+  const int current = paced_send_buffer_[slot];
+  int target = net::PacedSendBuffer(net::ReadPathSample(fd), yield_floor_, yield_cap_, current);
+  if (4 * std::abs(target - current) <= current) return;  // within a quarter: leave it
+  if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &target, sizeof target) == 0)
+    paced_send_buffer_[slot] = target;
 }
 
 void TcpMesh::Wake() {
@@ -318,6 +339,7 @@ void TcpMesh::Exchange(Transfer* t, size_t n, const OpLabel& label) {
         ThrowPeerError(ErrorCode::kPeerLost, x.peer, "connection closed by peer", label);
       if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
         ThrowPeerError(ErrorCode::kPeerLost, x.peer, std::strerror(errno), label);
+      if (x.kind == Transfer::Kind::kSend && paced_send_buffer_[slot] > 0) PaceSendBuffer(slot, fd);
       if (!remote_[x.peer]) {
         latency_bound = true;
       } else if (x.kind == Transfer::Kind::kRecv && remote_receive_batch_ > 0) {

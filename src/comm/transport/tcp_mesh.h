@@ -129,6 +129,11 @@ struct MeshOptions {
   bool urgent = false;
   int yield_send_buffer_bytes = 64 << 10;
   int yield_unsent_bytes = 32 << 10;
+  // Toward another host that send buffer follows the path: twice the bandwidth-delay product TCP
+  // measured, between this floor and yield_send_buffer_bytes, looked at (at most every 20 ms)
+  // when a send finds it full (comm/transport/send_pacing.h). 0, or a floor at or above the
+  // cap: fixed at yield_send_buffer_bytes.
+  int yield_send_buffer_min_bytes = 16 << 10;
 };
 
 class TcpMesh {
@@ -174,6 +179,12 @@ class TcpMesh {
   int remote_receive_batch_ = 0;
   std::shared_ptr<TrafficGate> gate_;
   bool urgent_ = false;
+  // Yielding toward other hosts: the send buffer follows the path (MeshOptions). Per send slot:
+  // the size last set (0 = not paced) and when to look again.
+  int yield_floor_ = 0, yield_cap_ = 0;
+  std::vector<int> paced_send_buffer_;
+  std::vector<std::chrono::steady_clock::time_point> next_pacing_;
+  void PaceSendBuffer(size_t slot, int fd);
   // One connection per direction and peer, indexed by rank (invalid at rank_): a socket that only
   // ever carries data one way never enters Linux's delayed-ACK "pingpong" (interactive) mode, so
   // the ACKs that open a small send window come back at once whatever algorithm ran before.
