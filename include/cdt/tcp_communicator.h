@@ -60,10 +60,10 @@ struct CommunicatorOptions {
   std::shared_ptr<TrafficGate> traffic_gate;
   bool urgent = false;
   // The yielding side's send buffer (SO_SNDBUF): bounds the bulk bytes queued ahead of urgent ones.
-  // Toward another host it follows the path between the floor and that size (twice the measured
-  // bandwidth-delay product; MeshOptions); a floor of 0 keeps it fixed.
+  // With a floor > 0 it follows the path toward another host, between the floor and that size
+  // (twice the measured bandwidth-delay product; MeshOptions); 0, the default, keeps it fixed.
   int yield_send_buffer_bytes = 64 << 10;
-  int yield_send_buffer_min_bytes = 16 << 10;
+  int yield_send_buffer_min_bytes = 0;
 };
 
 // Connects to every other rank (blocking, bounded by options.timeout) and returns a ready

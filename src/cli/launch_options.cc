@@ -168,7 +168,7 @@ CommunicatorOptions CommunicatorOptionsFor(const Environment& env, const LaunchO
         ToInt(env.yield_send_buffer_bytes, 65536, "CDT_YIELD_SEND_BUFFER_BYTES");
   if (env.yield_send_buffer_min_bytes)
     co.yield_send_buffer_min_bytes =
-        ToInt(env.yield_send_buffer_min_bytes, 16384, "CDT_YIELD_SEND_BUFFER_MIN_BYTES");
+        ToInt(env.yield_send_buffer_min_bytes, 0, "CDT_YIELD_SEND_BUFFER_MIN_BYTES");
   if (env.remote_recv_batch_bytes)
     co.remote_receive_batch_bytes =
         ToInt(env.remote_recv_batch_bytes, 65536, "CDT_REMOTE_RECV_BATCH_BYTES");

@@ -129,11 +129,13 @@ struct MeshOptions {
   bool urgent = false;
   int yield_send_buffer_bytes = 64 << 10;
   int yield_unsent_bytes = 32 << 10;
-  // Toward another host that send buffer follows the path: twice the bandwidth-delay product TCP
-  // measured, between this floor and yield_send_buffer_bytes, looked at (at most every 20 ms)
-  // when a send finds it full (comm/transport/send_pacing.h). 0, or a floor at or above the
-  // cap: fixed at yield_send_buffer_bytes.
-  int yield_send_buffer_min_bytes = 16 << 10;
+  // With a floor > 0, toward another host that send buffer follows the path: twice the
+  // bandwidth-delay product TCP measured, between this floor and yield_send_buffer_bytes, looked
+  // at (at most every 20 ms) when a send finds it full (comm/transport/send_pacing.h). 0 (the
+  // default), or a floor at or above the cap: fixed at yield_send_buffer_bytes. Off by default:
+  // on the emulated 20 and 100 Mbit/s links it moved waiting from the priority buckets to the
+  // bulk ones without a throughput gain beyond noise (docs/benchmarks.md, "Wake-ups on slow links").
+  int yield_send_buffer_min_bytes = 0;
 };
 
 class TcpMesh {
