@@ -209,6 +209,25 @@ TEST(Compress, SignAndRandomKEncodeWhatTheySay) {
   }
   EXPECT_EQ(sign.wire[0], 4u + (n + 7) / 8);  // no layout: one scale
   EXPECT_EQ(rk.wire[0], 4u * 51u);
+  // Past half the elements random-k draws the ones it leaves out: still k, the same on every rank,
+  // each value this rank's own.
+  CompressorOptions most = NoFeedback();
+  most.ratio = 0.75;  // k = 751
+  Outcome rk75 = RunOnce("randomk", 3, n, most);
+  std::vector<size_t> kept0;
+  for (int r = 0; r < 3; ++r) {
+    auto g = Gradient(r, n);
+    std::vector<size_t> kept;
+    for (size_t i = 0; i < n; ++i)
+      if (rk75.local[static_cast<size_t>(r)][i] != 0.0f) {
+        EXPECT_EQ(rk75.local[static_cast<size_t>(r)][i], g[i]);
+        kept.push_back(i);
+      }
+    EXPECT_EQ(kept.size(), 751u);
+    if (r == 0) kept0 = kept;
+    EXPECT_EQ(kept, kept0);
+  }
+  EXPECT_EQ(rk75.wire[0], 4u * 751u);
 }
 
 TEST(Compress, SparseValuesTravelIn16BitFloats) {
