@@ -75,6 +75,7 @@ int RunBenchCompress(Communicator& comm, const BenchCompressOptions& o) {
       o.shape.empty() ? SquareLayout(ParseBytes(o.size, "--size") / 4) : ParseShape(o.shape);
   size_t n = 0;
   for (const auto& t : tensors) n = std::max(n, t.offset + t.numel());
+  const DataType values = compress::SparseValuesNamed(o.values);
   std::vector<std::string> names;
   if (o.compressors == "all") {
     for (const std::string& name : compress::CompressorNames())
@@ -114,6 +115,7 @@ int RunBenchCompress(Communicator& comm, const BenchCompressOptions& o) {
     co.ratio = o.ratio > 0 ? o.ratio : compress::DefaultRatio(name);
     co.powersgd_rank = o.powersgd_rank;
     co.error_feedback = o.error_feedback;
+    co.sparse_values = values;
     // One call of a fresh compressor (no residual yet) against the exact sum.
     std::unique_ptr<compress::Compressor> c = compress::MakeCompressor(name, co, tensors);
     work = gradient;
@@ -137,7 +139,7 @@ int RunBenchCompress(Communicator& comm, const BenchCompressOptions& o) {
     const double gbps = t > 0 ? fp32_bytes / t / 1e9 : 0;
     const double reduction = n > 0 ? 1.0 - static_cast<double>(wire) / fp32_bytes : 0;
     char ratio[32];
-    std::snprintf(ratio, sizeof ratio, "k=%g", co.ratio);
+    std::snprintf(ratio, sizeof ratio, "k=%g%s", co.ratio, o.values == "fp32" ? "" : ("/" + o.values).c_str());
     std::string param = name == "topk" || name == "randomk" ? std::string(ratio)
                         : name == "powersgd"                ? "r=" + std::to_string(co.powersgd_rank)
                                                             : "-";

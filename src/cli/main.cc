@@ -85,6 +85,9 @@ int Main(int argc, char** argv) {
   bench_c->add_option("--shape", bench_compress.shape, "the gradient's tensors instead: ROWSxCOLS,N,...")
       ->excludes(size_opt);
   bench_c->add_option("--ratio", bench_compress.ratio, "top-k / random-k share of elements (0 = train's default)");
+  bench_c->add_option("--values", bench_compress.values,
+                      "top-k / random-k: the type their values travel in, fp32|fp16|bf16 (train --compress-values)")
+      ->capture_default_str();
   bench_c->add_option("--powersgd-rank", bench_compress.powersgd_rank, "PowerSGD rank")->capture_default_str();
   bench_c->add_flag("!--no-error-feedback", bench_compress.error_feedback,
                     "time the compressors without the error-feedback wrapper `train` uses");

@@ -16,6 +16,13 @@ double DefaultRatio(const std::string& name) {
   return name == "topk" ? 0.01 : name == "randomk" ? 0.75 : 0.0;
 }
 
+DataType SparseValuesNamed(const std::string& name) {
+  if (name == "fp32") return DataType::kFloat32;
+  if (name == "fp16") return DataType::kFloat16;
+  if (name == "bf16") return DataType::kBFloat16;
+  throw Error(ErrorCode::kInvalidArgument, "--compress-values '" + name + "': use fp32, fp16 or bf16");
+}
+
 std::unique_ptr<Compressor> MakeCompressor(const std::string& name, const CompressorOptions& o,
                                            const std::vector<TensorView>& tensors) {
   if (!(o.ratio > 0 && o.ratio <= 1) && (name == "topk" || name == "randomk"))

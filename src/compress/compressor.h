@@ -74,6 +74,10 @@ std::unique_ptr<Compressor> MakeCompressor(const std::string& name, const Compre
 // the budget is one point. Top-k sends what matters first and keeps 1% within a point.
 double DefaultRatio(const std::string& name);
 
+// `--compress-values` names: "fp32", "fp16", "bf16" to the sparse values' DataType; throws
+// cdt::Error(kInvalidArgument) naming the flag and the accepted names for anything else.
+DataType SparseValuesNamed(const std::string& name);
+
 // The names MakeCompressor accepts, for help texts and errors.
 const std::vector<std::string>& CompressorNames();
 

@@ -11,9 +11,7 @@ CompressionSetup MakeCompressionSetup(const TrainOptions& o) {
   CompressionSetup s;
   s.ratio = o.compress_ratio > 0 ? o.compress_ratio : compress::DefaultRatio(o.compress);
   if (s.ratio > 0) s.options.ratio = s.ratio;  // else (adaptive) the library default
-  s.options.sparse_values = o.compress_values == "fp16"   ? DataType::kFloat16
-                            : o.compress_values == "bf16" ? DataType::kBFloat16
-                                                          : DataType::kFloat32;
+  s.options.sparse_values = compress::SparseValuesNamed(o.compress_values);
   s.options.powersgd_rank = o.powersgd_rank;
   s.options.powersgd_min_saved_bytes = o.powersgd_min_saved_bytes;
   s.options.seed = o.seed;

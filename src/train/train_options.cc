@@ -37,8 +37,7 @@ void ValidateTrainOptions(const TrainOptions& o) {
   }
   if (!(o.compress_ratio >= 0 && o.compress_ratio <= 1))
     bad("--compress-ratio must be in (0, 1] (or 0 for the compressor's default)");
-  if (o.compress_values != "fp32" && o.compress_values != "fp16" && o.compress_values != "bf16")
-    bad("--compress-values '" + o.compress_values + "': use fp32, fp16 or bf16");
+  compress::SparseValuesNamed(o.compress_values);  // throws kInvalidArgument naming the flag
   if (o.compress_values != "fp32" && o.compress != "topk" && o.compress != "randomk")
     bad("--compress-values applies to the values top-k and random-k send: use it with --compress "
         "topk or randomk (--compress fp16 casts the whole gradient)");

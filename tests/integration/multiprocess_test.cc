@@ -174,6 +174,16 @@ TEST(Launcher, BenchCompressReportsEveryCompressor) {
   EXPECT_NE(doc.find("\"wire_bytes\": " + std::to_string(2 * n)), std::string::npos) << doc;  // fp16
   EXPECT_NE(doc.find("\"wire_bytes\": " + std::to_string(4 * ((96 + 130) * 2 + 7))), std::string::npos)
       << doc;  // powersgd, rank 2
+  // 16-bit sparse values: random-k at its default 75% sends 2 bytes a value.
+  std::string out16 = TempPath("bench-compress-fp16"), json16 = TempPath("bench-compress-fp16.json");
+  Proc h = Spawn({CDT_CLI, "bench", "compress", "--nproc-per-node", "2", "--shape", "96x130,7",
+                  "--compressors", "randomk,topk", "--values", "fp16", "--iters", "2", "--json", json16},
+                 {}, out16);
+  ASSERT_EQ(WaitFor(h.pid, std::chrono::seconds(120)), 0) << ReadFile(out16);
+  const std::string doc16 = ReadFile(json16);
+  const size_t k75 = (3 * n + 3) / 4;  // ceil(0.75 n)
+  EXPECT_NE(doc16.find("\"wire_bytes\": " + std::to_string(2 * k75)), std::string::npos) << doc16;
+  EXPECT_NE(doc16.find("\"param\": \"k=0.75/fp16\""), std::string::npos) << doc16;
   // A bad shape is refused before any work, naming the option.
   std::string bad = TempPath("bench-compress-bad");
   Proc q = Spawn({CDT_CLI, "bench", "compress", "--shape", "96y130"}, {}, bad);
