@@ -6,7 +6,6 @@
 // mantissa.
 #include <vector>
 
-#include "common/half_vector.h"
 #include "compress/compressors.h"
 
 namespace cdt::compress {
@@ -18,20 +17,11 @@ class Cast : public Compressor {
   std::string name() const override { return wire_ == DataType::kFloat16 ? "fp16" : "bf16"; }
 
   size_t Reduce(Communicator& comm, float* grad, float* local, size_t n) override {
-    const bool half = wire_ == DataType::kFloat16;
     buf_.resize(n);
-    if (half) {
-      FloatsToHalfs(grad, buf_.data(), n);
-      HalfsToFloats(buf_.data(), local, n);
-    } else {
-      FloatsToBFloat16s(grad, buf_.data(), n);
-      BFloat16sToFloats(buf_.data(), local, n);
-    }
+    EncodeWireValues(wire_, grad, buf_.data(), n);
+    DecodeWireValues(wire_, buf_.data(), local, n);
     if (n > 0) comm.Allreduce(buf_.data(), n, wire_, ReduceOp::kSum)->Wait();
-    if (half)
-      HalfsToFloats(buf_.data(), grad, n);
-    else
-      BFloat16sToFloats(buf_.data(), grad, n);
+    DecodeWireValues(wire_, buf_.data(), grad, n);
     return 2 * n;
   }
 

@@ -29,7 +29,7 @@ std::unique_ptr<Compressor> MakeCompressor(const std::string& name, const Compre
     throw Error(ErrorCode::kInvalidArgument, name + ": the ratio must be in (0, 1], got " + std::to_string(o.ratio));
   if (o.powersgd_rank < 1 && name == "powersgd")
     throw Error(ErrorCode::kInvalidArgument, "powersgd: the rank must be at least 1");
-  if (name == "topk" || name == "randomk") SparseValueBytes(o.sparse_values);  // throws for others
+  if (name == "topk" || name == "randomk") WireValueBytes(o.sparse_values);  // throws for others
   std::unique_ptr<Compressor> c;
   if (name == "none") return MakePlainAllreduce();  // exact: nothing to feed back
   if (name == "fp16") c = MakeCast(DataType::kFloat16);

@@ -19,12 +19,13 @@ std::unique_ptr<Compressor> MakeSignSgd(std::vector<TensorView> tensors);  // si
 std::unique_ptr<Compressor> MakePowerSgd(int rank, uint64_t seed, std::vector<TensorView> tensors,
                                          size_t min_saved_bytes = 0);  // powersgd.cc
 
-// The wire type of top-k's and random-k's values (sparse_values.cc): its size in bytes (throws
-// cdt::Error(kInvalidArgument) for a type other than f32, f16, bf16), and n values to it and
-// back. A 16-bit value is the float rounded to nearest even; error feedback keeps the rounding.
-size_t SparseValueBytes(DataType values);
-void EncodeSparseValues(DataType values, const float* src, void* dst, size_t n);
-void DecodeSparseValues(DataType values, const void* src, float* dst, size_t n);
+// The float type gradient values travel in (wire_values.cc; the casts, top-k's and random-k's
+// values): its size in bytes (throws cdt::Error(kInvalidArgument) for a type other than f32, f16,
+// bf16), and n values to it and back. A 16-bit value is the float rounded to nearest even; error
+// feedback keeps the rounding.
+size_t WireValueBytes(DataType values);
+void EncodeWireValues(DataType values, const float* src, void* dst, size_t n);
+void DecodeWireValues(DataType values, const void* src, float* dst, size_t n);
 
 // Number of elements top-k and random-k send: ceil(ratio * n), at least 1 (none for n = 0).
 size_t SparseCount(double ratio, size_t n);

@@ -18,7 +18,7 @@ namespace {
 class RandomK : public Compressor {
  public:
   RandomK(double ratio, uint64_t seed, DataType values)
-      : ratio_(ratio), seed_(seed), values_type_(values), value_bytes_(SparseValueBytes(values)) {}
+      : ratio_(ratio), seed_(seed), values_type_(values), value_bytes_(WireValueBytes(values)) {}
   std::string name() const override { return "randomk"; }
 
   size_t Reduce(Communicator& comm, float* grad, float* local, size_t n) override {
@@ -38,13 +38,19 @@ class RandomK : public Compressor {
     const uint32_t* kept = pool_.data() + (d == k ? 0 : d);
     values_.resize(k);
     for (size_t j = 0; j < k; ++j) values_[j] = grad[kept[j]];
-    wire_.resize(k * value_bytes_);
-    EncodeSparseValues(values_type_, values_.data(), wire_.data(), k);
-    DecodeSparseValues(values_type_, wire_.data(), values_.data(), k);  // as this rank sends them
+    // float32 values travel as they are; 16-bit ones are rounded first, and this rank's
+    // contribution is what it sends.
+    const bool cast = values_type_ != DataType::kFloat32;
+    if (cast) {
+      wire_.resize(k * value_bytes_);
+      EncodeWireValues(values_type_, values_.data(), wire_.data(), k);
+      DecodeWireValues(values_type_, wire_.data(), values_.data(), k);
+    }
     std::fill(local, local + n, 0.0f);
     for (size_t j = 0; j < k; ++j) local[kept[j]] = values_[j];
-    comm.Allreduce(wire_.data(), k, values_type_, ReduceOp::kSum)->Wait();
-    DecodeSparseValues(values_type_, wire_.data(), values_.data(), k);
+    void* wire = cast ? static_cast<void*>(wire_.data()) : values_.data();
+    comm.Allreduce(wire, k, values_type_, ReduceOp::kSum)->Wait();
+    if (cast) DecodeWireValues(values_type_, wire_.data(), values_.data(), k);
     std::fill(grad, grad + n, 0.0f);
     for (size_t j = 0; j < k; ++j) grad[kept[j]] = values_[j];
     return value_bytes_ * k;

@@ -31,7 +31,7 @@ namespace {
 class TopK : public Compressor {
  public:
   TopK(double ratio, DataType values)
-      : ratio_(ratio), values_type_(values), value_bytes_(SparseValueBytes(values)) {}
+      : ratio_(ratio), values_type_(values), value_bytes_(WireValueBytes(values)) {}
   std::string name() const override { return "topk"; }
 
   size_t Reduce(Communicator& comm, float* grad, float* local, size_t n) override {
@@ -43,16 +43,21 @@ class TopK : public Compressor {
     mine_.resize(k + value_words);
     kept_.resize(k);
     for (size_t j = 0; j < k; ++j) kept_[j] = grad[order_[j]];
-    EncodeSparseValues(values_type_, kept_.data(), mine_.data() + k, k);
-    DecodeSparseValues(values_type_, mine_.data() + k, kept_.data(), k);
+    EncodeWireValues(values_type_, kept_.data(), mine_.data() + k, k);
+    DecodeWireValues(values_type_, mine_.data() + k, kept_.data(), k);
     std::fill(local, local + n, 0.0f);
     for (size_t j = 0; j < k; ++j) local[order_[j]] = kept_[j];
     const size_t world = static_cast<size_t>(comm.size());
     if (world * (4 + value_bytes_) * k >= value_bytes_ * n) {  // dense is no bigger
-      dense_.resize(n * value_bytes_);
-      EncodeSparseValues(values_type_, local, dense_.data(), n);
-      comm.Allreduce(dense_.data(), n, values_type_, ReduceOp::kSum)->Wait();
-      DecodeSparseValues(values_type_, dense_.data(), grad, n);
+      if (values_type_ == DataType::kFloat32) {  // in place, no conversion
+        std::copy(local, local + n, grad);
+        comm.Allreduce(grad, n, DataType::kFloat32, ReduceOp::kSum)->Wait();
+      } else {
+        dense_.resize(n * value_bytes_);
+        EncodeWireValues(values_type_, local, dense_.data(), n);
+        comm.Allreduce(dense_.data(), n, values_type_, ReduceOp::kSum)->Wait();
+        DecodeWireValues(values_type_, dense_.data(), grad, n);
+      }
       return value_bytes_ * n;
     }
     for (size_t j = 0; j < k; ++j) mine_[j] = static_cast<int32_t>(order_[j]);
@@ -62,7 +67,7 @@ class TopK : public Compressor {
     std::fill(grad, grad + n, 0.0f);
     for (size_t r = 0; r < world; ++r) {
       const int32_t* block = all_.data() + r * words;
-      DecodeSparseValues(values_type_, block + k, kept_.data(), k);
+      DecodeWireValues(values_type_, block + k, kept_.data(), k);
       for (size_t j = 0; j < k; ++j) {
         const auto idx = static_cast<uint32_t>(block[j]);
         if (idx < n) grad[idx] += kept_[j];

@@ -257,8 +257,8 @@ TEST(Compress, SparseValuesTravelIn16BitFloats) {
             const auto g = Gradient(r, n);
             std::vector<uint16_t> wire(n);
             std::vector<float> rounded(n);
-            EncodeSparseValues(values, g.data(), wire.data(), n);
-            DecodeSparseValues(values, wire.data(), rounded.data(), n);
+            EncodeWireValues(values, g.data(), wire.data(), n);
+            DecodeWireValues(values, wire.data(), rounded.data(), n);
             size_t kept = 0;
             for (size_t i = 0; i < n; ++i) {
               const float l = h.local[static_cast<size_t>(r)][i];

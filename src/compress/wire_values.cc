@@ -1,5 +1,5 @@
-// The type top-k's and random-k's kept values travel in (compressors.h: SparseValueBytes,
-// EncodeSparseValues, DecodeSparseValues). float32 is a copy; the 16-bit floats use the
+// The type top-k's and random-k's kept values travel in (compressors.h: WireValueBytes,
+// EncodeWireValues, DecodeWireValues). float32 is a copy; the 16-bit floats use the
 // whole-buffer conversions of common/half_vector.h (F16C where the CPU has it).
 #include <cstring>
 
@@ -9,18 +9,18 @@
 
 namespace cdt::compress {
 
-size_t SparseValueBytes(DataType values) {
+size_t WireValueBytes(DataType values) {
   switch (values) {
     case DataType::kFloat32: return 4;
     case DataType::kFloat16:
     case DataType::kBFloat16: return 2;
     default:
       throw Error(ErrorCode::kInvalidArgument,
-                  "sparse values travel as float32, float16 or bfloat16, not " + std::string(DataTypeName(values)));
+                  "gradient values travel as float32, float16 or bfloat16, not " + std::string(DataTypeName(values)));
   }
 }
 
-void EncodeSparseValues(DataType values, const float* src, void* dst, size_t n) {
+void EncodeWireValues(DataType values, const float* src, void* dst, size_t n) {
   if (n == 0) return;
   if (values == DataType::kFloat16)
     FloatsToHalfs(src, static_cast<uint16_t*>(dst), n);
@@ -30,7 +30,7 @@ void EncodeSparseValues(DataType values, const float* src, void* dst, size_t n) 
     std::memcpy(dst, src, 4 * n);
 }
 
-void DecodeSparseValues(DataType values, const void* src, float* dst, size_t n) {
+void DecodeWireValues(DataType values, const void* src, float* dst, size_t n) {
   if (n == 0) return;
   if (values == DataType::kFloat16)
     HalfsToFloats(static_cast<const uint16_t*>(src), dst, n);
