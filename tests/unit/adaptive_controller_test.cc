@@ -1,0 +1,172 @@
+// The adaptive compression controller (src/compress/adaptive_controller.h): its phases, the
+// bandwidth rule on measured step times, critical regimes per bucket, and that every rank given the
+// same observations decides the same.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "compress/adaptive_controller.h"
+
+namespace cdt::compress {
+namespace {
+
+IntervalObservation Obs(int64_t last_step, std::vector<double> norms, double compute, double plain,
+                        double lr_fraction = 1.0) {
+  IntervalObservation o;
+  o.last_step = last_step;
+  o.steps = 10;
+  for (double& n : norms) n *= 10;  // sums over the interval's steps
+  o.bucket_norms = norms;
+  o.compute_s = 10 * compute;
+  o.wait_s = 0;
+  o.comm_s = 10 * 0.01;
+  o.bytes_fp32 = 10 * 1e6;
+  o.bytes_wire = 10 * 2e4;
+  o.lr_fraction = lr_fraction;
+  o.plain_comm_s = plain;
+  return o;
+}
+
+TEST(AdaptiveController, FollowsBandwidthPhaseAndCriticalRegimes) {
+  AdaptiveOptions opt;
+  opt.interval = 10;
+  AdaptiveController c(opt, 2);
+  EXPECT_EQ(c.Initial().phase, "warmup");
+  EXPECT_EQ(c.Initial().buckets[0].compressor, "powersgd");
+  // Communication-bound (0.7 s of uncompressed allreduce against 0.1 s of compute).
+  Decision d = c.Decide(Obs(9, {1.0, 1.0}, 0.1, 0.7));
+  EXPECT_EQ(d.from_step, 10);
+  EXPECT_EQ(d.phase, "stable");
+  // No previous interval: both buckets count as critical (low compression).
+  EXPECT_EQ(d.buckets[0].powersgd_rank, opt.low_rank);
+  // Bucket 0's norm halves (r = 0.5: critical), bucket 1's barely moves (high compression).
+  d = c.Decide(Obs(19, {0.5, 0.95}, 0.1, 0.7));
+  EXPECT_EQ(d.buckets[0].compressor, "powersgd");
+  EXPECT_EQ(d.buckets[0].powersgd_rank, opt.low_rank);
+  EXPECT_EQ(d.buckets[1].powersgd_rank, opt.high_rank);
+  // LR decayed below a quarter of its peak: converging, moderate compression.
+  d = c.Decide(Obs(29, {0.5, 0.95}, 0.1, 0.7, 0.2));
+  EXPECT_EQ(d.phase, "converging");
+  EXPECT_EQ(d.buckets[1].powersgd_rank, opt.low_rank);
+  // Compute-bound (1 ms of communication against 100 ms of compute): uncompressed.
+  d = c.Decide(Obs(39, {0.5, 0.95}, 0.1, 0.001));
+  EXPECT_EQ(d.buckets[0].compressor, "none");
+  EXPECT_EQ(d.buckets[1].compressor, "none");
+  EXPECT_NE(d.reason.find("would not pay"), std::string::npos) << d.reason;
+}
+
+TEST(AdaptiveController, SameInputsSameDecisions) {
+  AdaptiveOptions opt;
+  AdaptiveController a(opt, 3), b(opt, 3);
+  for (int64_t s = 49; s < 500; s += 50) {
+    auto o = Obs(s, {1.0 / (s + 1), 0.3, 2.0}, 0.05, 0.2, 1.0 - s / 600.0);
+    Decision x = a.Decide(o), y = b.Decide(o);
+    ASSERT_EQ(x.phase, y.phase);
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(x.buckets[i].compressor, y.buckets[i].compressor);
+      EXPECT_EQ(x.buckets[i].powersgd_rank, y.buckets[i].powersgd_rank);
+    }
+  }
+}
+
+
+// One noisy uncompressed interval must not settle the choice for the rest of the run (a loopback
+// run compressed from step 550 to its end at 0.88x, after one slow uncompressed interval): while
+// compressing with the two ways within 15%, uncompressed is measured again, less often each time
+// it confirms compression. Far apart (a slow link), it never is.
+TEST(AdaptiveController, CloseMeasurementsAreRevisitedFarOnesAreNot) {
+  AdaptiveOptions opt;
+  opt.interval = 10;
+  AdaptiveController c(opt, 1);
+  int64_t step = 9;
+  auto run = [&](bool compressed, double step_s) {
+    auto o = Obs(step, {1.0}, 0.04, 0.05);  // predicted: compression pays
+    step += 10;
+    if (!compressed) o.bytes_wire = o.bytes_fp32;
+    o.wait_s = 10 * (step_s - 0.04);
+    return c.Decide(o);
+  };
+  EXPECT_EQ(run(true, 0.0545).buckets[0].compressor, "powersgd");  // compressed measured first
+  EXPECT_EQ(run(false, 0.050).buckets[0].compressor, "none");      // uncompressed faster
+  EXPECT_EQ(run(false, 0.062).buckets[0].compressor, "powersgd");  // one noisy interval
+  // Compressed keeps measuring 54.5 ms, under 0.9 x the stale 62: after 4 intervals,
+  // uncompressed is measured again, and wins.
+  int compressed_intervals = 0;
+  Decision d;
+  do {
+    d = run(true, 0.0545);
+    ++compressed_intervals;
+  } while (d.buckets[0].compressor != "none" && compressed_intervals < 20);
+  EXPECT_EQ(compressed_intervals, opt.reprobe_after);
+  EXPECT_NE(d.reason.find("re-measuring uncompressed"), std::string::npos) << d.reason;
+  EXPECT_EQ(run(false, 0.050).buckets[0].compressor, "none");
+  // Uncompressed from here: the stale compressed figure is not re-measured (it would be
+  // overturned as soon as uncompressed steps measured slower than it).
+  for (int i = 1; i <= 20; ++i) EXPECT_EQ(run(false, 0.050).buckets[0].compressor, "none") << i;
+  EXPECT_EQ(run(false, 0.062).buckets[0].compressor, "powersgd");  // the network got slower
+  // A re-measurement that confirms compression doubles the wait before the next one.
+  std::vector<int> probes;
+  for (int i = 1; i <= 30; ++i) {
+    d = run(true, 0.0545);
+    if (d.buckets[0].compressor == "none") {
+      EXPECT_NE(d.reason.find("re-measuring uncompressed"), std::string::npos) << d.reason;
+      probes.push_back(i);
+      EXPECT_EQ(run(false, 0.062).buckets[0].compressor, "powersgd");
+    }
+  }
+  ASSERT_GE(probes.size(), 2u);
+  EXPECT_EQ(probes[0], opt.reprobe_after);
+  EXPECT_EQ(probes[1] - probes[0], 2 * opt.reprobe_after);
+
+  // A slow link: 700 ms uncompressed against 130 ms compressed — never re-measured.
+  AdaptiveController far(opt, 1);
+  auto slow = Obs(9, {1.0}, 0.1, 0.7);
+  slow.bytes_wire = slow.bytes_fp32;
+  slow.wait_s = 10 * 0.6;
+  far.Decide(slow);
+  for (int64_t s = 19; s < 400; s += 10) {
+    auto o = Obs(s, {1.0}, 0.1, 0.7);
+    o.wait_s = 10 * 0.03;
+    EXPECT_EQ(far.Decide(o).buckets[0].compressor, "powersgd") << "step " << s;
+  }
+}
+
+TEST(AdaptiveController, MeasuredStepTimesDecide) {
+  AdaptiveOptions opt;
+  opt.interval = 10;
+  AdaptiveController c(opt, 1);
+  // The probe says communication is cheap, but an uncompressed interval measured 20 ms of
+  // exposed wait in a 120 ms step (a contended machine): compress.
+  auto plain = Obs(9, {1.0}, 0.1, 0.001);
+  plain.bytes_wire = plain.bytes_fp32;
+  plain.wait_s = 10 * 0.02;
+  EXPECT_EQ(c.Decide(plain).buckets[0].compressor, "powersgd");
+  // Compressed steps then measured slower (130 ms): uncompressed, and it stays so while the
+  // uncompressed steps keep measuring faster.
+  auto slow = Obs(19, {1.0}, 0.1, 0.001);
+  slow.wait_s = 10 * 0.03;
+  Decision d = c.Decide(slow);
+  EXPECT_EQ(d.buckets[0].compressor, "none");
+  EXPECT_NE(d.reason.find("measured"), std::string::npos) << d.reason;
+  plain.last_step = 29;
+  EXPECT_EQ(c.Decide(plain).buckets[0].compressor, "none");
+  // The network gets slower (uncompressed steps now 200 ms): compression wins again.
+  plain.last_step = 39;
+  plain.wait_s = 10 * 0.1;
+  EXPECT_EQ(c.Decide(plain).buckets[0].compressor, "powersgd");
+  // A wrong prediction is corrected by measuring: compressed steps slower than the predicted
+  // uncompressed ones send the next interval uncompressed.
+  AdaptiveController p(opt, 1);
+  auto compressed = Obs(9, {1.0}, 0.1, 0.1);  // predicted: 100 + (100 - 80) = 120 ms
+  compressed.wait_s = 10 * 0.05;               // measured compressed: 150 ms
+  EXPECT_EQ(p.Decide(compressed).buckets[0].compressor, "none");
+  // min_exposed 0: the phase schedule alone.
+  AdaptiveOptions always = opt;
+  always.min_exposed = 0;
+  AdaptiveController a(always, 1);
+  EXPECT_EQ(a.Decide(Obs(9, {1.0}, 0.1, 0.0)).buckets[0].compressor, "powersgd");
+}
+
+}  // namespace
+}  // namespace cdt::compress
