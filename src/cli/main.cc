@@ -189,6 +189,7 @@ int Main(int argc, char** argv) {
     train_launch.elastic = elastic.enabled;
     ValidateLaunchOptions(train_launch);
     ParseFaults(elastic.inject);  // bad specs fail here, before any worker starts
+    train::ValidateTrainOptions(train_opts.train);  // as do bad train options (once, not per worker)
     if (!elastic.inject.empty() && !elastic.enabled)
       throw Error(ErrorCode::kInvalidArgument, "--inject needs --elastic (without it a fault ends the job)");
     train_launch.elastic = elastic.enabled;

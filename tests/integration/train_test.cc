@@ -215,7 +215,9 @@ TEST(Train, AdaptiveCompressionStopsCompressingWhereItCannotPay) {
   // Once "none" has sent the residual (step 10), the buckets skip the compression thread: steps
   // 11..29 of every bucket, unless the controller probes compression again.
   const int64_t buckets = j["comm"]["buckets"].get<int64_t>();
-  if (phases.size() == 2) EXPECT_EQ(j["compression"]["direct_reductions"].get<int64_t>(), 19 * buckets);
+  if (phases.size() == 2) {
+    EXPECT_EQ(j["compression"]["direct_reductions"].get<int64_t>(), 19 * buckets);
+  }
   EXPECT_GT(j["compression"]["direct_reductions"].get<int64_t>(), 0);
 }
 
@@ -338,6 +340,20 @@ TEST(Train, MoeTransformerWithUnusedExpertsStaysConsistent) {
   EXPECT_TRUE(j["params_consistent"].get<bool>());
   EXPECT_EQ(j["world_size"], 3);
   for (double l : Losses(j)) EXPECT_TRUE(std::isfinite(l));
+}
+
+// A bad train option is refused by the launcher, once, before it starts any worker (each worker
+// used to find it itself, and rank 0's exit then stopped the others).
+TEST(Train, BadOptionsAreRefusedBeforeAnyWorkerStarts) {
+  int rc = 0;
+  nlohmann::json j = Train("badopt", {"--nproc-per-node", "2", "--steps", "2", "--compress-values", "xx"}, &rc);
+  EXPECT_EQ(rc, 2);
+  const std::string out = j["output"];
+  const std::string message = "--compress-values 'xx': use fp32, fp16 or bf16";
+  const auto first = out.find(message);
+  ASSERT_NE(first, std::string::npos) << out;
+  EXPECT_EQ(out.find(message, first + 1), std::string::npos) << "reported more than once:\n" << out;
+  EXPECT_EQ(out.find("rank 0 (local rank 0"), std::string::npos) << "a worker was started:\n" << out;
 }
 
 TEST(Train, MissingDatasetNamesThePackage) {
