@@ -5,6 +5,15 @@
 #include <cstdio>
 
 namespace cdt::compress {
+namespace {
+
+double Median(std::vector<double> v) {  // of 1..3 values; of two, their mean
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+}  // namespace
 
 AdaptiveController::AdaptiveController(AdaptiveOptions options, size_t buckets)
     : options_(options), buckets_(buckets) {
@@ -32,8 +41,29 @@ Decision AdaptiveController::Decide(const IntervalObservation& o) {
   const bool compressing_now = o.bytes_wire < 0.9 * o.bytes_fp32;
   const double step_now = compute + wait;
   if (o.bytes_fp32 > 0) {
-    (compressing_now ? measured_compressed_step_ : measured_plain_step_) = step_now;
-    if (!compressing_now) measured_plain_exposed_ = wait;
+    if (compressing_now) {
+      measured_compressed_step_ = step_now;
+    } else {
+      // The median of the last (up to) three uncompressed intervals in a row: on loopback one
+      // slow uncompressed interval (82 ms among 62-77) once made a stale compressed figure look
+      // 10% faster, and the compressed steps that followed measured too far from it to be
+      // re-measured: the run compressed its last 357 steps, 0.91x an uncompressed run overall
+      // (bench/results/compress-20261201T123600Z). A new run of uncompressed intervals (a
+      // re-measurement after compressing) starts afresh: it is there to see change.
+      if (!last_plain_) {
+        plain_steps_.clear();
+        plain_exposed_.clear();
+      }
+      plain_steps_.push_back(step_now);
+      plain_exposed_.push_back(wait);
+      if (plain_steps_.size() > 3) {
+        plain_steps_.erase(plain_steps_.begin());
+        plain_exposed_.erase(plain_exposed_.begin());
+      }
+      measured_plain_step_ = Median(plain_steps_);
+      measured_plain_exposed_ = Median(plain_exposed_);
+    }
+    last_plain_ = !compressing_now;
     ++since_plain_;
     ++since_compressed_;
     (compressing_now ? since_compressed_ : since_plain_) = 0;

@@ -11,7 +11,8 @@
 //   converging  the LR has decayed below `converging_lr` of its peak: moderate compression
 //               (rank `low_rank`) for the fine end of training.
 // Bandwidth awareness, from step times: once both an uncompressed and a compressed interval have
-// been measured, the faster way wins (compression must beat uncompressed by `min_gain`); while
+// been measured (uncompressed: the median of the last three such intervals in a row), the faster
+// way wins (compression must beat uncompressed by `min_gain`); while
 // compressing and the two are close, uncompressed is measured again now and then
 // (reprobe_after). Before that, the uncompressed step is predicted from an uncompressed
 // allreduce of the whole gradient timed before training and the interval's compute; it sends
@@ -89,8 +90,12 @@ class AdaptiveController {
   AdaptiveOptions options_;
   size_t buckets_;
   std::vector<double> prev_norms_;   // mean norm per bucket in the previous interval
-  // Per step, from the last interval that ran uncompressed / compressed (0 = none yet).
+  // Per step (0 = none yet): uncompressed, the median of the last (up to) three uncompressed
+  // intervals in a row (plain_steps_, plain_exposed_; last_plain_: the last interval was one);
+  // compressed, the last compressed interval.
   double measured_plain_step_ = 0, measured_plain_exposed_ = 0, measured_compressed_step_ = 0;
+  std::vector<double> plain_steps_, plain_exposed_;
+  bool last_plain_ = false;
   // Intervals since each way was last measured; re-measuring state (reprobe_after).
   int since_plain_ = 0, since_compressed_ = 0;
   int backoff_ = 0;           // intervals before the next re-measurement; 0 = reprobe_after
