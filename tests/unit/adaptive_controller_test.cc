@@ -28,6 +28,27 @@ IntervalObservation Obs(int64_t last_step, std::vector<double> norms, double com
   return o;
 }
 
+// Feeds a controller one interval after another, each of `interval` steps with `compute` seconds
+// of compute a step and an uncompressed allreduce timed at `plain` seconds before training; Run
+// says whether the interval ran compressed and how long its steps took, and returns the decision.
+class Intervals {
+ public:
+  Intervals(AdaptiveController& c, int64_t interval, double compute, double plain)
+      : c_(c), interval_(interval), step_(interval - 1), compute_(compute), plain_(plain) {}
+  Decision Run(bool compressed, double step_s) {
+    auto o = Obs(step_, {1.0}, compute_, plain_);
+    step_ += interval_;
+    if (!compressed) o.bytes_wire = o.bytes_fp32;
+    o.wait_s = 10 * (step_s - compute_);
+    return c_.Decide(o);
+  }
+
+ private:
+  AdaptiveController& c_;
+  int64_t interval_, step_;
+  double compute_, plain_;
+};
+
 TEST(AdaptiveController, FollowsBandwidthPhaseAndCriticalRegimes) {
   AdaptiveOptions opt;
   opt.interval = 10;
@@ -79,14 +100,8 @@ TEST(AdaptiveController, CloseMeasurementsAreRevisitedFarOnesAreNot) {
   AdaptiveOptions opt;
   opt.interval = 10;
   AdaptiveController c(opt, 1);
-  int64_t step = 9;
-  auto run = [&](bool compressed, double step_s) {
-    auto o = Obs(step, {1.0}, 0.04, 0.05);  // predicted: compression pays
-    step += 10;
-    if (!compressed) o.bytes_wire = o.bytes_fp32;
-    o.wait_s = 10 * (step_s - 0.04);
-    return c.Decide(o);
-  };
+  Intervals intervals(c, 10, 0.04, 0.05);  // predicted: compression pays
+  auto run = [&](bool compressed, double step_s) { return intervals.Run(compressed, step_s); };
   EXPECT_EQ(run(true, 0.0545).buckets[0].compressor, "powersgd");  // compressed measured first
   EXPECT_EQ(run(false, 0.050).buckets[0].compressor, "none");      // uncompressed faster
   EXPECT_EQ(run(false, 0.062).buckets[0].compressor, "none");      // one noisy interval: mean 56
@@ -143,14 +158,8 @@ TEST(AdaptiveController, OneSlowUncompressedIntervalDoesNotTurnCompressionOn) {
   AdaptiveOptions opt;
   opt.interval = 50;
   AdaptiveController c(opt, 1);
-  int64_t step = 49;
-  auto run = [&](bool compressed, double step_s) {
-    auto o = Obs(step, {1.0}, 0.06, 0.0046);  // an uncompressed allreduce: 4.6 ms
-    step += 50;
-    if (!compressed) o.bytes_wire = o.bytes_fp32;
-    o.wait_s = 10 * (step_s - 0.06);
-    return c.Decide(o);
-  };
+  Intervals intervals(c, 50, 0.06, 0.0046);  // an uncompressed allreduce: 4.6 ms
+  auto run = [&](bool compressed, double step_s) { return intervals.Run(compressed, step_s); };
   EXPECT_EQ(run(true, 0.0734).buckets[0].compressor, "none");  // exposed 0% (predicted)
   for (double ms : {62.4, 64.7, 63.4, 63.5, 66.2, 76.9, 68.7, 64.9, 68.0, 69.6, 70.7, 67.8, 72.4,
                     76.2, 69.8, 70.5, 64.9, 72.0})
