@@ -44,7 +44,9 @@ class TopK : public Compressor {
     kept_.resize(k);
     for (size_t j = 0; j < k; ++j) kept_[j] = grad[order_[j]];
     EncodeWireValues(values_type_, kept_.data(), mine_.data() + k, k);
-    DecodeWireValues(values_type_, mine_.data() + k, kept_.data(), k);
+    // This rank's contribution is what it sends: 16-bit values as rounded (float32 ones are).
+    if (values_type_ != DataType::kFloat32)
+      DecodeWireValues(values_type_, mine_.data() + k, kept_.data(), k);
     std::fill(local, local + n, 0.0f);
     for (size_t j = 0; j < k; ++j) local[order_[j]] = kept_[j];
     const size_t world = static_cast<size_t>(comm.size());

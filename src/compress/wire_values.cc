@@ -1,6 +1,7 @@
-// The type top-k's and random-k's kept values travel in (compressors.h: WireValueBytes,
-// EncodeWireValues, DecodeWireValues). float32 is a copy; the 16-bit floats use the
-// whole-buffer conversions of common/half_vector.h (F16C where the CPU has it).
+// The float type gradient values travel in — the fp16/bf16 casts, top-k's and random-k's kept
+// values (compressors.h: WireValueBytes, EncodeWireValues, DecodeWireValues). float32 is a copy;
+// the 16-bit floats use the whole-buffer conversions of common/half_vector.h (F16C where the CPU
+// has it).
 #include <cstring>
 
 #include "cdt/error.h"

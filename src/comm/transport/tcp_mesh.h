@@ -134,7 +134,8 @@ struct MeshOptions {
   // at (at most every 20 ms) when a send finds it full (comm/transport/send_pacing.h). 0 (the
   // default), or a floor at or above the cap: fixed at yield_send_buffer_bytes. Off by default:
   // on the emulated 20 and 100 Mbit/s links it moved waiting from the priority buckets to the
-  // bulk ones without a throughput gain beyond noise (docs/benchmarks.md, "Wake-ups on slow links").
+  // bulk ones without a throughput gain beyond noise (docs/benchmarks.md, "A send buffer that
+  // follows the path").
   int yield_send_buffer_min_bytes = 0;
 };
 
