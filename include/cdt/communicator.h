@@ -59,6 +59,10 @@ class Work {
   virtual Interval run_interval() const { return {}; }
 };
 
+// Waits for `work` (null: returns at once) and drops its error: for destructors, whose buffers an
+// operation still queued or running writes into. Whoever else waits for it sees the error.
+void WaitIgnoringError(const std::shared_ptr<Work>& work) noexcept;
+
 struct AllreduceOptions {
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
 };

@@ -2,6 +2,14 @@
 
 namespace cdt {
 
+void WaitIgnoringError(const std::shared_ptr<Work>& work) noexcept {
+  if (!work) return;
+  try {
+    work->Wait();
+  } catch (...) {
+  }
+}
+
 void WorkImpl::Wait(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   if (!cv_.wait_for(lock, timeout, [&] { return done_; }))

@@ -17,17 +17,28 @@ class Cast : public Compressor {
   std::string name() const override { return wire_ == DataType::kFloat16 ? "fp16" : "bf16"; }
 
   size_t Reduce(Communicator& comm, float* grad, float* local, size_t n) override {
+    Begin(comm, grad, local, n);
+    return End();
+  }
+  void Begin(Communicator& comm, float* grad, float* local, size_t n) override {
     buf_.resize(n);
     EncodeWireValues(wire_, grad, buf_.data(), n);
     DecodeWireValues(wire_, buf_.data(), local, n);
-    if (n > 0) comm.Allreduce(buf_.data(), n, wire_, ReduceOp::kSum)->Wait();
-    DecodeWireValues(wire_, buf_.data(), grad, n);
-    return 2 * n;
+    grad_ = grad;
+    if (n > 0) work_ = comm.Allreduce(buf_.data(), n, wire_, ReduceOp::kSum);
   }
+  size_t End() override {
+    if (auto w = std::move(work_)) w->Wait();
+    DecodeWireValues(wire_, buf_.data(), grad_, buf_.size());
+    return 2 * buf_.size();
+  }
+  ~Cast() override { WaitIgnoringError(work_); }
 
  private:
   DataType wire_;
   std::vector<uint16_t> buf_;
+  float* grad_ = nullptr;       // between Begin and End
+  std::shared_ptr<Work> work_;  // between Begin and End
 };
 
 }  // namespace

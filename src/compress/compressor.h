@@ -43,9 +43,26 @@ class Compressor {
   // Returns the wire bytes of this call.
   virtual size_t Reduce(Communicator& comm, float* grad, float* local, size_t n) = 0;
 
+  // Reduce in two halves, so that one channel keeps its link busy from bucket to bucket
+  // (PowerSGD's P and Q pipelined across buckets; DDP's communication hooks chain futures for
+  // the same reason). Begin runs the reduction up to and including the submission of its last
+  // collective and returns without waiting for it; End waits for it, decodes into `grad` and
+  // `local` and returns the wire bytes. Between a Begin and its End the caller may Begin other
+  // compressors on the same communicator: their collectives queue behind this one's, so the
+  // collectives keep the order of the Begin calls on every rank. End submits nothing; each Begin
+  // needs its End before the next Begin of the same compressor, and the buffers stay untouched
+  // in between. Begin then End is Reduce. The default runs all of Reduce in Begin.
+  virtual void Begin(Communicator& comm, float* grad, float* local, size_t n) {
+    begun_wire_ = Reduce(comm, grad, local, n);
+  }
+  virtual size_t End() { return begun_wire_; }
+
   // State that must survive a checkpoint (error-feedback residuals, PowerSGD's Q).
   virtual std::vector<float> GetState() const { return {}; }
   virtual void SetState(const std::vector<float>& /*state*/) {}
+
+ private:
+  size_t begun_wire_ = 0;  // the default Begin's result, for its End
 };
 
 struct CompressorOptions {

@@ -11,26 +11,37 @@ namespace cdt::compress {
 // Both passes run over the whole bucket on the compression thread (compress/kernels.h); x = g + e
 // is kept in the residual buffer itself, so no third buffer is written.
 size_t ErrorFeedback::Reduce(Communicator& comm, float* grad, float* local, size_t n) {
+  Begin(comm, grad, local, n);
+  return End();
+}
+
+void ErrorFeedback::Begin(Communicator& comm, float* grad, float* local, size_t n) {
   if (residual_.size() != n) residual_.assign(n, 0.0f);
   if (momentum_ > 0 && velocity_.size() != n) velocity_.assign(n, 0.0f);
-  const double in2 =
+  begun_ = {local, n, comm.rank(), 0.0};
+  begun_.input_sq =
       momentum_ > 0 ? kernels::AddResidualWithMomentum(static_cast<float>(momentum_), grad,
                                                        velocity_.data(), residual_.data(), grad, n)
                     : kernels::AddResidual(grad, residual_.data(), grad, n);
-  const size_t wire = inner_->Reduce(comm, grad, local, n);
-  const double e2 = kernels::SubtractSent(local, residual_.data(), n);
+  inner_->Begin(comm, grad, local, n);
+}
+
+size_t ErrorFeedback::End() {
+  const size_t wire = inner_->End();
+  const size_t n = begun_.n;
+  const double e2 = kernels::SubtractSent(begun_.local, residual_.data(), n);
   // A finite input with a non-finite residual is the compressor's fault (int8 once turned chunks
   // with a subnormal scale into NaN, which then silenced those elements for the rest of the run):
   // stop rather than train on.
-  if (std::isfinite(in2) && !std::isfinite(e2))
+  if (std::isfinite(begun_.input_sq) && !std::isfinite(e2))
     throw Error(ErrorCode::kDiverged,
                 "error feedback around '" + inner_->name() + "': a finite gradient of " +
                     std::to_string(n) + " elements left a non-finite residual (rank " +
-                    std::to_string(comm.rank()) +
+                    std::to_string(begun_.rank) +
                     "): the compressor produced NaN or infinity; train with another --compress "
                     "and report it");
   residual_norm_ = std::sqrt(e2);
-  input_norm_ = std::sqrt(in2);
+  input_norm_ = std::sqrt(begun_.input_sq);
   return wire;
 }
 

@@ -35,6 +35,9 @@ class ErrorFeedback : public Compressor {
   void set_inner(std::unique_ptr<Compressor> inner) { inner_ = std::move(inner); }
   Compressor& inner() { return *inner_; }
   size_t Reduce(Communicator& comm, float* grad, float* local, size_t n) override;
+  // x = g + e, then the inner Begin; End: the inner End, then e = x − local.
+  void Begin(Communicator& comm, float* grad, float* local, size_t n) override;
+  size_t End() override;
 
   const std::vector<float>& residual() const { return residual_; }
   const std::vector<float>& velocity() const { return velocity_; }  // empty without momentum
@@ -53,6 +56,12 @@ class ErrorFeedback : public Compressor {
   std::vector<float> residual_;
   std::vector<float> velocity_;
   double residual_norm_ = 0, input_norm_ = 0;
+  struct Begun {  // between Begin and End
+    float* local = nullptr;
+    size_t n = 0;
+    int rank = 0;
+    double input_sq = 0;  // ||x||²
+  } begun_;
 };
 
 }  // namespace cdt::compress

@@ -10,10 +10,23 @@ class PlainAllreduce : public Compressor {
  public:
   std::string name() const override { return "none"; }
   size_t Reduce(Communicator& comm, float* grad, float* local, size_t n) override {
-    std::copy(grad, grad + n, local);
-    if (n > 0) comm.Allreduce(grad, n, DataType::kFloat32, ReduceOp::kSum)->Wait();
-    return 4 * n;
+    Begin(comm, grad, local, n);
+    return End();
   }
+  void Begin(Communicator& comm, float* grad, float* local, size_t n) override {
+    std::copy(grad, grad + n, local);
+    n_ = n;
+    if (n > 0) work_ = comm.Allreduce(grad, n, DataType::kFloat32, ReduceOp::kSum);
+  }
+  size_t End() override {
+    if (auto w = std::move(work_)) w->Wait();
+    return 4 * n_;
+  }
+  ~PlainAllreduce() override { WaitIgnoringError(work_); }
+
+ private:
+  size_t n_ = 0;
+  std::shared_ptr<Work> work_;  // between Begin and End
 };
 
 }  // namespace

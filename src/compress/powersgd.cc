@@ -12,6 +12,8 @@
 // uncompressed as a whole, in that one allreduce: Q's round trip would cost more than the bytes
 // save (on the emulated 100 Mbit/s link the cnn's last bucket, 320 floats, waited two round trips
 // at the end of every backward).
+// Begin runs up to Q's submission and End decodes, so the trainer pipelines buckets: the next
+// bucket's P queues behind this one's Q (compressor.h).
 // Rank i's contribution to the result is P Pᵀ M_i (it sums to P Qᵀ): error feedback keeps
 // M_i − P Pᵀ M_i. A sum of rank ≤ r is reproduced exactly. The first Q is drawn from a generator
 // seeded identically on every rank. Wire: 4 (rows + cols) r bytes per matrix + 4 per other element.
@@ -61,26 +63,34 @@ class PowerSgd : public Compressor {
   std::string name() const override { return "powersgd"; }
 
   size_t Reduce(Communicator& comm, float* grad, float* local, size_t n) override {
+    Begin(comm, grad, local, n);
+    return End();
+  }
+
+  // Begin: P's allreduce, the orthogonalisation and Q's submission; End: Q's wait and M ≈ P Qᵀ.
+  // A bucket without matrices worth compressing has P's allreduce as its last: End waits for it.
+  void Begin(Communicator& comm, float* grad, float* local, size_t n) override {
     CheckLayout(n);
-    size_t plain_total = 0;
+    grad_ = grad;
+    plain_total_ = 0;
     for (size_t t : plain_) {
-      plain_total += tensors_[t].numel();
+      plain_total_ += tensors_[t].numel();
       std::copy(grad + tensors_[t].offset, grad + tensors_[t].offset + tensors_[t].numel(),
                 local + tensors_[t].offset);
     }
     if (qt_.size() != compressed_.size()) InitQ();
 
     // P = M Q for every matrix, in one buffer.
-    size_t p_total = 0, q_total = 0;
+    p_total_ = q_total_ = 0;
     for (size_t j = 0; j < compressed_.size(); ++j) {
-      p_total += tensors_[compressed_[j]].rows * r_;
-      q_total += tensors_[compressed_[j]].cols * r_;
+      p_total_ += tensors_[compressed_[j]].rows * r_;
+      q_total_ += tensors_[compressed_[j]].cols * r_;
     }
     // The uncompressed part rides behind the P factors in the same allreduce: one round trip
     // less per bucket than allreducing it on its own (a bias shares its weight's bucket).
-    p_buf_.assign(p_total + plain_total, 0.0f);
-    q_buf_.assign(q_total, 0.0f);
-    size_t plain_at = p_total;
+    p_buf_.assign(p_total_ + plain_total_, 0.0f);
+    q_buf_.assign(q_total_, 0.0f);
+    size_t plain_at = p_total_;
     for (size_t t : plain_) {
       std::copy(grad + tensors_[t].offset, grad + tensors_[t].offset + tensors_[t].numel(),
                 p_buf_.begin() + static_cast<long>(plain_at));
@@ -95,13 +105,9 @@ class PowerSgd : public Compressor {
       p_at += v.rows * r_;
     }
     if (!p_buf_.empty())
-      comm.Allreduce(p_buf_.data(), p_buf_.size(), DataType::kFloat32, ReduceOp::kSum)->Wait();
-    plain_at = p_total;
-    for (size_t t : plain_) {
-      std::copy(p_buf_.begin() + static_cast<long>(plain_at),
-                p_buf_.begin() + static_cast<long>(plain_at + tensors_[t].numel()), grad + tensors_[t].offset);
-      plain_at += tensors_[t].numel();
-    }
+      work_ = comm.Allreduce(p_buf_.data(), p_buf_.size(), DataType::kFloat32, ReduceOp::kSum);
+    if (q_total_ == 0) return;
+    WaitForP();
     p_at = 0;
     for (size_t j = 0; j < compressed_.size(); ++j) {
       const TensorView& v = tensors_[compressed_[j]];
@@ -115,11 +121,19 @@ class PowerSgd : public Compressor {
       p_at += v.rows * r_;
       q_at += v.cols * r_;
     }
-    if (q_total > 0) comm.Allreduce(q_buf_.data(), q_total, DataType::kFloat32, ReduceOp::kSum)->Wait();
-    p_at = q_at = 0;
+    work_ = comm.Allreduce(q_buf_.data(), q_total_, DataType::kFloat32, ReduceOp::kSum);
+  }
+
+  size_t End() override {
+    if (q_total_ == 0) {
+      WaitForP();
+      return 4 * plain_total_;
+    }
+    if (auto w = std::move(work_)) w->Wait();
+    size_t p_at = 0, q_at = 0;
     for (size_t j = 0; j < compressed_.size(); ++j) {
       const TensorView& v = tensors_[compressed_[j]];
-      MatrixMap m(grad + v.offset, static_cast<long>(v.rows), static_cast<long>(v.cols));
+      MatrixMap m(grad_ + v.offset, static_cast<long>(v.rows), static_cast<long>(v.cols));
       MatrixMap p(p_buf_.data() + p_at, static_cast<long>(v.rows), static_cast<long>(r_));
       MatrixMap qt(q_buf_.data() + q_at, static_cast<long>(r_), static_cast<long>(v.cols));
       Expand(p, qt, m);  // M ≈ P Qᵀ
@@ -127,8 +141,10 @@ class PowerSgd : public Compressor {
       p_at += v.rows * r_;
       q_at += v.cols * r_;
     }
-    return 4 * (p_total + q_total + plain_total);
+    return 4 * (p_total_ + q_total_ + plain_total_);
   }
+
+  ~PowerSgd() override { WaitIgnoringError(work_); }
 
   // Q of every matrix, cols x r row-major each (the layout checkpoints have always had).
   std::vector<float> GetState() const override {
@@ -215,12 +231,28 @@ class PowerSgd : public Compressor {
     }
   }
 
+  // Waits for P's allreduce and copies the uncompressed part of the sum back into the gradient.
+  void WaitForP() {
+    if (auto w = std::move(work_)) w->Wait();
+    size_t plain_at = p_total_;
+    for (size_t t : plain_) {
+      std::copy(p_buf_.begin() + static_cast<long>(plain_at),
+                p_buf_.begin() + static_cast<long>(plain_at + tensors_[t].numel()),
+                grad_ + tensors_[t].offset);
+      plain_at += tensors_[t].numel();
+    }
+  }
+
   size_t r_;
   uint64_t seed_;
   std::vector<TensorView> tensors_;
   std::vector<size_t> compressed_, plain_;  // indices into tensors_
   std::vector<Matrix> qt_;                  // per compressed matrix: Qᵀ, r x cols
   std::vector<float> p_buf_, q_buf_;
+  // Between Begin and End: the bucket, the factors' sizes and the collective in flight.
+  float* grad_ = nullptr;
+  size_t p_total_ = 0, q_total_ = 0, plain_total_ = 0;
+  std::shared_ptr<Work> work_;
 };
 
 }  // namespace

@@ -158,11 +158,7 @@ GradientReducer::~GradientReducer() {
   // The hooks point at this object; the parameters may outlive it.
   for (auto [k, handle] : hooks_) params_[k].remove_hook(handle);
   // Outstanding work writes into our buffers: let it finish (or fail) before they go.
-  for (Bucket& b : buckets_)
-    if (b.work) try {
-        b.work->Wait();
-      } catch (const std::exception&) {
-      }
+  for (Bucket& b : buckets_) WaitIgnoringError(b.work);
 }
 
 std::vector<size_t> GradientReducer::bucket_elements() const {
@@ -205,6 +201,7 @@ void GradientReducer::PrepareForBackward(bool sync) {
   for (Bucket& b : buckets_) {
     b.pending = b.params.size();
     b.work.reset();
+    b.begun.reset();
     b.collected = false;
   }
   if (!factory_) return;
@@ -213,7 +210,8 @@ void GradientReducer::PrepareForBackward(bool sync) {
     direct[b.priority ? 1 : 0] &= b.compressor && b.compressor->name() == "none" && b.plain_runs > 0;
   for (int c = 0; c < 2; ++c) {
     TaskRunner* runner = c == 1 ? priority_runner_.get() : runner_.get();
-    if (direct[c] && !direct_[c] && runner) runner->Submit("drain", [] {})->Wait();
+    // When idle: after everything queued, the buckets' Ends included.
+    if (direct[c] && !direct_[c] && runner) runner->Submit("drain", [] {}, true)->Wait();
     direct_[c] = direct[c];
   }
   for (Bucket& b : buckets_) b.direct = direct_[b.priority ? 1 : 0];
@@ -250,12 +248,24 @@ void GradientReducer::LaunchReady() {
       b.wire = 4 * n;
       continue;
     }
-    // The runner owns nothing: the bucket (and this reducer) outlive the task (the destructor
-    // waits for it).
-    b.work = (b.priority ? *priority_runner_ : *runner_)
-                 .Submit("compressed bucket " + std::to_string(index), [&comm, &b, n] {
-                   b.wire = b.compressor->Reduce(comm, b.flat.data_ptr<float>(), b.local.data(), n);
-                 });
+    // Begin submits the bucket's collectives, in launch order. End waits for the last of them
+    // and decodes, when the channel's runner has nothing else queued: a next bucket that is
+    // ready by then Begins first, and its first collective queues right behind this one's last
+    // (compress/compressor.h). The runner owns nothing: the bucket (and this reducer) outlive
+    // the tasks (the destructor waits for them).
+    TaskRunner& runner = b.priority ? *priority_runner_ : *runner_;
+    const std::string name = "compressed bucket " + std::to_string(index);
+    std::shared_ptr<Work> begun = runner.Submit(name + " (begin)", [&comm, &b, n] {
+      b.compressor->Begin(comm, b.flat.data_ptr<float>(), b.local.data(), n);
+    });
+    b.begun = begun;
+    b.work = runner.Submit(
+        name,
+        [&b, begun] {
+          begun->Wait();  // ran before (same runner); rethrows what stopped it
+          b.wire = b.compressor->End();
+        },
+        true);
   }
 }
 
@@ -289,9 +299,9 @@ double GradientReducer::Collect(size_t i) {
   b.work->Wait();
   const auto end = std::chrono::steady_clock::now();
   const double waited = std::chrono::duration<double>(end - start).count();
+  const Work::Interval ran = RunInterval(b);
   if (timeline_ && timeline_->Recording()) {
     const std::string name = "bucket " + std::to_string(i);
-    const Work::Interval ran = b.work->run_interval();
     const auto us = [](auto d) { return std::chrono::duration<double, std::micro>(d).count(); };
     // Where the gradients waited: for the launch order (ready -> launched), for the channel's
     // earlier operations (launched -> ran.start).
@@ -302,9 +312,10 @@ double GradientReducer::Collect(size_t i) {
                      {"queued_us", us(ran.start - b.launched)}});
     if (waited > 0) timeline_->Span(Timeline::kTraining, "wait " + name, start, end);
   }
-  stats_.comm_seconds += b.work->run_seconds();
+  const double ran_s = std::chrono::duration<double>(ran.end - ran.start).count();
+  stats_.comm_seconds += ran_s;
   stats_.wait_seconds += waited;
-  stats_.bucket_comm_seconds[i] += b.work->run_seconds();
+  stats_.bucket_comm_seconds[i] += ran_s;
   stats_.bucket_wait_seconds[i] += waited;
   const double fp32 = static_cast<double>(b.flat.numel()) * 4;
   stats_.bytes_fp32 += fp32;
@@ -327,6 +338,12 @@ double GradientReducer::Collect(size_t i) {
       grad.copy_(summed.view_as(params_[k]));
   }
   return waited;
+}
+
+Work::Interval GradientReducer::RunInterval(const Bucket& b) {
+  const Work::Interval ran = b.work->run_interval();
+  if (b.direct || !b.begun) return ran;
+  return {b.begun->run_interval().start, ran.end};
 }
 
 double GradientReducer::FinishBackward() {

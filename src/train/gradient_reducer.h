@@ -50,7 +50,10 @@ namespace cdt::train {
 // compression (one asynchronous allreduce per bucket, no extra thread). With a factory, each
 // bucket's compressor is wrapped in error feedback (unless `error_feedback` is false; with
 // `ef_momentum` > 0 the wrapper keeps the momentum, compress/error_feedback.h) and runs on a
-// TaskRunner per channel.
+// TaskRunner per channel. It Begins the buckets in launch order and Ends each when nothing else
+// is queued, so that a bucket ready by then submits its collectives behind the previous one's
+// before that one is waited for and decoded (PowerSGD's P and Q pipelined across buckets,
+// compress/compressor.h).
 using CompressorFactory = std::function<std::unique_ptr<compress::Compressor>(
     size_t bucket, const std::vector<compress::TensorView>& tensors)>;
 
@@ -154,6 +157,7 @@ class GradientReducer {
     size_t pending = 0;          // gradients still to arrive this backward
     bool priority = false;       // runs on the priority channel
     std::shared_ptr<Work> work;  // set once launched
+    std::shared_ptr<Work> begun;  // compressed: its Begin (work is then its End)
     bool collected = false;      // its result was written into .grad
     std::unique_ptr<compress::Compressor> compressor;  // null without compression
     std::vector<float> local;    // the compressor's scratch: this rank's contribution
@@ -166,6 +170,8 @@ class GradientReducer {
 
   void OnGradient(size_t index, const torch::Tensor& grad);
   void LaunchReady();
+  // When a collected bucket's reduction ran: compressed, from its Begin's start to its End.
+  static Work::Interval RunInterval(const Bucket& b);
 
   Communicator& comm_;
   Communicator* priority_;

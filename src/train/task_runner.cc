@@ -25,13 +25,14 @@ TaskRunner::~TaskRunner() {
   thread_.join();
 }
 
-std::shared_ptr<Work> TaskRunner::Submit(std::string description, std::function<void()> task) {
+std::shared_ptr<Work> TaskRunner::Submit(std::string description, std::function<void()> task,
+                                         bool when_idle) {
   auto t = std::make_shared<Task>();
   t->run = std::move(task);
   t->work = std::make_shared<WorkImpl>(std::move(description), wait_limit_);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(t);
+    (when_idle ? when_idle_ : queue_).push_back(t);
   }
   cv_.notify_all();
   return t->work;
@@ -42,10 +43,11 @@ void TaskRunner::Loop() {
     std::shared_ptr<Task> t;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping and drained
-      t = std::move(queue_.front());
-      queue_.pop_front();
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || !when_idle_.empty(); });
+      std::deque<std::shared_ptr<Task>>& from = queue_.empty() ? when_idle_ : queue_;
+      if (from.empty()) return;  // stopping and drained
+      t = std::move(from.front());
+      from.pop_front();
     }
     t->work->MarkStarted();
     try {

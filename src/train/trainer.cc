@@ -381,11 +381,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   struct InFlightGuard {
     std::vector<std::shared_ptr<Work>*> works;
     ~InFlightGuard() {
-      for (auto* w : works)
-        if (*w) try {
-            (*w)->Wait();
-          } catch (const std::exception&) {
-          }
+      for (auto* w : works) WaitIgnoringError(*w);
     }
   } in_flight_guard{{&loss_in_flight.work, steering.in_flight(), &balance_work}};
   // ... and before that (declared after it, so destroyed first), break both channels: whatever a

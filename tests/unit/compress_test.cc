@@ -591,6 +591,57 @@ TEST(Compress, StateRoundTripsThroughGetAndSet) {
   });
 }
 
+// Begin/End (compressor.h): three buckets begun one after the other on one communicator and
+// ended later, in an order the gradient reducer's two threads per channel can produce (Begin 0,
+// Begin 1, End 0, Begin 2, End 1, End 2), give bit for bit what three Reduce calls give: every
+// compressor, with error feedback, over two steps (the second starts from the residuals and
+// PowerSGD's warm Q). Without autotuning: it alternates algorithms between calls of one size, and
+// three ranks' sums then round differently.
+TEST(Compress, PipelinedBucketsMatchOneAtATime) {
+  const std::vector<std::vector<TensorView>> layouts = {
+      {{0, 96, 200}, {96 * 200, 96, 1}}, {{0, 1, 1}}, {{0, 40, 30}}};
+  testing::RankSetup fixed;
+  fixed.base.autotune_trials = 0;
+  for (int world : {1, 2, 3})
+    for (const std::string& name : CompressorNames())
+      testing::RunRanks(world, [&](Communicator& comm) {
+        CompressorOptions o;
+        o.ratio = 0.05;
+        o.powersgd_min_saved_bytes = 0;
+        std::vector<std::unique_ptr<Compressor>> serial, piped;
+        std::vector<size_t> n;
+        for (const auto& t : layouts) {
+          serial.push_back(MakeCompressor(name, o, t));
+          piped.push_back(MakeCompressor(name, o, t));
+          n.push_back(t.back().offset + t.back().numel());
+        }
+        for (uint64_t step = 0; step < 2; ++step) {
+          std::vector<std::vector<float>> ga, gb, la, lb;
+          std::vector<size_t> wa, wb(3);
+          for (size_t k = 0; k < 3; ++k) {
+            ga.push_back(Gradient(comm.rank() + 10 * static_cast<int>(k), n[k], step));
+            gb.push_back(ga.back());
+            la.emplace_back(n[k]);
+            lb.emplace_back(n[k]);
+            wa.push_back(serial[k]->Reduce(comm, ga[k].data(), la[k].data(), n[k]));
+          }
+          const auto begin = [&](size_t k) { piped[k]->Begin(comm, gb[k].data(), lb[k].data(), n[k]); };
+          begin(0);
+          begin(1);
+          wb[0] = piped[0]->End();
+          begin(2);
+          wb[1] = piped[1]->End();
+          wb[2] = piped[2]->End();
+          const std::string what = name + " world " + std::to_string(world) + " step " + std::to_string(step);
+          EXPECT_EQ(wb, wa) << what;
+          for (size_t k = 0; k < 3; ++k) {
+            EXPECT_EQ(gb[k], ga[k]) << what << " bucket " << k;
+            EXPECT_EQ(lb[k], la[k]) << what << " bucket " << k;
+          }
+        }
+      }, fixed);
+}
+
 TEST(Compress, UnknownNamesAndBadRatiosAreRejected) {
   EXPECT_THROW(MakeCompressor("zip", {}, {}), Error);
   CompressorOptions o;
