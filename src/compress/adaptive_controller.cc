@@ -28,6 +28,11 @@ Decision AdaptiveController::Initial() const {
   return d;
 }
 
+std::string AdaptiveController::PhaseAfter(const IntervalObservation& o, int64_t warmup_until) const {
+  if (o.last_step + 1 < warmup_until) return "warmup";
+  return o.lr_fraction < options_.converging_lr ? "converging" : "stable";
+}
+
 Decision AdaptiveController::Decide(const IntervalObservation& o) {
   Decision d;
   d.from_step = o.last_step + 1;
@@ -119,7 +124,7 @@ Decision AdaptiveController::Decide(const IntervalObservation& o) {
                     1e3 * step_now, 1e3 * step_plain, how);
     }
     if (why[0] != '\0') {
-      d.phase = o.last_step + 1 < std::max(options_.warmup_steps, options_.interval) ? "warmup" : "stable";
+      d.phase = PhaseAfter(o, std::max(options_.warmup_steps, options_.interval));
       d.buckets.assign(buckets_, BucketChoice{"none", 0});
       d.reason = why;
       prev_norms_ = norms;
@@ -127,17 +132,15 @@ Decision AdaptiveController::Decide(const IntervalObservation& o) {
     }
   }
 
-  if (o.last_step + 1 < options_.warmup_steps) {
-    d.phase = "warmup";
+  d.phase = PhaseAfter(o, options_.warmup_steps);
+  if (d.phase == "warmup") {
     d.buckets.assign(buckets_, BucketChoice{"powersgd", options_.low_rank});
     d.reason = "LR warmup: low compression";
-  } else if (o.lr_fraction < options_.converging_lr) {
-    d.phase = "converging";
+  } else if (d.phase == "converging") {
     d.buckets.assign(buckets_, BucketChoice{"powersgd", options_.low_rank});
     std::snprintf(why, sizeof why, "LR at %.0f%% of its peak: moderate compression", 100 * o.lr_fraction);
     d.reason = why;
   } else {
-    d.phase = "stable";
     int critical = 0;
     for (size_t b = 0; b < buckets_; ++b) {
       const bool have_prev = b < prev_norms_.size() && prev_norms_[b] > 0;

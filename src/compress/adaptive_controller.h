@@ -87,6 +87,10 @@ class AdaptiveController {
   const AdaptiveOptions& options() const { return options_; }
 
  private:
+  // The phase from step o.last_step + 1 on: warmup before `warmup_until`, then converging once the
+  // LR has fallen below converging_lr of its peak, stable in between.
+  std::string PhaseAfter(const IntervalObservation& o, int64_t warmup_until) const;
+
   AdaptiveOptions options_;
   size_t buckets_;
   std::vector<double> prev_norms_;   // mean norm per bucket in the previous interval

@@ -75,6 +75,11 @@ TEST(AdaptiveController, FollowsBandwidthPhaseAndCriticalRegimes) {
   EXPECT_EQ(d.buckets[0].compressor, "none");
   EXPECT_EQ(d.buckets[1].compressor, "none");
   EXPECT_NE(d.reason.find("would not pay"), std::string::npos) << d.reason;
+  EXPECT_EQ(d.phase, "stable");
+  // Uncompressed for the bandwidth's sake still names the phase the LR is in.
+  d = c.Decide(Obs(49, {0.5, 0.95}, 0.1, 0.001, 0.2));
+  EXPECT_EQ(d.buckets[0].compressor, "none");
+  EXPECT_EQ(d.phase, "converging");
 }
 
 TEST(AdaptiveController, SameInputsSameDecisions) {
