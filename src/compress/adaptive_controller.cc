@@ -15,8 +15,9 @@ double Median(std::vector<double> v) {  // of 1..3 values; of two, their mean
 
 }  // namespace
 
-AdaptiveController::AdaptiveController(AdaptiveOptions options, size_t buckets)
-    : options_(options), buckets_(buckets) {
+AdaptiveController::AdaptiveController(AdaptiveOptions options, size_t buckets,
+                                       std::vector<std::vector<double>> wire_bytes)
+    : options_(options), buckets_(buckets), wire_bytes_(std::move(wire_bytes)) {
   options_.interval = std::max<int64_t>(1, options_.interval);
 }
 
@@ -31,6 +32,38 @@ Decision AdaptiveController::Initial() const {
 std::string AdaptiveController::PhaseAfter(const IntervalObservation& o, int64_t warmup_until) const {
   if (o.last_step + 1 < warmup_until) return "warmup";
   return o.lr_fraction < options_.converging_lr ? "converging" : "stable";
+}
+
+int AdaptiveController::StableRank(const IntervalObservation& o, const std::vector<bool>& critical,
+                                   std::string* why) const {
+  const int high = options_.high_rank;
+  const double steps = std::max(1.0, o.steps);
+  const double fp32_per_step = o.bytes_fp32 / steps;
+  const bool known = options_.min_exposed > 0 && o.plain_comm_s > 0 && fp32_per_step > 0 &&
+                     wire_bytes_.size() == buckets_;
+  const bool any_stable = std::find(critical.begin(), critical.end(), false) != critical.end();
+  if (!known || !any_stable) return high;
+  // Seconds per byte of the uncompressed allreduce: a large message, so the link's bandwidth.
+  const double per_byte = o.plain_comm_s / fp32_per_step;
+  const double budget = 0.8 * o.compute_s / steps;
+  const auto comm_at = [&](int rank) {
+    double bytes = 0;
+    for (size_t b = 0; b < buckets_; ++b) {
+      const int r = critical[b] ? options_.low_rank : rank;
+      const std::vector<double>& w = wire_bytes_[b];
+      if (r >= 1 && static_cast<size_t>(r) <= w.size()) bytes += w[static_cast<size_t>(r) - 1];
+    }
+    return per_byte * bytes;
+  };
+  int rank = high;
+  while (rank > 1 && comm_at(rank) > budget) --rank;
+  char text[160];
+  std::snprintf(text, sizeof text,
+                "; rank %d: %.1f ms of communication a step (predicted) against %.1f ms that "
+                "80%% of the compute can hide",
+                rank, 1e3 * comm_at(rank), 1e3 * budget);
+  *why = text;
+  return rank;
 }
 
 Decision AdaptiveController::Decide(const IntervalObservation& o) {
@@ -142,13 +175,17 @@ Decision AdaptiveController::Decide(const IntervalObservation& o) {
     d.reason = why;
   } else {
     int critical = 0;
+    std::vector<bool> is_critical(buckets_);
     for (size_t b = 0; b < buckets_; ++b) {
       const bool have_prev = b < prev_norms_.size() && prev_norms_[b] > 0;
       const double r = have_prev ? std::fabs(prev_norms_[b] - norms[b]) / prev_norms_[b] : 1.0;
-      const bool is_critical = r >= options_.critical_change;
-      critical += is_critical;
-      d.buckets.push_back({"powersgd", is_critical ? options_.low_rank : options_.high_rank});
+      is_critical[b] = r >= options_.critical_change;
+      critical += is_critical[b];
     }
+    std::string rank_why;
+    const int stable_rank = StableRank(o, is_critical, &rank_why);
+    for (size_t b = 0; b < buckets_; ++b)
+      d.buckets.push_back({"powersgd", is_critical[b] ? options_.low_rank : stable_rank});
     std::snprintf(why, sizeof why,
                   "%d of %zu bucket(s) in a critical regime (gradient norm change >= %.0f%%); "
                   "uncompressed communication exposed %.0f%% of the step; steps %.1f ms now, "
@@ -156,7 +193,7 @@ Decision AdaptiveController::Decide(const IntervalObservation& o) {
                   critical, buckets_, 100 * options_.critical_change,
                   100 * exposed_plain / std::max(1e-12, step_plain), 1e3 * step_now,
                   1e3 * step_plain, how);
-    d.reason = why;
+    d.reason = why + rank_why;
   }
   prev_norms_ = norms;
   return d;

@@ -20,8 +20,13 @@
 // would be exposed for less than `min_exposed` of the step, or when compressed steps measured
 // slower than the prediction (then the next interval measures the uncompressed step). Encoding,
 // decoding and the extra collectives are inside the measured times. Compression must not lose
-// where the network is not the bottleneck (the MLSys'22 study's lesson). `min_exposed` 0 turns
-// these rules off: the phase schedule alone decides.
+// where the network is not the bottleneck (the MLSys'22 study's lesson). Compressing in the
+// stable phase, the rank follows the link too: high_rank, or lower (down to 1) where
+// high_rank's communication would not hide under 80% of the compute — predicted from the
+// buckets' PowerSGD wire bytes at each rank and the seconds per byte of the uncompressed
+// allreduce timed before training. Buckets in a critical regime, warmup and converging keep
+// low_rank: there accuracy comes first. `min_exposed` 0 turns these rules off: the phase
+// schedule alone decides.
 //
 // Every rank must decide the same: the trainer sums the observations of all ranks before Decide
 // (one small allreduce per interval), and Decide is a deterministic function of them.
@@ -79,7 +84,10 @@ struct Decision {
 
 class AdaptiveController {
  public:
-  AdaptiveController(AdaptiveOptions options, size_t buckets);
+  // `wire_bytes` (optional): per bucket, its PowerSGD wire bytes at ranks 1, 2, … low_rank
+  // (PowerSgdWireBytes), for choosing the stable phase's rank by bandwidth.
+  AdaptiveController(AdaptiveOptions options, size_t buckets,
+                     std::vector<std::vector<double>> wire_bytes = {});
   // The choice for the first interval.
   Decision Initial() const;
   // After an interval: the choice from the next step on. Deterministic in its input.
@@ -90,9 +98,15 @@ class AdaptiveController {
   // The phase from step o.last_step + 1 on: warmup before `warmup_until`, then converging once the
   // LR has fallen below converging_lr of its peak, stable in between.
   std::string PhaseAfter(const IntervalObservation& o, int64_t warmup_until) const;
+  // The stable phase's rank for buckets not in a critical regime: high_rank, or less where
+  // high_rank's communication, predicted, would not hide under the compute (see the top).
+  // Writes how it chose into `why` (empty when it kept high_rank without a prediction).
+  int StableRank(const IntervalObservation& o, const std::vector<bool>& critical,
+                 std::string* why) const;
 
   AdaptiveOptions options_;
   size_t buckets_;
+  std::vector<std::vector<double>> wire_bytes_;  // [bucket][rank - 1]
   std::vector<double> prev_norms_;   // mean norm per bucket in the previous interval
   // Per step (0 = none yet): uncompressed, the median of the last (up to) three uncompressed
   // intervals in a row (plain_steps_, plain_exposed_; last_plain_: the last interval was one);

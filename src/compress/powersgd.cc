@@ -40,25 +40,37 @@ namespace {
 using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using MatrixMap = Eigen::Map<Matrix>;
 
+// Which tensors of a bucket are sent as factors at rank r (the others go as they are).
+struct Split {
+  std::vector<size_t> compressed, plain;  // indices into the tensors
+};
+Split SplitBucket(const std::vector<TensorView>& tensors, size_t r, size_t min_saved_bytes) {
+  Split s;
+  size_t saved = 0;
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const TensorView& v = tensors[t];
+    if (v.rows > 1 && v.cols > 1 && (v.rows + v.cols) * r * 2 < v.numel()) {
+      s.compressed.push_back(t);
+      saved += 4 * (v.numel() - (v.rows + v.cols) * r);
+    } else {
+      s.plain.push_back(t);
+    }
+  }
+  if (saved < min_saved_bytes) {  // not worth Q's extra round trip: all in P's allreduce
+    s.compressed.clear();
+    s.plain.resize(tensors.size());
+    std::iota(s.plain.begin(), s.plain.end(), size_t{0});
+  }
+  return s;
+}
+
 class PowerSgd : public Compressor {
  public:
   PowerSgd(int rank, uint64_t seed, std::vector<TensorView> tensors, size_t min_saved_bytes)
       : r_(static_cast<size_t>(std::max(1, rank))), seed_(seed), tensors_(std::move(tensors)) {
-    size_t saved = 0;
-    for (size_t t = 0; t < tensors_.size(); ++t) {
-      const TensorView& v = tensors_[t];
-      if (v.rows > 1 && v.cols > 1 && (v.rows + v.cols) * r_ * 2 < v.numel()) {
-        compressed_.push_back(t);
-        saved += 4 * (v.numel() - (v.rows + v.cols) * r_);
-      } else {
-        plain_.push_back(t);
-      }
-    }
-    if (saved < min_saved_bytes) {  // not worth Q's extra round trip: all in P's allreduce
-      compressed_.clear();
-      plain_.resize(tensors_.size());
-      std::iota(plain_.begin(), plain_.end(), size_t{0});
-    }
+    Split s = SplitBucket(tensors_, r_, min_saved_bytes);
+    compressed_ = std::move(s.compressed);
+    plain_ = std::move(s.plain);
   }
   std::string name() const override { return "powersgd"; }
 
@@ -256,6 +268,15 @@ class PowerSgd : public Compressor {
 };
 
 }  // namespace
+
+size_t PowerSgdWireBytes(const std::vector<TensorView>& tensors, int rank, size_t min_saved_bytes) {
+  const size_t r = static_cast<size_t>(std::max(1, rank));
+  const Split s = SplitBucket(tensors, r, min_saved_bytes);
+  size_t bytes = 0;
+  for (size_t t : s.compressed) bytes += 4 * (tensors[t].rows + tensors[t].cols) * r;
+  for (size_t t : s.plain) bytes += 4 * tensors[t].numel();
+  return bytes;
+}
 
 std::unique_ptr<Compressor> MakePowerSgd(int rank, uint64_t seed, std::vector<TensorView> tensors,
                                          size_t min_saved_bytes) {

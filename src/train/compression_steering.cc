@@ -49,7 +49,13 @@ CompressionSteering::CompressionSteering(const TrainOptions& o, const Compressio
   ao.interval = o.compress_interval;
   ao.min_exposed = o.compress_min_exposed;
   ao.warmup_steps = o.warmup_steps;
-  controller_ = std::make_unique<compress::AdaptiveController>(ao, reducer_.num_buckets());
+  // What each bucket sends at each PowerSGD rank the controller may choose.
+  std::vector<std::vector<double>> wire(reducer_.num_buckets());
+  for (size_t b = 0; b < wire.size(); ++b)
+    for (int rank = 1; rank <= std::max(ao.low_rank, ao.high_rank); ++rank)
+      wire[b].push_back(static_cast<double>(compress::PowerSgdWireBytes(
+          reducer_.bucket_tensors(b), rank, setup_.options.powersgd_min_saved_bytes)));
+  controller_ = std::make_unique<compress::AdaptiveController>(ao, reducer_.num_buckets(), std::move(wire));
   interval_norms_.assign(reducer_.num_buckets(), 0.0);
   const compress::Decision d = controller_->Initial();
   r_.compression_phases.push_back({first_step, d.phase, d.buckets[0].compressor, double(ao.low_rank)});

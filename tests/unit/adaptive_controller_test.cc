@@ -82,6 +82,49 @@ TEST(AdaptiveController, FollowsBandwidthPhaseAndCriticalRegimes) {
   EXPECT_EQ(d.phase, "converging");
 }
 
+// The stable phase's rank follows the link: high_rank where its communication hides under 80% of
+// the compute, less where it would not; critical buckets keep low_rank; min_exposed 0 (phases
+// only) keeps high_rank. Observations: 1 MB of fp32 gradient and 100 ms of compute a step, so 80
+// ms can hide communication.
+TEST(AdaptiveController, StableRankFollowsTheLink) {
+  const std::vector<std::vector<double>> wire = {{10e3, 20e3, 30e3, 40e3}, {1e3, 2e3, 3e3, 4e3}};
+  AdaptiveOptions opt;
+  opt.interval = 10;
+  const auto stable = [&](AdaptiveOptions o, double plain, std::vector<double> second_norms) {
+    AdaptiveController c(o, 2, wire);
+    c.Decide(Obs(9, {1.0, 1.0}, 0.1, plain));
+    return c.Decide(Obs(19, second_norms, 0.1, plain));
+  };
+  // 0.7 s for 1 MB uncompressed: rank 2 sends 22 kB, 15 ms. It hides.
+  Decision d = stable(opt, 0.7, {1.0, 1.0});
+  EXPECT_EQ(d.phase, "stable");
+  EXPECT_EQ(d.buckets[0].powersgd_rank, 2);
+  EXPECT_EQ(d.buckets[1].powersgd_rank, 2);
+  EXPECT_NE(d.reason.find("rank 2: 15.4 ms"), std::string::npos) << d.reason;
+  // 7 s for 1 MB: rank 2 would take 154 ms, rank 1 77 ms.
+  d = stable(opt, 7.0, {1.0, 1.0});
+  EXPECT_EQ(d.buckets[0].powersgd_rank, 1);
+  EXPECT_EQ(d.buckets[1].powersgd_rank, 1);
+  EXPECT_NE(d.reason.find("rank 1: 77.0 ms"), std::string::npos) << d.reason;
+  // Bucket 0 in a critical regime keeps rank 4; nothing hides then, so the other goes to rank 1.
+  d = stable(opt, 7.0, {0.4, 1.0});
+  EXPECT_EQ(d.buckets[0].powersgd_rank, opt.low_rank);
+  EXPECT_EQ(d.buckets[1].powersgd_rank, 1);
+  // Every bucket critical: no stable rank to choose, none named.
+  d = stable(opt, 7.0, {0.4, 0.4});
+  EXPECT_EQ(d.buckets[1].powersgd_rank, opt.low_rank);
+  EXPECT_EQ(d.reason.find("rank "), std::string::npos) << d.reason;
+  // Phases only: no bandwidth rule, high_rank.
+  AdaptiveOptions phases = opt;
+  phases.min_exposed = 0;
+  d = stable(phases, 7.0, {1.0, 1.0});
+  EXPECT_EQ(d.buckets[1].powersgd_rank, opt.high_rank);
+  // Without wire bytes, high_rank as before.
+  AdaptiveController c(opt, 2);
+  c.Decide(Obs(9, {1.0, 1.0}, 0.1, 7.0));
+  EXPECT_EQ(c.Decide(Obs(19, {1.0, 1.0}, 0.1, 7.0)).buckets[1].powersgd_rank, opt.high_rank);
+}
+
 TEST(AdaptiveController, SameInputsSameDecisions) {
   AdaptiveOptions opt;
   AdaptiveController a(opt, 3), b(opt, 3);

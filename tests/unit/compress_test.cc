@@ -345,6 +345,7 @@ TEST(Compress, PowerSgdIsExactOnRankRSums) {
       std::vector<float> local(n);
       const size_t wire = c->Reduce(comm, g.data(), local.data(), n);
       EXPECT_EQ(wire, 4 * ((rows + cols) * 2 + 5));
+      EXPECT_EQ(PowerSgdWireBytes(tensors, 2, 0), wire);  // what the adaptive controller predicts from
       results[static_cast<size_t>(comm.rank())] = g;
     });
     double scale = 0;
@@ -366,6 +367,7 @@ TEST(Compress, PowerSgdSendsSmallBucketsAsTheyAre) {
     auto g = Gradient(comm.rank(), n);
     std::vector<float> local(n);
     EXPECT_EQ(c->Reduce(comm, g.data(), local.data(), n), 4 * n);
+    EXPECT_EQ(PowerSgdWireBytes(tensors, 2, CompressorOptions().powersgd_min_saved_bytes), 4 * n);
     const std::vector<double> exact = ExactSum(3, n);
     for (size_t i = 0; i < n; ++i) ASSERT_NEAR(g[i], exact[i], 1e-6) << i;
     EXPECT_TRUE(c->GetState().empty());  // no Q to keep
