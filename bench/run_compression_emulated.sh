@@ -8,6 +8,7 @@
 #   sudo bash bench/run_compression_emulated.sh [--link 20mbit] [--target 0.88] [--max-steps 1500]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/require_torch.sh
 BIN=$(pwd)/${BIN:-build/bin}
 LINK=20mbit TARGET=0.88 MAX_STEPS=1500 BATCH=64 EVERY=50
 while [ $# -gt 0 ]; do

@@ -14,6 +14,7 @@
 # as nodes computing at once, no communication (what the emulated nodes' shared CPU costs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/require_torch.sh
 . bench/rotate.sh
 BIN=$(pwd)/${BIN:-build/bin}
 NPROC=2 STEPS=200 BATCH=64 REPS=3 NODES=1 LINK= THREADS= EXTRA=
