@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <vector>
 
 #include "allreduce_check.h"
@@ -100,6 +101,38 @@ TEST(HierarchicalAllreduce, ThreeUnequalNodes) {
     for (size_t count : {size_t{1}, size_t{5}, size_t{1031}, size_t{200003}})
       EXPECT_EQ(CheckAllreduce(comm, AllreduceAlgorithm::kHierarchical, DataType::kFloat32, ReduceOp::kSum, count), "");
   }, setup);
+}
+
+// The same inputs give the same bits on every call, for every algorithm but the autotuner's
+// (which alternates algorithms on purpose): e.g. a rank with two children in the tree adds their
+// segments in child order, not in the order they happen to land (that made three ranks' float
+// sums differ between calls, seen under TSan). Values spread over six decades, so that the order
+// of additions shows in the rounding. Ranks on two emulated hosts, for the hierarchical path.
+TEST(Allreduce, SameInputsSameBitsEveryCall) {
+  for (int p : {3, 5})
+    for (AllreduceAlgorithm algorithm : kAlgorithms) {
+    if (algorithm == AllreduceAlgorithm::kAuto) continue;
+    testing::RankSetup setup;
+    setup.host_ids = TwoNodes(p);
+    setup.base.segment_bytes = 4096;  // many segments, each a race between two children
+    RunRanks(p, [&](Communicator& comm) {
+      std::mt19937 rng(static_cast<unsigned>(17 + comm.rank()));
+      std::uniform_real_distribution<float> mantissa(-1, 1);
+      std::uniform_int_distribution<int> decade(-3, 3);
+      std::vector<float> input(20000);
+      for (float& x : input) x = mantissa(rng) * std::pow(10.0f, static_cast<float>(decade(rng)));
+      std::vector<float> first;
+      for (int call = 0; call < 20; ++call) {
+        std::vector<float> data = input;
+        comm.Allreduce(data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum,
+                       AllreduceOptions{algorithm})->Wait();
+        if (call == 0) first = data;
+        ASSERT_EQ(std::memcmp(data.data(), first.data(), 4 * data.size()), 0)
+            << AllreduceAlgorithmName(algorithm) << ", world " << p << ", rank " << comm.rank() << ": call "
+            << call << " differs from call 0";
+      }
+    }, setup);
+  }
 }
 
 }  // namespace

@@ -5,7 +5,9 @@
 // balanced shards. On node n, shard s belongs to local rank (s mod k_n) — its owner; with equal k
 // every rank owns exactly one shard, with unequal k the ranks of smaller nodes own several.
 //  1. Intra-node reduce-scatter (direct): every local rank sends each shard it does not own to that
-//     shard's owner; owners reduce the k_n - 1 copies they receive as they land.
+//     shard's owner; owners add the k_n - 1 copies they receive in local-rank order, each as soon
+//     as it and those before it have landed (added in landing order, one call's sum rounded
+//     differently from the next whenever copies raced).
 //  2. Inter-node allreduce, per shard: the N owners of shard s (one per node) allreduce it among
 //     themselves — ring for large shards, recursive doubling for small. Different shards run in
 //     parallel on different ranks; a rank owning several does them in increasing shard order, so
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "comm/collectives/algorithms.h"
+#include "comm/collectives/ordered_reduce.h"
 #include "comm/reduce.h"
 
 namespace cdt {
@@ -38,11 +41,12 @@ struct ShardReducer {
   DataType dtype;
   ReduceOp op;
   size_t elem;
+  OrderedReduce order;  // the k - 1 copies, one after the other in the landing area, local order
 };
 
 void ReduceShardCopy(void* arg, const Transfer& t) {
   auto* r = static_cast<ShardReducer*>(arg);
-  ReduceInto(r->target, t.data, t.bytes / r->elem, r->dtype, r->op);
+  r->order.Landed(t.data, [&](const char* copy) { ReduceInto(r->target, copy, t.bytes / r->elem, r->dtype, r->op); });
 }
 
 }  // namespace
@@ -85,7 +89,8 @@ void AllreduceHierarchicalChunk(CollectiveContext& ctx, const Group& group, cons
         x.push_back(Transfer::Send(owner_on(local, s), buf.at(shard[s]), shard_bytes(s)));
         continue;
       }
-      reducers[s] = {buf.at(shard[s]), buf.dtype, buf.op, elem};
+      reducers[s] = {buf.at(shard[s]), buf.dtype, buf.op, elem, {}};
+      reducers[s].order.Reset(landing, shard_bytes(s), k - 1);
       for (int q = 0; q < k; ++q) {
         if (q == my_local) continue;
         Transfer r = Transfer::Recv(group.peer(local[q]), landing, shard_bytes(s));

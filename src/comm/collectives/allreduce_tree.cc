@@ -7,8 +7,11 @@
 //
 // Each half is cut into segments (ctx.segment_bytes) and processed in windows of kWindow segments,
 // one Exchange per window and phase:
-//   reduce:    receive segment j from each child (reduced into ours as it lands, counting down
-//              gate[j]); send segment j to the parent once gate[j] reaches 0.
+//   reduce:    receive segment j from each child into a landing slot of its own and add it into
+//              ours in child order, each as soon as it and the one before have landed (added in
+//              landing order, one call's sum rounded differently from the next whenever the two
+//              children raced), counting down gate[j]; send segment j to the parent once gate[j]
+//              reaches 0.
 //   broadcast: receive segment j from the parent (gate[j]); forward it to each child once received.
 // Inside a window, segments flow up (or down) the tree pipelined: segment j+1 leaves the leaves while
 // segment j is still climbing. On every connection transfers are listed in (segment, tree) order on
@@ -18,6 +21,7 @@
 #include <vector>
 
 #include "comm/collectives/algorithms.h"
+#include "comm/collectives/ordered_reduce.h"
 #include "comm/reduce.h"
 
 namespace cdt {
@@ -58,12 +62,15 @@ struct SegmentSlot {
   ReduceOp op;
   size_t elem = 0;
   int gate = 0;
+  OrderedReduce order;  // the children's landing slots, in child order
 };
 
 void ReduceChildSegment(void* arg, const Transfer& t) {
   auto* s = static_cast<SegmentSlot*>(arg);
-  ReduceInto(s->target, t.data, t.bytes / s->elem, s->dtype, s->op);
-  --s->gate;
+  s->order.Landed(t.data, [&](const char* copy) {
+    ReduceInto(s->target, copy, t.bytes / s->elem, s->dtype, s->op);
+    --s->gate;
+  });
 }
 
 void SegmentArrived(void* arg, const Transfer&) { --static_cast<SegmentSlot*>(arg)->gate; }
@@ -102,6 +109,7 @@ void AllreduceTree(CollectiveContext& ctx, const Group& group, const ReduceBuffe
           slot = {seg_ptr(t, k), buf.dtype, buf.op, elem, 0};
           if (phase == 0) {
             slot.gate = t.nchildren;
+            slot.order.Reset(scratch + (j * 2 + ti) * 2 * seg_bytes_max, seg_bytes_max, t.nchildren);
             for (int c = 0; c < t.nchildren; ++c) {
               char* landing = scratch + ((j * 2 + ti) * 2 + c) * seg_bytes_max;
               Transfer r = Transfer::Recv(t.children[c], landing, seg_bytes(t, k));
