@@ -597,10 +597,8 @@ TEST(Compress, StateRoundTripsThroughGetAndSet) {
 // ended later, in an order the gradient reducer's two threads per channel can produce (Begin 0,
 // Begin 1, End 0, Begin 2, End 1, End 2), give bit for bit what three Reduce calls give: every
 // compressor, with error feedback, over two steps (the second starts from the residuals and
-// PowerSGD's warm Q). On the ring allreduce, which adds every chunk in one fixed order: the
-// autotuner alternates algorithms between calls of one size, and the tree adds a rank's two
-// children in the order they arrive, so three ranks' sums may round differently from one call to
-// the next (under TSan they did).
+// PowerSGD's warm Q). On one algorithm: the autotuner alternates algorithms between calls of one
+// size, and three ranks' sums then round differently from one call to the next.
 TEST(Compress, PipelinedBucketsMatchOneAtATime) {
   const std::vector<std::vector<TensorView>> layouts = {
       {{0, 96, 200}, {96 * 200, 96, 1}}, {{0, 1, 1}}, {{0, 40, 30}}};
