@@ -11,15 +11,11 @@
 namespace cdt::compress {
 namespace {
 
-class Cast : public Compressor {
+class Cast : public SplitCompressor {
  public:
   explicit Cast(DataType wire) : wire_(wire) {}
   std::string name() const override { return wire_ == DataType::kFloat16 ? "fp16" : "bf16"; }
 
-  size_t Reduce(Communicator& comm, float* grad, float* local, size_t n) override {
-    Begin(comm, grad, local, n);
-    return End();
-  }
   void Begin(Communicator& comm, float* grad, float* local, size_t n) override {
     buf_.resize(n);
     EncodeWireValues(wire_, grad, buf_.data(), n);

@@ -65,6 +65,17 @@ class Compressor {
   size_t begun_wire_ = 0;  // the default Begin's result, for its End
 };
 
+// A compressor written as the two halves: Reduce is its Begin, then its End.
+class SplitCompressor : public Compressor {
+ public:
+  size_t Reduce(Communicator& comm, float* grad, float* local, size_t n) final {
+    Begin(comm, grad, local, n);
+    return End();
+  }
+  void Begin(Communicator& comm, float* grad, float* local, size_t n) override = 0;
+  size_t End() override = 0;
+};
+
 struct CompressorOptions {
   double ratio = 0.01;       // top-k / random-k: share of elements sent
   // top-k / random-k: the type the kept values travel in. float16 or bfloat16 halve the values'

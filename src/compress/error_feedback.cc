@@ -10,11 +10,6 @@ namespace cdt::compress {
 
 // Both passes run over the whole bucket on the compression thread (compress/kernels.h); x = g + e
 // is kept in the residual buffer itself, so no third buffer is written.
-size_t ErrorFeedback::Reduce(Communicator& comm, float* grad, float* local, size_t n) {
-  Begin(comm, grad, local, n);
-  return End();
-}
-
 void ErrorFeedback::Begin(Communicator& comm, float* grad, float* local, size_t n) {
   if (residual_.size() != n) residual_.assign(n, 0.0f);
   if (momentum_ > 0 && velocity_.size() != n) velocity_.assign(n, 0.0f);

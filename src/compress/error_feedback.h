@@ -25,7 +25,7 @@
 
 namespace cdt::compress {
 
-class ErrorFeedback : public Compressor {
+class ErrorFeedback : public SplitCompressor {
  public:
   explicit ErrorFeedback(std::unique_ptr<Compressor> inner, double momentum = 0)
       : inner_(std::move(inner)), momentum_(momentum) {}
@@ -34,7 +34,6 @@ class ErrorFeedback : public Compressor {
   // what the old one dropped is still sent, by the new one).
   void set_inner(std::unique_ptr<Compressor> inner) { inner_ = std::move(inner); }
   Compressor& inner() { return *inner_; }
-  size_t Reduce(Communicator& comm, float* grad, float* local, size_t n) override;
   // x = g + e, then the inner Begin; End: the inner End, then e = x − local.
   void Begin(Communicator& comm, float* grad, float* local, size_t n) override;
   size_t End() override;

@@ -6,13 +6,9 @@
 namespace cdt::compress {
 namespace {
 
-class PlainAllreduce : public Compressor {
+class PlainAllreduce : public SplitCompressor {
  public:
   std::string name() const override { return "none"; }
-  size_t Reduce(Communicator& comm, float* grad, float* local, size_t n) override {
-    Begin(comm, grad, local, n);
-    return End();
-  }
   void Begin(Communicator& comm, float* grad, float* local, size_t n) override {
     std::copy(grad, grad + n, local);
     n_ = n;

@@ -64,7 +64,7 @@ Split SplitBucket(const std::vector<TensorView>& tensors, size_t r, size_t min_s
   return s;
 }
 
-class PowerSgd : public Compressor {
+class PowerSgd : public SplitCompressor {
  public:
   PowerSgd(int rank, uint64_t seed, std::vector<TensorView> tensors, size_t min_saved_bytes)
       : r_(static_cast<size_t>(std::max(1, rank))), seed_(seed), tensors_(std::move(tensors)) {
@@ -73,11 +73,6 @@ class PowerSgd : public Compressor {
     plain_ = std::move(s.plain);
   }
   std::string name() const override { return "powersgd"; }
-
-  size_t Reduce(Communicator& comm, float* grad, float* local, size_t n) override {
-    Begin(comm, grad, local, n);
-    return End();
-  }
 
   // Begin: P's allreduce, the orthogonalisation and Q's submission; End: Q's wait and M ≈ P Qᵀ.
   // A bucket without matrices worth compressing has P's allreduce as its last: End waits for it.

@@ -106,7 +106,12 @@ void AllreduceTree(CollectiveContext& ctx, const Group& group, const ReduceBuffe
           const TreeView& t = trees[ti];
           if (k >= t.nseg) continue;
           SegmentSlot& slot = slots[j][ti];
-          slot = {seg_ptr(t, k), buf.dtype, buf.op, elem, 0};
+          // Field by field: the slot's OrderedReduce keeps its storage from window to window.
+          slot.target = seg_ptr(t, k);
+          slot.dtype = buf.dtype;
+          slot.op = buf.op;
+          slot.elem = elem;
+          slot.gate = 0;
           if (phase == 0) {
             slot.gate = t.nchildren;
             slot.order.Reset(scratch + (j * 2 + ti) * 2 * seg_bytes_max, seg_bytes_max, t.nchildren);
