@@ -51,7 +51,8 @@ class Compressor {
   // compressors on the same communicator: their collectives queue behind this one's, so the
   // collectives keep the order of the Begin calls on every rank. End submits nothing; each Begin
   // needs its End before the next Begin of the same compressor, and the buffers stay untouched
-  // in between. Begin then End is Reduce. The default runs all of Reduce in Begin.
+  // in between. Begin then End is Reduce. Every compressor here is split (SplitCompressor); the
+  // default, which runs all of Reduce in Begin, is for one that is not.
   virtual void Begin(Communicator& comm, float* grad, float* local, size_t n) {
     begun_wire_ = Reduce(comm, grad, local, n);
   }

@@ -17,13 +17,17 @@
 namespace cdt::compress {
 namespace {
 
-class Int8 : public Compressor {
+class Int8 : public SplitCompressor {
  public:
   Int8(size_t chunk, uint64_t seed) : chunk_(std::max<size_t>(1, chunk)), seed_(seed) {}
   std::string name() const override { return "int8"; }
 
-  size_t Reduce(Communicator& comm, float* grad, float* local, size_t n) override {
-    if (n == 0) return 0;
+  // Begin: the shared scales (waited for: the codes need them), the quantisation and the codes'
+  // submission; End: their wait and the decoding.
+  void Begin(Communicator& comm, float* grad, float* local, size_t n) override {
+    grad_ = grad;
+    n_ = n;
+    if (n == 0) return;
     if (!seeded_) {  // independent rounding noise on every rank
       state_ = seed_ + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(comm.rank() + 1);
       seeded_ = true;
@@ -34,7 +38,8 @@ class Int8 : public Compressor {
       for (size_t i = c * chunk_; i < std::min(n, (c + 1) * chunk_); ++i)
         scale_[c] = std::max(scale_[c], std::fabs(grad[i]));
     comm.Allreduce(scale_.data(), chunks, DataType::kFloat32, ReduceOp::kMax)->Wait();
-    const auto levels = static_cast<float>(std::max(1, 127 / comm.size()));
+    levels_ = static_cast<float>(std::max(1, 127 / comm.size()));
+    const float levels = levels_;
     codes_.resize(n);
     for (size_t c = 0; c < chunks; ++c) {
       const size_t begin = c * chunk_, end = std::min(n, begin + chunk_);
@@ -55,14 +60,22 @@ class Int8 : public Compressor {
         local[i] = q * back;
       }
     }
-    comm.Allreduce(codes_.data(), n, DataType::kInt8, ReduceOp::kSum)->Wait();
+    work_ = comm.Allreduce(codes_.data(), n, DataType::kInt8, ReduceOp::kSum);
+  }
+
+  size_t End() override {
+    if (auto w = std::move(work_)) w->Wait();
+    const size_t n = n_, chunks = scale_.size();
+    if (n == 0) return 0;
+    float* grad = grad_;
     for (size_t c = 0; c < chunks; ++c) {
-      const float back = scale_[c] / levels;
+      const float back = scale_[c] / levels_;
       for (size_t i = c * chunk_; i < std::min(n, (c + 1) * chunk_); ++i)
         grad[i] = static_cast<float>(codes_[i]) * back;
     }
     return n + 4 * chunks;
   }
+  ~Int8() override { WaitIgnoringError(work_); }
 
  private:
   // Uniform in [0, 1) with 24 random bits, from SplitMix64 (Steele et al., OOPSLA'14): one
@@ -82,6 +95,11 @@ class Int8 : public Compressor {
   uint64_t state_ = 0;
   std::vector<float> scale_;
   std::vector<int8_t> codes_;
+  // Between Begin and End: the bucket, the levels and the codes' allreduce in flight.
+  float* grad_ = nullptr;
+  size_t n_ = 0;
+  float levels_ = 1;
+  std::shared_ptr<Work> work_;
 };
 
 }  // namespace

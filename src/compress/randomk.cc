@@ -15,15 +15,19 @@
 namespace cdt::compress {
 namespace {
 
-class RandomK : public Compressor {
+class RandomK : public SplitCompressor {
  public:
   RandomK(double ratio, uint64_t seed, DataType values)
       : ratio_(ratio), seed_(seed), values_type_(values), value_bytes_(WireValueBytes(values)) {}
   std::string name() const override { return "randomk"; }
 
-  size_t Reduce(Communicator& comm, float* grad, float* local, size_t n) override {
-    const size_t k = SparseCount(ratio_, n);
-    if (k == 0) return 0;
+  // Begin: the draw, the values and the allreduce's submission; End: its wait and the scatter.
+  void Begin(Communicator& comm, float* grad, float* local, size_t n) override {
+    grad_ = grad;
+    n_ = n;
+    k_ = SparseCount(ratio_, n);
+    const size_t k = k_;
+    if (k == 0) return;
     rng_.seed(seed_ + 0x9E3779B97F4A7C15ull * ++calls_);
     pool_.resize(n);
     std::iota(pool_.begin(), pool_.end(), 0u);
@@ -35,7 +39,8 @@ class RandomK : public Compressor {
       std::uniform_int_distribution<size_t> pick(j, n - 1);
       std::swap(pool_[j], pool_[pick(rng_)]);
     }
-    const uint32_t* kept = pool_.data() + (d == k ? 0 : d);
+    kept_ = pool_.data() + (d == k ? 0 : d);
+    const uint32_t* kept = kept_;
     values_.resize(k);
     for (size_t j = 0; j < k; ++j) values_[j] = grad[kept[j]];
     // float32 values travel as they are; 16-bit ones are rounded first, and this rank's
@@ -49,12 +54,22 @@ class RandomK : public Compressor {
     std::fill(local, local + n, 0.0f);
     for (size_t j = 0; j < k; ++j) local[kept[j]] = values_[j];
     void* wire = cast ? static_cast<void*>(wire_.data()) : values_.data();
-    comm.Allreduce(wire, k, values_type_, ReduceOp::kSum)->Wait();
+    work_ = comm.Allreduce(wire, k, values_type_, ReduceOp::kSum);
+  }
+
+  size_t End() override {
+    if (auto w = std::move(work_)) w->Wait();
+    const size_t k = k_, n = n_;
+    if (k == 0) return 0;
+    const bool cast = values_type_ != DataType::kFloat32;
+    const uint32_t* kept = kept_;
+    float* grad = grad_;
     if (cast) DecodeWireValues(values_type_, wire_.data(), values_.data(), k);
     std::fill(grad, grad + n, 0.0f);
     for (size_t j = 0; j < k; ++j) grad[kept[j]] = values_[j];
     return value_bytes_ * k;
   }
+  ~RandomK() override { WaitIgnoringError(work_); }
 
   // The call number keeps the draws in step on every rank, resume included (exact below 2^24).
   std::vector<float> GetState() const override { return {static_cast<float>(calls_)}; }
@@ -72,6 +87,11 @@ class RandomK : public Compressor {
   std::vector<uint32_t> pool_;
   std::vector<float> values_;
   std::vector<uint8_t> wire_;  // the values as they travel
+  // Between Begin and End: the bucket, k, the kept indices (in pool_) and the allreduce in flight.
+  float* grad_ = nullptr;
+  size_t n_ = 0, k_ = 0;
+  const uint32_t* kept_ = nullptr;
+  std::shared_ptr<Work> work_;
 };
 
 }  // namespace

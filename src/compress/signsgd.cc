@@ -16,16 +16,20 @@
 namespace cdt::compress {
 namespace {
 
-class SignSgd : public Compressor {
+class SignSgd : public SplitCompressor {
  public:
   static constexpr size_t kBlock = 512;  // elements per scale within a tensor
   explicit SignSgd(std::vector<TensorView> tensors) : tensors_(std::move(tensors)) {}
   std::string name() const override { return "signsgd"; }
 
-  size_t Reduce(Communicator& comm, float* grad, float* local, size_t n) override {
-    if (n == 0) return 0;
+  // Begin: the encoding and the allgather's submission; End: its wait and the sum.
+  void Begin(Communicator& comm, float* grad, float* local, size_t n) override {
+    grad_ = grad;
+    n_ = n;
+    world_ = static_cast<size_t>(comm.size());
+    if (n == 0) return;
     if (n != layout_n_) Layout(n);
-    const size_t scales = parts_.size() + 1, bytes = (n + 7) / 8, world = static_cast<size_t>(comm.size());
+    const size_t scales = parts_.size() + 1, bytes = (n + 7) / 8;
     // Payload: 4 bytes per scale (tensors' blocks, then the rest), then the bits (1 = negative).
     mine_.assign(4 * scales + bytes, 0);
     scale_.assign(scales, 0.0f);
@@ -53,8 +57,16 @@ class SignSgd : public Compressor {
       local[i] = negative ? -rest_scale : rest_scale;
     }
     std::memcpy(mine_.data(), scale_.data(), 4 * scales);
-    all_.resize(world * mine_.size());
-    comm.Allgather(mine_.data(), all_.data(), mine_.size(), DataType::kInt8)->Wait();
+    all_.resize(world_ * mine_.size());
+    work_ = comm.Allgather(mine_.data(), all_.data(), mine_.size(), DataType::kInt8);
+  }
+
+  size_t End() override {
+    if (auto w = std::move(work_)) w->Wait();
+    const size_t n = n_, world = world_;
+    if (n == 0) return 0;
+    float* grad = grad_;
+    const size_t scales = parts_.size() + 1, bytes = (n + 7) / 8;
     std::fill(grad, grad + n, 0.0f);
     std::vector<float>& theirs = scale_;
     for (size_t r = 0; r < world; ++r) {
@@ -71,6 +83,7 @@ class SignSgd : public Compressor {
     }
     return 4 * scales + bytes;
   }
+  ~SignSgd() override { WaitIgnoringError(work_); }
 
  private:
   // The blocks of the tensors as given ([begin, end) within a tensor, at most kBlock long), and
@@ -98,6 +111,10 @@ class SignSgd : public Compressor {
   std::vector<size_t> rest_;
   std::vector<float> scale_;
   std::vector<int8_t> mine_, all_;
+  // Between Begin and End: the bucket, the world and the allgather in flight.
+  float* grad_ = nullptr;
+  size_t n_ = 0, world_ = 1;
+  std::shared_ptr<Work> work_;
 };
 
 }  // namespace

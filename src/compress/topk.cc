@@ -28,15 +28,21 @@ size_t SparseCount(double ratio, size_t n) {
 
 namespace {
 
-class TopK : public Compressor {
+class TopK : public SplitCompressor {
  public:
   TopK(double ratio, DataType values)
       : ratio_(ratio), values_type_(values), value_bytes_(WireValueBytes(values)) {}
   std::string name() const override { return "topk"; }
 
-  size_t Reduce(Communicator& comm, float* grad, float* local, size_t n) override {
-    const size_t k = SparseCount(ratio_, n);
-    if (k == 0) return 0;
+  // Begin: the selection, the encoding and the exchange's submission; End: its wait and the sum.
+  void Begin(Communicator& comm, float* grad, float* local, size_t n) override {
+    grad_ = grad;
+    n_ = n;
+    k_ = SparseCount(ratio_, n);
+    world_ = static_cast<size_t>(comm.size());
+    mode_ = Mode::kNothing;
+    if (k_ == 0) return;
+    const size_t k = k_;
     SelectLargest(grad, n, k);
     // The kept values as they travel, and as this rank's contribution.
     const size_t value_words = (k * value_bytes_ + 3) / 4;
@@ -49,25 +55,40 @@ class TopK : public Compressor {
       DecodeWireValues(values_type_, mine_.data() + k, kept_.data(), k);
     std::fill(local, local + n, 0.0f);
     for (size_t j = 0; j < k; ++j) local[order_[j]] = kept_[j];
-    const size_t world = static_cast<size_t>(comm.size());
-    if (world * (4 + value_bytes_) * k >= value_bytes_ * n) {  // dense is no bigger
+    if (world_ * (4 + value_bytes_) * k >= value_bytes_ * n) {  // dense is no bigger
+      mode_ = Mode::kDense;
       if (values_type_ == DataType::kFloat32) {  // in place, no conversion
         std::copy(local, local + n, grad);
-        comm.Allreduce(grad, n, DataType::kFloat32, ReduceOp::kSum)->Wait();
+        work_ = comm.Allreduce(grad, n, DataType::kFloat32, ReduceOp::kSum);
       } else {
         dense_.resize(n * value_bytes_);
         EncodeWireValues(values_type_, local, dense_.data(), n);
-        comm.Allreduce(dense_.data(), n, values_type_, ReduceOp::kSum)->Wait();
-        DecodeWireValues(values_type_, dense_.data(), grad, n);
+        work_ = comm.Allreduce(dense_.data(), n, values_type_, ReduceOp::kSum);
       }
-      return value_bytes_ * n;
+      return;
     }
+    mode_ = Mode::kSparse;
     for (size_t j = 0; j < k; ++j) mine_[j] = static_cast<int32_t>(order_[j]);
+    all_.resize(mine_.size() * world_);
+    work_ = comm.Allgather(mine_.data(), all_.data(), mine_.size(), DataType::kInt32);
+  }
+
+  size_t End() override {
+    if (auto w = std::move(work_)) w->Wait();
+    const size_t k = k_, n = n_;
+    float* grad = grad_;
+    switch (mode_) {
+      case Mode::kNothing:
+        return 0;
+      case Mode::kDense:
+        if (values_type_ != DataType::kFloat32) DecodeWireValues(values_type_, dense_.data(), grad, n);
+        return value_bytes_ * n;
+      case Mode::kSparse:
+        break;
+    }
     const size_t words = mine_.size();
-    all_.resize(words * world);
-    comm.Allgather(mine_.data(), all_.data(), words, DataType::kInt32)->Wait();
     std::fill(grad, grad + n, 0.0f);
-    for (size_t r = 0; r < world; ++r) {
+    for (size_t r = 0; r < world_; ++r) {
       const int32_t* block = all_.data() + r * words;
       DecodeWireValues(values_type_, block + k, kept_.data(), k);
       for (size_t j = 0; j < k; ++j) {
@@ -77,6 +98,7 @@ class TopK : public Compressor {
     }
     return (4 + value_bytes_) * k;
   }
+  ~TopK() override { WaitIgnoringError(work_); }
 
  private:
   // Leaves the indices of the k largest |grad| in order_[0, k). Selecting among all n elements
@@ -113,6 +135,12 @@ class TopK : public Compressor {
   std::vector<float> sample_, kept_;
   std::vector<int32_t> mine_, all_;  // payloads: k indices, then the values (padded to a word)
   std::vector<uint8_t> dense_;
+  // Between Begin and End: the bucket, k, the world, which exchange and the collective in flight.
+  enum class Mode { kNothing, kDense, kSparse };
+  float* grad_ = nullptr;
+  size_t n_ = 0, k_ = 0, world_ = 1;
+  Mode mode_ = Mode::kNothing;
+  std::shared_ptr<Work> work_;
 };
 
 }  // namespace
