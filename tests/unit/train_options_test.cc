@@ -1,0 +1,70 @@
+// ValidateTrainOptions (src/train/train_options.cc): a bad or ignored option is refused with a
+// message that names the flag as the user typed it; the defaults and the options as meant pass.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "cdt/error.h"
+#include "train/trainer.h"
+
+namespace cdt::train {
+namespace {
+
+// The message ValidateTrainOptions throws for `o`, or "" when it accepts it.
+std::string Refusal(const TrainOptions& o) {
+  try {
+    ValidateTrainOptions(o);
+    return "";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+    return e.what();
+  }
+}
+
+TEST(TrainOptions, DefaultsAndCompressionKnobsAsMeantPass) {
+  TrainOptions o;
+  EXPECT_EQ(Refusal(o), "");
+  for (const char* sparse : {"topk", "randomk"}) {
+    o.compress = sparse;
+    o.compress_ratio = 0.05;
+    o.compress_values = "fp16";
+    EXPECT_EQ(Refusal(o), "") << sparse;
+  }
+  o = TrainOptions();
+  o.compress = "powersgd";
+  o.powersgd_rank = 4;
+  EXPECT_EQ(Refusal(o), "");
+}
+
+TEST(TrainOptions, CompressionKnobsTheCompressorWouldIgnoreAreRefused) {
+  for (const char* other : {"none", "fp16", "int8", "powersgd", "signsgd", "adaptive"}) {
+    TrainOptions o;
+    o.compress = other;
+    o.compress_ratio = 0.1;
+    const std::string m = Refusal(o);
+    EXPECT_NE(m.find("--compress-ratio"), std::string::npos) << other << ": " << m;
+    EXPECT_NE(m.find(std::string("--compress ") + other), std::string::npos) << m;
+    o.compress_ratio = 0;
+    o.compress_values = "bf16";
+    EXPECT_NE(Refusal(o).find("--compress-values"), std::string::npos) << other;
+  }
+}
+
+TEST(TrainOptions, OutOfRangeCompressionKnobsNameTheirFlag) {
+  TrainOptions o;
+  o.compress = "topk";
+  o.compress_ratio = 1.5;
+  EXPECT_NE(Refusal(o).find("--compress-ratio must be in (0, 1]"), std::string::npos);
+  o = TrainOptions();
+  o.compress = "zip";
+  EXPECT_NE(Refusal(o).find("unknown --compress 'zip'"), std::string::npos);
+  o = TrainOptions();
+  o.powersgd_rank = 0;
+  EXPECT_NE(Refusal(o).find("--powersgd-rank"), std::string::npos);
+  o = TrainOptions();
+  o.compress_interval = 0;
+  EXPECT_NE(Refusal(o).find("--compress-interval"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cdt::train
