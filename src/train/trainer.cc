@@ -12,11 +12,11 @@
 #include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <thread>
 #include <tuple>
 
 #include "cdt/error.h"
 #include "common/unix_time.h"
+#include "common/usable_cpus.h"
 #include "train/batch_balancer.h"
 #include "train/blas_library.h"
 #include "train/checkpoint.h"
@@ -200,9 +200,8 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
                         ElasticSession* session) {
   ValidateTrainOptions(o);
   const int W = comm.size(), me = comm.rank();
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   torch::set_num_threads(o.threads > 0 ? o.threads
-                                       : std::max(1, static_cast<int>(cores) / std::max(1, o.local_world_size)));
+                                       : std::max(1, UsableCpus() / std::max(1, o.local_world_size)));
   const BlasLibrary blas = LoadedBlas();
   if (me == 0 && blas.reference && !(session && session->generation > 0))
     std::fprintf(stderr, "cann-dist-train train: warning: %s\n", BlasWarning(blas).c_str());
