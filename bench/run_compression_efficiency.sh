@@ -7,12 +7,19 @@
 # link* (what synchronous data parallelism costs here with the fastest network there is: the
 # ceiling compression can bring a slow link back to). Needs root.
 #
+# With --cpus-per-node C each emulated node is bound to C CPUs of its own (tools/emulate-cluster
+# --cpus-per-node), as a real node has, and every lone worker is bound the same way (one alone to
+# node 0's CPUs; the two at once to node 0's and node 1's); torch threads default to C. Without
+# it all runs share all CPUs and threads default to half of them. Needs 2C CPUs: on a 2-vCPU VM
+# C = 1 leaves each node's communication one core shared with its compute.
+#
 #   sudo bash bench/run_compression_efficiency.sh [--link 20mbit] [--batch-size 64] [--steps 300]
 #                                                 [--reps 3] [--compress adaptive]
+#                                                 [--cpus-per-node C] [--threads T]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=$(pwd)/${BIN:-build/bin}
-LINK=20mbit BATCH=64 STEPS=300 REPS=3 COMPRESS=adaptive
+LINK=20mbit BATCH=64 STEPS=300 REPS=3 COMPRESS=adaptive CPUS=0 THREADS=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --link) LINK=$2; shift 2 ;;
@@ -20,24 +27,47 @@ while [ $# -gt 0 ]; do
     --steps) STEPS=$2; shift 2 ;;
     --reps) REPS=$2; shift 2 ;;
     --compress) COMPRESS=$2; shift 2 ;;
+    --cpus-per-node) CPUS=$2; shift 2 ;;
+    --threads) THREADS=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
 out=bench/results/compress-eff-$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$out"
-THREADS=$(( $(nproc) / 2 )); [ "$THREADS" -ge 1 ] || THREADS=1
+if [ "$THREADS" = 0 ]; then
+  THREADS=$CPUS; [ "$CPUS" -gt 0 ] || THREADS=$(( $(nproc) / 2 )); [ "$THREADS" -ge 1 ] || THREADS=1
+fi
+bind=(); [ "$CPUS" = 0 ] || bind=(--cpus-per-node "$CPUS")
+printf 'link=%s batch=%s steps=%s compress=%s cpus_per_node=%s threads=%s\n' "$LINK" "$BATCH" "$STEPS" \
+    "$COMPRESS" "$CPUS" "$THREADS" > "$out/setup.txt"
 common=(--model cnn --nproc-per-node 1 --steps "$STEPS" --batch-size "$BATCH" --seed 1 --threads "$THREADS" --no-progress)
+# A worker alone, not part of any job: on the node-0 CPUs when nodes are bound.
+alone() {  # alone JSON TXT
+  if [ "$CPUS" = 0 ]; then
+    "$BIN/cann-dist-train" train "${common[@]}" --json "$1" > "$2" 2>&1
+  else
+    tools/emulate-cluster --nodes 1 "${bind[@]}" -- "$BIN/cann-dist-train" train "${common[@]}" --json "$1" > "$2" 2>&1
+  fi
+}
 for i in $(seq 1 "$REPS"); do
-  tools/emulate-cluster --nodes 2 --link "$LINK" -- "$BIN/cann-dist-train" train "${common[@]}" \
+  tools/emulate-cluster --nodes 2 --link "$LINK" "${bind[@]}" -- "$BIN/cann-dist-train" train "${common[@]}" \
       --compress "$COMPRESS" --json "$(pwd)/$out/compressed_$i.json" > "$out/compressed_$i.txt" 2>&1
-  "$BIN/cann-dist-train" train "${common[@]}" --json "$(pwd)/$out/single_$i.json" > "$out/single_$i.txt" 2>&1
-  tools/emulate-cluster --nodes 2 -- "$BIN/cann-dist-train" train "${common[@]}" \
+  alone "$(pwd)/$out/single_$i.json" "$out/single_$i.txt"
+  tools/emulate-cluster --nodes 2 "${bind[@]}" -- "$BIN/cann-dist-train" train "${common[@]}" \
       --compress none --json "$(pwd)/$out/unshaped_$i.json" > "$out/unshaped_$i.txt" 2>&1
-  for k in 1 2; do
-    "$BIN/cann-dist-train" train "${common[@]}" --json "$(pwd)/$out/concurrent_${i}_$k.json" \
-        > "$out/concurrent_${i}_$k.txt" 2>&1 &
-  done
-  wait
+  if [ "$CPUS" = 0 ]; then
+    for k in 1 2; do
+      "$BIN/cann-dist-train" train "${common[@]}" --json "$(pwd)/$out/concurrent_${i}_$k.json" \
+          > "$out/concurrent_${i}_$k.txt" 2>&1 &
+    done
+    wait
+  else  # two separate one-worker jobs at once, each on its node's CPUs (no CDT_* job variables)
+    tools/emulate-cluster --nodes 2 "${bind[@]}" -- sh -c 'exec env -u CDT_NNODES -u CDT_NODE_RANK \
+        -u CDT_RDZV_ENDPOINT -u CDT_NODE_ADDR -u CDT_JOB_SECRET "$0" train "$@" \
+        --json "'"$(pwd)/$out"'/concurrent_'"$i"'_$((CDT_NODE_RANK + 1)).json" \
+        > "'"$(pwd)/$out"'/concurrent_'"$i"'_$((CDT_NODE_RANK + 1)).txt" 2>&1' \
+        "$BIN/cann-dist-train" "${common[@]}"
+  fi
 done
 python3 - "$out" <<'PY'
 import glob, json, statistics, sys

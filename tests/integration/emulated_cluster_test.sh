@@ -45,6 +45,18 @@ check "namespaces cleaned up ($before before, $after after)" $([ "$before" = "$a
 # 4. Bad input is refused with a message.
 "$emulate" --nodes 2 --link-of 5=1gbit -- true > "$tmp/bad.log" 2>&1
 rc=$?; check "--link-of outside the node range refused (rc=$rc)" $([ $rc = 2 ] && grep -q 'only 2 nodes' "$tmp/bad.log" && echo 0 || echo 1)
+"$emulate" --nodes 2 --cpus-per-node $(( $(nproc) + 1 )) -- true > "$tmp/badcpu.log" 2>&1
+rc=$?; check "--cpus-per-node past this machine refused (rc=$rc)" $([ $rc = 2 ] && grep -q 'needs' "$tmp/badcpu.log" && echo 0 || echo 1)
+
+# 4b. --cpus-per-node binds each node to CPUs of its own (as a real node has), in order.
+if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
+  "$emulate" --nodes 2 --cpus-per-node 1 -- sh -c 'taskset -pc $$ > "$0/cpus.$CDT_NODE_RANK"' "$tmp" > "$tmp/cpus.log" 2>&1
+  rc=$?
+  mine=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)
+  first=${mine%%[-,]*}
+  a=$(sed 's/.*: //' "$tmp/cpus.0" 2>/dev/null) b=$(sed 's/.*: //' "$tmp/cpus.1" 2>/dev/null)
+  check "--cpus-per-node 1: node 0 on CPU $a, node 1 on CPU $b (rc=$rc)" $([ $rc = 0 ] && [ "$a" = "$first" ] && [ -n "$b" ] && [ "$b" != "$a" ] && echo 0 || echo 1)
+fi
 
 # 5. Elastic: node 1's link is cut for 20 s at step 40. Node 0 trains on alone (the silent-peer
 #    timeout, 3 s, detects it); node 1's worker rejoins when its link is back, and the group grows
