@@ -6,6 +6,7 @@
 // precision at every hop (the communicator's f16/bf16 reduction); this rank's contribution is its
 // values as rounded, so error feedback keeps the rounding too. Wire: 4k bytes, or 2k.
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -74,7 +75,9 @@ class RandomK : public SplitCompressor {
   // The call number keeps the draws in step on every rank, resume included (exact below 2^24).
   std::vector<float> GetState() const override { return {static_cast<float>(calls_)}; }
   void SetState(const std::vector<float>& s) override {
-    if (!s.empty()) calls_ = static_cast<uint64_t>(s[0]);
+    // Another compressor's state is not a call number: keep counting from here.
+    if (s.size() == 1 && s[0] >= 0 && s[0] < 0x1p24f && s[0] == std::floor(s[0]))
+      calls_ = static_cast<uint64_t>(s[0]);
   }
 
  private:

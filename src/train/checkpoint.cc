@@ -250,15 +250,17 @@ std::string ReadFile(const std::string& path) {
 
 // Compression state is per rank (each rank's error-feedback residual differs): one file per rank
 // beside the checkpoint, a torch archive of one float tensor per bucket ("bucket<b>") plus the
-// world size it was written with.
+// world size, the bucket layout and the --compress name (its bytes, uint8) it was written with.
 std::string CompressionStatePath(const std::string& dir, int rank) {
   return dir + "/compression.rank" + std::to_string(rank) + ".pt";
 }
 
 std::string CaptureCompressionState(const std::vector<std::vector<float>>& states, int world,
-                                    const std::vector<size_t>& bucket_elements) {
+                                    const std::vector<size_t>& bucket_elements, const std::string& compress) {
   torch::serialize::OutputArchive archive;
   archive.write("world_size", torch::tensor(static_cast<int64_t>(world)));
+  std::vector<uint8_t> name(compress.begin(), compress.end());
+  archive.write("compress", torch::from_blob(name.data(), {static_cast<int64_t>(name.size())}, torch::kUInt8).clone());
   std::vector<int64_t> layout(bucket_elements.begin(), bucket_elements.end());
   archive.write("bucket_elements", torch::tensor(layout));
   for (size_t b = 0; b < states.size(); ++b)
@@ -272,7 +274,7 @@ std::string CaptureCompressionState(const std::vector<std::vector<float>>& state
 
 std::vector<std::vector<float>> RestoreCompressionState(const std::string& path,
                                                         const std::vector<size_t>& bucket_elements, int world,
-                                                        std::string* why_not) {
+                                                        const std::string& compress, std::string* why_not) {
   std::vector<std::vector<float>> states;
   auto refuse = [&](const std::string& why) {
     if (why_not) *why_not = why;
@@ -294,6 +296,13 @@ std::vector<std::vector<float>> RestoreCompressionState(const std::string& path,
         std::vector<int64_t>(layout.data_ptr<int64_t>(), layout.data_ptr<int64_t>() + layout.numel()) !=
             std::vector<int64_t>(bucket_elements.begin(), bucket_elements.end()))
       return refuse("the compression state was written for another bucket layout");
+    torch::Tensor name;
+    if (!archive.try_read("compress", name))
+      return refuse("the compression state does not say which --compress wrote it (an older version)");
+    const std::string written(name.data_ptr<uint8_t>(), name.data_ptr<uint8_t>() + name.numel());
+    if (written != compress)
+      return refuse("the compression state was written for --compress " + written + ", this run has --compress " +
+                    compress);
     for (size_t b = 0; b < bucket_elements.size(); ++b) {
       torch::Tensor t;
       archive.read("bucket" + std::to_string(b), t);

@@ -87,15 +87,17 @@ void WriteFileAtomically(const std::string& path, const std::string& bytes);
 std::string ReadFile(const std::string& path);
 
 // Compression state is per rank (each rank's error-feedback residual differs): one file per
-// rank beside the checkpoint, with the world size and the bucket layout (elements per bucket) it
-// was written for.
+// rank beside the checkpoint, with the world size, the bucket layout (elements per bucket) and
+// the `--compress` choice it was written for.
 std::string CompressionStatePath(const std::string& dir, int rank);
 std::string CaptureCompressionState(const std::vector<std::vector<float>>& states, int world,
-                                    const std::vector<size_t>& bucket_elements);
+                                    const std::vector<size_t>& bucket_elements, const std::string& compress);
 // Empty, with the reason in `why_not`, when the file is missing or was written for another world
-// size or bucket layout (files without a layout, from before it was recorded, count as another).
+// size, bucket layout or --compress (files without a layout or a compressor, from before they
+// were recorded, count as another): each compressor's own state (PowerSGD's Q, random-k's call
+// number) means nothing to another.
 std::vector<std::vector<float>> RestoreCompressionState(const std::string& path,
                                                         const std::vector<size_t>& bucket_elements, int world,
-                                                        std::string* why_not);
+                                                        const std::string& compress, std::string* why_not);
 
 }  // namespace cdt::train

@@ -305,7 +305,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   if (reducer.compressing() && !r.resumed_from.empty()) {
     const std::string path = CompressionStatePath(o.checkpoint_dir, me);
     std::string why_not;
-    auto states = RestoreCompressionState(path, reducer.bucket_elements(), W, &why_not);
+    auto states = RestoreCompressionState(path, reducer.bucket_elements(), W, o.compress, &why_not);
     if (!states.empty())
       reducer.SetCompressorStates(states);
     else if (me == 0)
@@ -518,7 +518,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
                        Since(loop_start) / std::max<int64_t>(1, r.steps));
       if (reducer.compressing()) {
         WriteFileAtomically(CompressionStatePath(o.checkpoint_dir, me),
-                            CaptureCompressionState(reducer.CompressorStates(), W, reducer.bucket_elements()));
+                            CaptureCompressionState(reducer.CompressorStates(), W, reducer.bucket_elements(), o.compress));
         comm.Barrier()->Wait();  // the ranks' compression state of the same step is on disk
       }
     }

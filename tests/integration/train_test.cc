@@ -195,6 +195,14 @@ TEST(Train, CompressedTrainingIsConsistentAndResumesExactly) {
   const std::string out = Train("compressed-rebucketed", rebucketed, &rc)["output"];
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("written for another bucket layout"), std::string::npos) << out;
+  // Resumed with another compressor (the same buckets as the run before), PowerSGD's Q would be
+  // read as top-k's state: refused the same way, naming both.
+  auto recompressed = rebucketed;
+  recompressed[3] = "16";
+  *std::find(recompressed.begin(), recompressed.end(), "powersgd") = "topk";
+  const std::string out2 = Train("compressed-recompressed", recompressed, &rc)["output"];
+  EXPECT_EQ(rc, 0) << out2;
+  EXPECT_NE(out2.find("written for --compress powersgd, this run has --compress topk"), std::string::npos) << out2;
 }
 
 // The adaptive controller on loopback, where the network is not the bottleneck: after its first
