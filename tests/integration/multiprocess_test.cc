@@ -189,6 +189,11 @@ TEST(Launcher, BenchCompressReportsEveryCompressor) {
   Proc q = Spawn({CDT_CLI, "bench", "compress", "--shape", "96y130"}, {}, bad);
   EXPECT_EQ(WaitFor(q.pid, std::chrono::seconds(60)), 2) << ReadFile(bad);
   EXPECT_NE(ReadFile(bad).find("--shape"), std::string::npos) << ReadFile(bad);
+  // A size that is not a whole number of floats was benchmarked as one float less, silently.
+  std::string odd = TempPath("bench-compress-odd");
+  Proc r = Spawn({CDT_CLI, "bench", "compress", "--size", "6"}, {}, odd);
+  EXPECT_EQ(WaitFor(r.pid, std::chrono::seconds(60)), 2) << ReadFile(odd);
+  EXPECT_NE(ReadFile(odd).find("--size: 6 bytes"), std::string::npos) << ReadFile(odd);
 }
 
 TEST(Launcher, ForwardsSigtermToWorkers) {
