@@ -73,9 +73,11 @@ int RunBenchCompress(Communicator& comm, const BenchCompressOptions& o) {
     throw Error(ErrorCode::kInvalidArgument, "--iters must be at least 1 and --warmup not negative");
   const size_t bytes = o.shape.empty() ? ParseBytes(o.size, "--size") : 0;
   if (bytes % 4 != 0)
-    throw Error(ErrorCode::kInvalidArgument, "--size: " + std::to_string(bytes) +
-                                                 " bytes is not a whole number of float32 values (use a multiple of 4)");
-  const std::vector<compress::TensorView> tensors = o.shape.empty() ? SquareLayout(bytes / 4) : ParseShape(o.shape);
+    throw Error(ErrorCode::kInvalidArgument,
+                "--size: " + std::to_string(bytes) +
+                    " bytes is not a whole number of float32 values (use a multiple of 4)");
+  const std::vector<compress::TensorView> tensors =
+      o.shape.empty() ? SquareLayout(bytes / 4) : ParseShape(o.shape);
   size_t n = 0;
   for (const auto& t : tensors) n = std::max(n, t.offset + t.numel());
   const DataType values = compress::SparseValuesNamed(o.values);

@@ -87,7 +87,9 @@ void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o) {
   cmd->add_option("--experts", t.experts, "moe-transformer experts per layer")->capture_default_str();
   cmd->add_option("--top-k", t.top_k, "moe-transformer experts per token")->capture_default_str();
   cmd->add_option("--aux-loss-weight", t.aux_loss_weight, "MoE load-balancing loss weight")->capture_default_str();
-  cmd->add_option("--threads", t.threads, "torch threads per rank (0 = the CPUs this process may use, its affinity mask, / ranks on this host)");
+  cmd->add_option("--threads", t.threads,
+                  "torch threads per rank (0 = the CPUs this process may use, its affinity mask, / "
+                  "ranks on this host)");
   cmd->add_flag("--progress,!--no-progress", t.progress, "live progress line on rank 0 (default on)");
   cmd->add_flag("--energy-windows", o->energy_windows,
                 "meter every step's energy (RAPL, else the model of docs/green.md); JSON `energy`");

@@ -81,7 +81,8 @@ class TopK : public SplitCompressor {
       case Mode::kNothing:
         return 0;
       case Mode::kDense:
-        if (values_type_ != DataType::kFloat32) DecodeWireValues(values_type_, dense_.data(), grad, n);
+        if (values_type_ != DataType::kFloat32)
+          DecodeWireValues(values_type_, dense_.data(), grad, n);
         return value_bytes_ * n;
       case Mode::kSparse:
         break;

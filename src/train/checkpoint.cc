@@ -256,11 +256,14 @@ std::string CompressionStatePath(const std::string& dir, int rank) {
 }
 
 std::string CaptureCompressionState(const std::vector<std::vector<float>>& states, int world,
-                                    const std::vector<size_t>& bucket_elements, const std::string& compress) {
+                                    const std::vector<size_t>& bucket_elements,
+                                    const std::string& compress) {
   torch::serialize::OutputArchive archive;
   archive.write("world_size", torch::tensor(static_cast<int64_t>(world)));
   std::vector<uint8_t> name(compress.begin(), compress.end());
-  archive.write("compress", torch::from_blob(name.data(), {static_cast<int64_t>(name.size())}, torch::kUInt8).clone());
+  archive.write(
+      "compress",
+      torch::from_blob(name.data(), {static_cast<int64_t>(name.size())}, torch::kUInt8).clone());
   std::vector<int64_t> layout(bucket_elements.begin(), bucket_elements.end());
   archive.write("bucket_elements", torch::tensor(layout));
   for (size_t b = 0; b < states.size(); ++b)
@@ -273,8 +276,9 @@ std::string CaptureCompressionState(const std::vector<std::vector<float>>& state
 }
 
 std::vector<std::vector<float>> RestoreCompressionState(const std::string& path,
-                                                        const std::vector<size_t>& bucket_elements, int world,
-                                                        const std::string& compress, std::string* why_not) {
+                                                        const std::vector<size_t>& bucket_elements,
+                                                        int world, const std::string& compress,
+                                                        std::string* why_not) {
   std::vector<std::vector<float>> states;
   auto refuse = [&](const std::string& why) {
     if (why_not) *why_not = why;
@@ -298,11 +302,12 @@ std::vector<std::vector<float>> RestoreCompressionState(const std::string& path,
       return refuse("the compression state was written for another bucket layout");
     torch::Tensor name;
     if (!archive.try_read("compress", name))
-      return refuse("the compression state does not say which --compress wrote it (an older version)");
+      return refuse(
+          "the compression state does not say which --compress wrote it (an older version)");
     const std::string written(name.data_ptr<uint8_t>(), name.data_ptr<uint8_t>() + name.numel());
     if (written != compress)
-      return refuse("the compression state was written for --compress " + written + ", this run has --compress " +
-                    compress);
+      return refuse("the compression state was written for --compress " + written +
+                    ", this run has --compress " + compress);
     for (size_t b = 0; b < bucket_elements.size(); ++b) {
       torch::Tensor t;
       archive.read("bucket" + std::to_string(b), t);

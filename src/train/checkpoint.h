@@ -91,13 +91,15 @@ std::string ReadFile(const std::string& path);
 // the `--compress` choice it was written for.
 std::string CompressionStatePath(const std::string& dir, int rank);
 std::string CaptureCompressionState(const std::vector<std::vector<float>>& states, int world,
-                                    const std::vector<size_t>& bucket_elements, const std::string& compress);
+                                    const std::vector<size_t>& bucket_elements,
+                                    const std::string& compress);
 // Empty, with the reason in `why_not`, when the file is missing or was written for another world
 // size, bucket layout or --compress (files without a layout or a compressor, from before they
 // were recorded, count as another): each compressor's own state (PowerSGD's Q, random-k's call
 // number) means nothing to another.
 std::vector<std::vector<float>> RestoreCompressionState(const std::string& path,
-                                                        const std::vector<size_t>& bucket_elements, int world,
-                                                        const std::string& compress, std::string* why_not);
+                                                        const std::vector<size_t>& bucket_elements,
+                                                        int world, const std::string& compress,
+                                                        std::string* why_not);
 
 }  // namespace cdt::train

@@ -200,8 +200,8 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
                         ElasticSession* session) {
   ValidateTrainOptions(o);
   const int W = comm.size(), me = comm.rank();
-  torch::set_num_threads(o.threads > 0 ? o.threads
-                                       : std::max(1, UsableCpus() / std::max(1, o.local_world_size)));
+  torch::set_num_threads(
+      o.threads > 0 ? o.threads : std::max(1, UsableCpus() / std::max(1, o.local_world_size)));
   const BlasLibrary blas = LoadedBlas();
   if (me == 0 && blas.reference && !(session && session->generation > 0))
     std::fprintf(stderr, "cann-dist-train train: warning: %s\n", BlasWarning(blas).c_str());
@@ -518,7 +518,8 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
                        Since(loop_start) / std::max<int64_t>(1, r.steps));
       if (reducer.compressing()) {
         WriteFileAtomically(CompressionStatePath(o.checkpoint_dir, me),
-                            CaptureCompressionState(reducer.CompressorStates(), W, reducer.bucket_elements(), o.compress));
+                            CaptureCompressionState(reducer.CompressorStates(), W,
+                                                    reducer.bucket_elements(), o.compress));
         comm.Barrier()->Wait();  // the ranks' compression state of the same step is on disk
       }
     }

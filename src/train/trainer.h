@@ -78,7 +78,7 @@ struct TrainOptions {
   bool resume = false;
   int64_t stop_after = 0;             // stop (and checkpoint) after this step; 0 = run to the end
   bool progress = true;               // live progress line on rank 0 (stderr)
-  int threads = 0;                    // torch intra-op threads per rank; 0 = UsableCpus() / local ranks
+  int threads = 0;                    // torch threads per rank; 0 = UsableCpus() / local ranks
   int local_world_size = 1;           // ranks sharing this host (for the thread default)
   // Energy windows per step (Zeus-style begin/end around each step, green/energy_meter.h): the
   // hardware profiles file turns them on ("" = off). Each rank meters its own process.

@@ -202,7 +202,9 @@ TEST(Train, CompressedTrainingIsConsistentAndResumesExactly) {
   *std::find(recompressed.begin(), recompressed.end(), "powersgd") = "topk";
   const std::string out2 = Train("compressed-recompressed", recompressed, &rc)["output"];
   EXPECT_EQ(rc, 0) << out2;
-  EXPECT_NE(out2.find("written for --compress powersgd, this run has --compress topk"), std::string::npos) << out2;
+  EXPECT_NE(out2.find("written for --compress powersgd, this run has --compress topk"),
+            std::string::npos)
+      << out2;
 }
 
 // The adaptive controller on loopback, where the network is not the bottleneck: after its first
