@@ -12,6 +12,7 @@
 #include <string>
 
 #include "comm/transport/socket.h"
+#include "die_with_parent.h"
 
 namespace cdt::testing {
 
@@ -25,8 +26,10 @@ class EtcdServer {
     port_ = FreePort();
     const std::string client = "http://127.0.0.1:" + std::to_string(port_);
     const std::string peer = "http://127.0.0.1:" + std::to_string(FreePort());
+    const pid_t parent = ::getpid();
     pid_ = ::fork();
     if (pid_ == 0) {
+      DieWithParent(parent);
       FILE* f = std::freopen((dir_.string() + ".log").c_str(), "w", stderr);
       (void)f;
       ::execl("/usr/bin/etcd", "etcd", "--data-dir", dir_.c_str(), "--listen-client-urls", client.c_str(),

@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "die_with_parent.h"
+
 namespace cdt {
 
 inline std::string TempPath(const std::string& name) {
@@ -37,8 +39,10 @@ inline Proc Spawn(const std::vector<std::string>& argv, const std::map<std::stri
            const std::string& out) {
   Proc p;
   p.out = out;
+  const pid_t parent = getpid();
   p.pid = fork();
   if (p.pid == 0) {
+    cdt::testing::DieWithParent(parent);
     for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
     FILE* f = freopen(out.c_str(), "w", stdout);
     (void)f;
