@@ -145,9 +145,9 @@ int RunBenchCompress(Communicator& comm, const BenchCompressOptions& o) {
     const double reduction = n > 0 ? 1.0 - static_cast<double>(wire) / fp32_bytes : 0;
     char ratio[32];
     std::snprintf(ratio, sizeof ratio, "k=%g%s", co.ratio, o.values == "fp32" ? "" : ("/" + o.values).c_str());
-    std::string param = name == "topk" || name == "randomk" ? std::string(ratio)
-                        : name == "powersgd"                ? "r=" + std::to_string(co.powersgd_rank)
-                                                            : "-";
+    std::string param = compress::IsSparse(name) ? std::string(ratio)
+                        : name == "powersgd"     ? "r=" + std::to_string(co.powersgd_rank)
+                                                 : "-";
     if (lead) {
       std::printf("%10s %8s %10.2f %10.3f %14zu %9.1f%% %10.4f\n", name.c_str(), param.c_str(),
                   t * 1e3, gbps, wire, 100 * reduction, rel_error);

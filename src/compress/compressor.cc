@@ -12,6 +12,8 @@ const std::vector<std::string>& CompressorNames() {
   return names;
 }
 
+bool IsSparse(const std::string& name) { return name == "topk" || name == "randomk"; }
+
 double DefaultRatio(const std::string& name) {
   return name == "topk" ? 0.01 : name == "randomk" ? 0.75 : 0.0;
 }
@@ -25,11 +27,11 @@ DataType SparseValuesNamed(const std::string& name) {
 
 std::unique_ptr<Compressor> MakeCompressor(const std::string& name, const CompressorOptions& o,
                                            const std::vector<TensorView>& tensors) {
-  if (!(o.ratio > 0 && o.ratio <= 1) && (name == "topk" || name == "randomk"))
+  if (!(o.ratio > 0 && o.ratio <= 1) && IsSparse(name))
     throw Error(ErrorCode::kInvalidArgument, name + ": the ratio must be in (0, 1], got " + std::to_string(o.ratio));
   if (o.powersgd_rank < 1 && name == "powersgd")
     throw Error(ErrorCode::kInvalidArgument, "powersgd: the rank must be at least 1");
-  if (name == "topk" || name == "randomk") WireValueBytes(o.sparse_values);  // throws for others
+  if (IsSparse(name)) WireValueBytes(o.sparse_values);  // throws for others
   std::unique_ptr<Compressor> c;
   if (name == "none") return MakePlainAllreduce();  // exact: nothing to feed back
   if (name == "fp16") c = MakeCast(DataType::kFloat16);

@@ -101,6 +101,10 @@ std::unique_ptr<Compressor> MakeCompressor(const std::string& name, const Compre
 // Reduce returns; the adaptive controller predicts communication from it).
 size_t PowerSgdWireBytes(const std::vector<TensorView>& tensors, int rank, size_t min_saved_bytes);
 
+// Top-k and random-k: the compressors that send a share of the elements, so the ones that take a
+// ratio (--compress-ratio) and a value type (--compress-values).
+bool IsSparse(const std::string& name);
+
 // The ratio `train` uses for top-k and random-k when none is given: 0.01 for top-k, 0.75 for
 // random-k, 0 for the others. Random-k delays each element ~1/ratio steps; at the default LR (0.1
 // per 256 samples) the cnn here lost 1.2 points at 50% and 0.6 at 75% (docs/benchmarks.md), and

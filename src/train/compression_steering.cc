@@ -67,9 +67,9 @@ CompressionSteering::CompressionSteering(const TrainOptions& o, const Compressio
 }
 
 double CompressionSteering::ParameterOf(const std::string& compressor, int rank) const {
-  return compressor == "powersgd" ? double(rank)
-         : (compressor == "topk" || compressor == "randomk") ? setup_.ratio
-                                                              : 0.0;
+  return compressor == "powersgd"          ? double(rank)
+         : compress::IsSparse(compressor) ? setup_.ratio
+                                          : 0.0;
 }
 
 void CompressionSteering::AfterBackward(int64_t step, int64_t end_step, double comm_wait_s, double lr_fraction) {

@@ -37,11 +37,11 @@ void ValidateTrainOptions(const TrainOptions& o) {
   }
   if (!(o.compress_ratio >= 0 && o.compress_ratio <= 1))
     bad("--compress-ratio must be in (0, 1] (or 0 for the compressor's default)");
-  if (o.compress_ratio > 0 && o.compress != "topk" && o.compress != "randomk")
+  if (o.compress_ratio > 0 && !compress::IsSparse(o.compress))
     bad("--compress-ratio is the share of elements top-k and random-k send: use it with "
         "--compress topk or randomk (--compress " + o.compress + " would ignore it)");
   compress::SparseValuesNamed(o.compress_values);  // throws kInvalidArgument naming the flag
-  if (o.compress_values != "fp32" && o.compress != "topk" && o.compress != "randomk")
+  if (o.compress_values != "fp32" && !compress::IsSparse(o.compress))
     bad("--compress-values applies to the values top-k and random-k send: use it with --compress "
         "topk or randomk (--compress fp16 casts the whole gradient)");
   if (o.powersgd_rank < 1) bad("--powersgd-rank must be at least 1");
