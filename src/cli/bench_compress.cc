@@ -66,30 +66,64 @@ double Norm(const std::vector<float>& v) {
   return std::sqrt(s);
 }
 
-}  // namespace
-
-int RunBenchCompress(Communicator& comm, const BenchCompressOptions& o) {
-  if (o.iters < 1 || o.warmup < 0)
-    throw Error(ErrorCode::kInvalidArgument, "--iters must be at least 1 and --warmup not negative");
-  const size_t bytes = o.shape.empty() ? ParseBytes(o.size, "--size") : 0;
+// The gradient's tensors, from --shape or --size.
+std::vector<compress::TensorView> Layout(const BenchCompressOptions& o) {
+  if (!o.shape.empty()) return ParseShape(o.shape);
+  const size_t bytes = ParseBytes(o.size, "--size");
   if (bytes % 4 != 0)
     throw Error(ErrorCode::kInvalidArgument,
                 "--size: " + std::to_string(bytes) +
                     " bytes is not a whole number of float32 values (use a multiple of 4)");
-  const std::vector<compress::TensorView> tensors =
-      o.shape.empty() ? SquareLayout(bytes / 4) : ParseShape(o.shape);
-  size_t n = 0;
-  for (const auto& t : tensors) n = std::max(n, t.offset + t.numel());
-  const DataType values = compress::SparseValuesNamed(o.values);
+  return SquareLayout(bytes / 4);
+}
+
+// The compressors to run, in order: "all" is every one ("none" only with peers to reduce with).
+std::vector<std::string> Names(const BenchCompressOptions& o, int world) {
   std::vector<std::string> names;
   if (o.compressors == "all") {
     for (const std::string& name : compress::CompressorNames())
-      if (name != "none" || comm.size() > 1) names.push_back(name);  // alone, "none" does nothing
-  } else {
-    std::stringstream in(o.compressors);
-    std::string name;
-    while (std::getline(in, name, ',')) names.push_back(name);
+      if (name != "none" || world > 1) names.push_back(name);  // alone, "none" does nothing
+    return names;
   }
+  const std::vector<std::string>& known = compress::CompressorNames();
+  std::stringstream in(o.compressors);
+  std::string name;
+  while (std::getline(in, name, ',')) {
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      std::string all;
+      for (const auto& n : known) all += (all.empty() ? "" : ", ") + n;
+      throw Error(ErrorCode::kInvalidArgument,
+                  "--compressors: unknown compressor '" + name + "' in '" + o.compressors + "' (use all, or some of " + all + ")");
+    }
+    names.push_back(name);
+  }
+  if (names.empty()) throw Error(ErrorCode::kInvalidArgument, "--compressors is empty (use all, or names)");
+  return names;
+}
+
+}  // namespace
+
+void ValidateBenchCompressOptions(const BenchCompressOptions& o) {
+  if (o.iters < 1 || o.warmup < 0)
+    throw Error(ErrorCode::kInvalidArgument, "--iters must be at least 1 and --warmup not negative");
+  Layout(o);
+  Names(o, 1);
+  if (o.values != "fp32" && o.values != "fp16" && o.values != "bf16")
+    throw Error(ErrorCode::kInvalidArgument, "--values '" + o.values + "': use fp32, fp16 or bf16");
+  if (o.ratio < 0 || o.ratio > 1)
+    throw Error(ErrorCode::kInvalidArgument,
+                "--ratio " + std::to_string(o.ratio) + ": use a share in (0, 1], or 0 for each compressor's default");
+  if (o.powersgd_rank < 1)
+    throw Error(ErrorCode::kInvalidArgument, "--powersgd-rank must be at least 1");
+}
+
+int RunBenchCompress(Communicator& comm, const BenchCompressOptions& o) {
+  ValidateBenchCompressOptions(o);
+  const std::vector<compress::TensorView> tensors = Layout(o);
+  size_t n = 0;
+  for (const auto& t : tensors) n = std::max(n, t.offset + t.numel());
+  const DataType values = compress::SparseValuesNamed(o.values);
+  const std::vector<std::string> names = Names(o, comm.size());
 
   std::mt19937_64 rng(1000003ull * static_cast<uint64_t>(comm.rank() + 1));
   std::normal_distribution<float> normal(0.0f, 1.0f);

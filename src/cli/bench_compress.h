@@ -27,7 +27,13 @@ struct BenchCompressOptions {
   std::string json;
 };
 
+// Throws kInvalidArgument, naming the option, for options no rank could run: the launcher calls
+// it once before starting workers, so a bad option is one line, not one per worker followed by
+// the launcher's "exited with status 2" (train's options are checked the same way).
+void ValidateBenchCompressOptions(const BenchCompressOptions& o);
+
 // Runs the benchmark on this rank; rank 0 prints the table and writes the JSON. Returns 0.
+// Checks the options first too (a worker may be started without the launcher).
 int RunBenchCompress(Communicator& comm, const BenchCompressOptions& o);
 
 }  // namespace cdt::cli

@@ -173,6 +173,7 @@ int Main(int argc, char** argv) {
   }
   if (bench_c->parsed()) {
     ValidateLaunchOptions(bench_compress_launch);
+    ValidateBenchCompressOptions(bench_compress);  // once, before any worker starts
     if (!ShouldRunAsWorker(env)) return RunAsAgent(bench_compress_launch, argc, argv);
     WorkerSession s = JoinGroup(env, bench_compress_launch);
     return RunBenchCompress(*s.comm, bench_compress);

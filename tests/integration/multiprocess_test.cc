@@ -184,11 +184,23 @@ TEST(Launcher, BenchCompressReportsEveryCompressor) {
   const size_t k75 = (3 * n + 3) / 4;  // ceil(0.75 n)
   EXPECT_NE(doc16.find("\"wire_bytes\": " + std::to_string(2 * k75)), std::string::npos) << doc16;
   EXPECT_NE(doc16.find("\"param\": \"k=0.75/fp16\""), std::string::npos) << doc16;
-  // A bad shape is refused before any work, naming the option.
-  std::string bad = TempPath("bench-compress-bad");
-  Proc q = Spawn({CDT_CLI, "bench", "compress", "--shape", "96y130"}, {}, bad);
-  EXPECT_EQ(WaitFor(q.pid, std::chrono::seconds(60)), 2) << ReadFile(bad);
-  EXPECT_NE(ReadFile(bad).find("--shape"), std::string::npos) << ReadFile(bad);
+  // Bad options are refused by the launcher before any worker starts, naming the option: one
+  // line, without the launcher's "exited with status 2; stopping the other workers" after it.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
+      {{"--shape", "96y130"}, "--shape"},
+      {{"--compressors", "fp16,zstd"}, "--compressors: unknown compressor 'zstd'"},
+      {{"--powersgd-rank", "0"}, "--powersgd-rank"},
+      {{"--ratio", "1.5"}, "--ratio"},
+      {{"--values", "int4"}, "--values 'int4'"}};
+  for (const auto& [args, says] : refused) {
+    std::string bad = TempPath("bench-compress-bad");
+    std::vector<std::string> cmd = {CDT_CLI, "bench", "compress", "--nproc-per-node", "2"};
+    cmd.insert(cmd.end(), args.begin(), args.end());
+    Proc q = Spawn(cmd, {}, bad);
+    EXPECT_EQ(WaitFor(q.pid, std::chrono::seconds(60)), 2) << ReadFile(bad);
+    EXPECT_NE(ReadFile(bad).find(says), std::string::npos) << ReadFile(bad);
+    EXPECT_EQ(ReadFile(bad).find("stopping the other workers"), std::string::npos) << ReadFile(bad);
+  }
   // A size that is not a whole number of floats was benchmarked as one float less, silently.
   std::string odd = TempPath("bench-compress-odd");
   Proc r = Spawn({CDT_CLI, "bench", "compress", "--size", "6"}, {}, odd);
