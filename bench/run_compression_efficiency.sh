@@ -13,13 +13,19 @@
 # it all runs share all CPUs and threads default to half of them. Needs 2C CPUs: on a 2-vCPU VM
 # C = 1 leaves each node's communication one core shared with its compute.
 #
+# With --ddp [RANK] the peer is measured in the same repetitions, the same way: PyTorch DDP
+# (bench/peers/ddp_baseline.py, Gloo) alone, on the two nodes over this link with PyTorch's
+# powerSGD_hook at RANK (default 2, our stable phase's rank here; compressing from its third step,
+# the earliest the hook allows: our adaptive run compresses from its first), and on the two nodes
+# uncompressed on an unshaped link. Needs python3-torch (scripts/install-deps.sh --bench).
+#
 #   sudo bash bench/run_compression_efficiency.sh [--link 20mbit] [--batch-size 64] [--steps 300]
 #                                                 [--reps 3] [--compress adaptive]
-#                                                 [--cpus-per-node C] [--threads T]
+#                                                 [--cpus-per-node C] [--threads T] [--ddp [RANK]]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=$(pwd)/${BIN:-build/bin}
-LINK=20mbit BATCH=64 STEPS=300 REPS=3 COMPRESS=adaptive CPUS=0 THREADS=0
+LINK=20mbit BATCH=64 STEPS=300 REPS=3 COMPRESS=adaptive CPUS=0 THREADS=0 DDP=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --link) LINK=$2; shift 2 ;;
@@ -29,24 +35,30 @@ while [ $# -gt 0 ]; do
     --compress) COMPRESS=$2; shift 2 ;;
     --cpus-per-node) CPUS=$2; shift 2 ;;
     --threads) THREADS=$2; shift 2 ;;
+    --ddp) DDP=2; shift; if [[ ${1:-} =~ ^[0-9]+$ ]]; then DDP=$1; shift; fi ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
+[ "$DDP" = 0 ] || source bench/require_torch.sh
 out=bench/results/compress-eff-$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$out"
 if [ "$THREADS" = 0 ]; then
   THREADS=$CPUS; [ "$CPUS" -gt 0 ] || THREADS=$(( $(nproc) / 2 )); [ "$THREADS" -ge 1 ] || THREADS=1
 fi
 bind=(); [ "$CPUS" = 0 ] || bind=(--cpus-per-node "$CPUS")
-printf 'link=%s batch=%s steps=%s compress=%s cpus_per_node=%s threads=%s\n' "$LINK" "$BATCH" "$STEPS" \
-    "$COMPRESS" "$CPUS" "$THREADS" > "$out/setup.txt"
+printf 'link=%s batch=%s steps=%s compress=%s cpus_per_node=%s threads=%s ddp_powersgd_rank=%s\n' "$LINK" \
+    "$BATCH" "$STEPS" "$COMPRESS" "$CPUS" "$THREADS" "$DDP" > "$out/setup.txt"
 common=(--model cnn --nproc-per-node 1 --steps "$STEPS" --batch-size "$BATCH" --seed 1 --threads "$THREADS" --no-progress)
+ddp=(/usr/bin/python3 "$(pwd)/bench/peers/ddp_baseline.py" --nproc-per-node 1 --steps "$STEPS" --batch-size "$BATCH"
+     --seed 1 --threads "$THREADS")
 # A worker alone, not part of any job: on the node-0 CPUs when nodes are bound.
-alone() {  # alone JSON TXT
+alone() {  # alone JSON TXT [COMMAND... (default: ours)]
+  local json=$1 txt=$2; shift 2
+  [ $# -gt 0 ] || set -- "$BIN/cann-dist-train" train "${common[@]}"
   if [ "$CPUS" = 0 ]; then
-    "$BIN/cann-dist-train" train "${common[@]}" --json "$1" > "$2" 2>&1
+    "$@" --json "$json" > "$txt" 2>&1
   else
-    tools/emulate-cluster --nodes 1 "${bind[@]}" -- "$BIN/cann-dist-train" train "${common[@]}" --json "$1" > "$2" 2>&1
+    tools/emulate-cluster --nodes 1 "${bind[@]}" -- "$@" --json "$json" > "$txt" 2>&1
   fi
 }
 for i in $(seq 1 "$REPS"); do
@@ -68,9 +80,19 @@ for i in $(seq 1 "$REPS"); do
         > "'"$(pwd)/$out"'/concurrent_'"$i"'_$((CDT_NODE_RANK + 1)).txt" 2>&1' \
         "$BIN/cann-dist-train" "${common[@]}"
   fi
+  if [ "$DDP" != 0 ]; then  # a failed peer run is reported and left out, not fatal
+    tools/emulate-cluster --nodes 2 --link "$LINK" "${bind[@]}" -- "${ddp[@]}" --powersgd-rank "$DDP" --powersgd-start 2 \
+        --json "$(pwd)/$out/ddp_compressed_$i.json" > "$out/ddp_compressed_$i.txt" 2>&1 ||
+        echo "ddp_compressed_$i failed: see $out/ddp_compressed_$i.txt" | tee -a "$out/failed.txt"
+    alone "$(pwd)/$out/ddp_single_$i.json" "$out/ddp_single_$i.txt" "${ddp[@]}" ||
+        echo "ddp_single_$i failed: see $out/ddp_single_$i.txt" | tee -a "$out/failed.txt"
+    tools/emulate-cluster --nodes 2 "${bind[@]}" -- "${ddp[@]}" \
+        --json "$(pwd)/$out/ddp_unshaped_$i.json" > "$out/ddp_unshaped_$i.txt" 2>&1 ||
+        echo "ddp_unshaped_$i failed: see $out/ddp_unshaped_$i.txt" | tee -a "$out/failed.txt"
+  fi
 done
 python3 - "$out" <<'PY'
-import glob, json, statistics, sys
+import glob, json, os, statistics, sys
 d = sys.argv[1]
 c = [json.load(open(p))["samples_per_s"] for p in sorted(glob.glob(d + "/compressed_*.json"))]
 s = [json.load(open(p))["samples_per_s"] for p in sorted(glob.glob(d + "/single_*.json"))]
@@ -88,4 +110,17 @@ print(f"uncompressed on an unshaped link, its scaling efficiency: {statistics.me
 print(f"against two lone workers at once (no communication, same sharing): "
       f"{statistics.median(c) / (2 * statistics.median(w)):.3f}; their own ratio to one alone "
       f"{statistics.median(w) / statistics.median(s):.3f}")
+dc = [json.load(open(p))["samples_per_s"] for p in sorted(glob.glob(d + "/ddp_compressed_*.json"))]
+if os.path.exists(d + "/failed.txt"):
+    print("failed runs, left out:", open(d + "/failed.txt").read().strip().replace("\n", "; "))
+if dc:
+    ds = [json.load(open(p))["samples_per_s"] for p in sorted(glob.glob(d + "/ddp_single_*.json"))]
+    du = [json.load(open(p))["samples_per_s"] for p in sorted(glob.glob(d + "/ddp_unshaped_*.json"))]
+    print("PyTorch DDP, powerSGD_hook, 2 workers:", ", ".join(f"{x:.1f}" for x in dc))
+    print("PyTorch DDP, single worker:           ", ", ".join(f"{x:.1f}" for x in ds))
+    print("PyTorch DDP, uncompressed, 2 workers, unshaped link:", ", ".join(f"{x:.1f}" for x in du))
+    print(f"PyTorch DDP scaling efficiency (medians): powerSGD_hook on this link "
+          f"{statistics.median(dc) / (2 * statistics.median(ds)):.3f}; uncompressed on an unshaped link "
+          f"{statistics.median(du) / (2 * statistics.median(ds)):.3f}")
+    print(f"ours / PyTorch DDP throughput on this link: {statistics.median(c) / statistics.median(dc):.2f}x")
 PY

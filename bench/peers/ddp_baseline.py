@@ -28,6 +28,7 @@ import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
 
 MASK = (1 << 64) - 1
 
@@ -121,11 +122,19 @@ def worker(local_rank, a):
     # from launch to completion; what backward() spends after the last launch is exposed
     # communication (our comm_wait_s). The hook adds one Python call per bucket.
     timing = {"comm_s": 0.0, "last_launch": 0.0}
+    # PyTorch's PowerSGD hook with its own defaults (error feedback, warm start, tensors that
+    # would not shrink by min_compression_rate 2 sent uncompressed); plain allreduce before
+    # --powersgd-start, as its docs recommend for the first iterations.
+    powersgd = powerSGD_hook.PowerSGDState(
+        process_group=None, matrix_approximation_rank=a.powersgd_rank,
+        start_powerSGD_iter=a.powersgd_start, random_seed=a.seed) if a.powersgd_rank else None
 
     def timed_allreduce(state, bucket):
         t0 = time.perf_counter()
         timing["last_launch"] = t0
-        if a.fp16_hook:  # PyTorch's fp16_compress_hook, timed
+        if powersgd is not None:  # PyTorch's powerSGD_hook, timed
+            fut = powerSGD_hook.powerSGD_hook(powersgd, bucket)
+        elif a.fp16_hook:  # PyTorch's fp16_compress_hook, timed
             fut = default_hooks.fp16_compress_hook(None, bucket)
         else:
             fut = dist.all_reduce(bucket.buffer().div_(world), async_op=True).get_future()
@@ -196,6 +205,7 @@ def worker(local_rank, a):
                   "samples_per_s": steps_done * global_batch / wall, "final_loss": curve[-1][1],
                   "loss_curve": curve, "test_accuracy": accuracy, "eval_curve": evals,
                   "time_to_target_s": time_to_target, "fp16_hook": a.fp16_hook,
+                  "powersgd_rank": a.powersgd_rank,
                   "step_time": {"backward_s": backward_s, "comm_wait_s": exposed_s},
                   "comm": {"overlap_ratio": max(0.0, 1 - exposed_s / timing["comm_s"])
                            if timing["comm_s"] > 0 else 0.0},
@@ -227,11 +237,20 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--threads", type=int, default=0, help="torch threads per rank (0 = cores / ranks)")
     p.add_argument("--fp16-hook", action="store_true", help="PyTorch's fp16_compress_hook")
+    p.add_argument("--powersgd-rank", type=int, default=0,
+                   help="PyTorch's powerSGD_hook at this rank (0 = off)")
+    p.add_argument("--powersgd-start", type=int, default=10,
+                   help="the powerSGD_hook's start_powerSGD_iter: plain allreduce before it")
     p.add_argument("--eval-every", type=int, default=0)
     p.add_argument("--target-accuracy", type=float, default=0.0,
                    help="stop at the first evaluation reaching it (time_to_target_s)")
     p.add_argument("--json", default="")
     a = p.parse_args()
+    if a.powersgd_rank and a.fp16_hook:
+        p.error("--powersgd-rank and --fp16-hook are two different hooks: choose one")
+    if a.powersgd_rank < 0 or (a.powersgd_rank and a.powersgd_start < 2):
+        p.error("--powersgd-rank must be >= 0, and --powersgd-start >= 2 (PyTorch's powerSGD_hook "
+                "needs one plain step before error feedback and warm start)")
     if a.master is None:
         host = os.environ.get("CDT_RDZV_ENDPOINT", "127.0.0.1:0").rsplit(":", 1)[0]
         a.master = f"{host}:29510"
