@@ -162,12 +162,17 @@ class PowerSgd : public SplitCompressor {
     }
     return out;
   }
+  // A state of another rank or layout (a resume with another --powersgd-rank, or adaptive's
+  // rank then and now) is not ours: Q starts fresh. Loading it by offsets would put the columns
+  // of other matrices into each warm start.
   void SetState(const std::vector<float>& s) override {
     if (s.empty()) return;
     InitQ();
+    size_t expected = 0;
+    for (const Matrix& qt : qt_) expected += static_cast<size_t>(qt.size());
+    if (s.size() != expected) return;
     size_t at = 0;
     for (Matrix& qt : qt_) {
-      if (at + static_cast<size_t>(qt.size()) > s.size()) return;  // foreign state: keep fresh Q
       qt = Eigen::Map<const Matrix>(s.data() + at, qt.cols(), qt.rows()).transpose();
       at += static_cast<size_t>(qt.size());
     }
