@@ -16,7 +16,8 @@
 # With --ddp [RANK] the peer is measured in the same repetitions, the same way: PyTorch DDP
 # (bench/peers/ddp_baseline.py, Gloo) alone, on the two nodes over this link with PyTorch's
 # powerSGD_hook at RANK (default 2, our stable phase's rank here; compressing from its third step,
-# the earliest the hook allows: our adaptive run compresses from its first), and on the two nodes
+# the earliest the hook allows: our adaptive run compresses from its first; the model in one DDP
+# bucket, as the hook only runs reliably over Gloo that way: ddp_baseline.py), and on the two nodes
 # uncompressed on an unshaped link. Needs python3-torch (scripts/install-deps.sh --bench).
 #
 #   sudo bash bench/run_compression_efficiency.sh [--link 20mbit] [--batch-size 64] [--steps 300]

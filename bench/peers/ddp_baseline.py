@@ -117,7 +117,16 @@ def worker(local_rank, a):
     y_all = torch.from_numpy(labels.astype(np.int64))
     n = len(y_all)
     torch.manual_seed(a.seed)
-    model = nn.parallel.DistributedDataParallel(Cnn())
+    # PyTorch's powerSGD_hook launches each bucket's P and Q allreduces from callbacks that run,
+    # and wait, on the Gloo process group's worker threads (2). With two buckets in flight the
+    # threads enqueue them in an order that can differ between ranks: the ranks then pair
+    # allreduces of different sizes and Gloo aborts ("op.preamble.length <= op.nbytes"), as it
+    # did in 4 of 5 runs on two emulated one-core nodes. With one worker thread it hung instead
+    # (its callbacks wait for allreduces only that thread could run). So with the hook the model
+    # is one bucket: no overlap with backward, the only way it ran reliably here.
+    if a.powersgd_rank:
+        dist._DEFAULT_FIRST_BUCKET_BYTES = 1 << 30
+    model = nn.parallel.DistributedDataParallel(Cnn(), bucket_cap_mb=1024 if a.powersgd_rank else 25)
     # DDP's own allreduce hook (average, then allreduce), timed: comm_s sums each bucket's time
     # from launch to completion; what backward() spends after the last launch is exposed
     # communication (our comm_wait_s). The hook adds one Python call per bucket.
