@@ -89,12 +89,10 @@ std::vector<std::string> Names(const BenchCompressOptions& o, int world) {
   std::stringstream in(o.compressors);
   std::string name;
   while (std::getline(in, name, ',')) {
-    if (std::find(known.begin(), known.end(), name) == known.end()) {
-      std::string all;
-      for (const auto& n : known) all += (all.empty() ? "" : ", ") + n;
+    if (std::find(known.begin(), known.end(), name) == known.end())
       throw Error(ErrorCode::kInvalidArgument,
-                  "--compressors: unknown compressor '" + name + "' in '" + o.compressors + "' (use all, or some of " + all + ")");
-    }
+                  "--compressors: unknown compressor '" + name + "' in '" + o.compressors +
+                      "' (use all, or some of " + compress::CompressorNameList() + ")");
     names.push_back(name);
   }
   if (names.empty()) throw Error(ErrorCode::kInvalidArgument, "--compressors is empty (use all, or names)");
@@ -108,8 +106,7 @@ void ValidateBenchCompressOptions(const BenchCompressOptions& o) {
     throw Error(ErrorCode::kInvalidArgument, "--iters must be at least 1 and --warmup not negative");
   Layout(o);
   Names(o, 1);
-  if (o.values != "fp32" && o.values != "fp16" && o.values != "bf16")
-    throw Error(ErrorCode::kInvalidArgument, "--values '" + o.values + "': use fp32, fp16 or bf16");
+  compress::SparseValuesNamed(o.values, "--values");
   if (o.ratio < 0 || o.ratio > 1)
     throw Error(ErrorCode::kInvalidArgument,
                 "--ratio " + std::to_string(o.ratio) + ": use a share in (0, 1], or 0 for each compressor's default");
@@ -122,7 +119,7 @@ int RunBenchCompress(Communicator& comm, const BenchCompressOptions& o) {
   const std::vector<compress::TensorView> tensors = Layout(o);
   size_t n = 0;
   for (const auto& t : tensors) n = std::max(n, t.offset + t.numel());
-  const DataType values = compress::SparseValuesNamed(o.values);
+  const DataType values = compress::SparseValuesNamed(o.values, "--values");
   const std::vector<std::string> names = Names(o, comm.size());
 
   std::mt19937_64 rng(1000003ull * static_cast<uint64_t>(comm.rank() + 1));

@@ -18,11 +18,17 @@ double DefaultRatio(const std::string& name) {
   return name == "topk" ? 0.01 : name == "randomk" ? 0.75 : 0.0;
 }
 
-DataType SparseValuesNamed(const std::string& name) {
+std::string CompressorNameList() {
+  std::string all;
+  for (const auto& n : CompressorNames()) all += (all.empty() ? "" : ", ") + n;
+  return all;
+}
+
+DataType SparseValuesNamed(const std::string& name, const std::string& flag) {
   if (name == "fp32") return DataType::kFloat32;
   if (name == "fp16") return DataType::kFloat16;
   if (name == "bf16") return DataType::kBFloat16;
-  throw Error(ErrorCode::kInvalidArgument, "--compress-values '" + name + "': use fp32, fp16 or bf16");
+  throw Error(ErrorCode::kInvalidArgument, flag + " '" + name + "': use fp32, fp16 or bf16");
 }
 
 std::unique_ptr<Compressor> MakeCompressor(const std::string& name, const CompressorOptions& o,
@@ -41,11 +47,9 @@ std::unique_ptr<Compressor> MakeCompressor(const std::string& name, const Compre
   else if (name == "randomk") c = MakeRandomK(o.ratio, o.seed, o.sparse_values);
   else if (name == "powersgd") c = MakePowerSgd(o.powersgd_rank, o.seed, tensors, o.powersgd_min_saved_bytes);
   else if (name == "signsgd") c = MakeSignSgd(tensors);
-  else {
-    std::string all;
-    for (const auto& n : CompressorNames()) all += (all.empty() ? "" : ", ") + n;
-    throw Error(ErrorCode::kInvalidArgument, "unknown compressor '" + name + "' (use " + all + ")");
-  }
+  else
+    throw Error(ErrorCode::kInvalidArgument,
+                "unknown compressor '" + name + "' (use " + CompressorNameList() + ")");
   if (!o.error_feedback) return c;
   return std::make_unique<ErrorFeedback>(std::move(c));
 }

@@ -112,10 +112,12 @@ bool IsSparse(const std::string& name);
 double DefaultRatio(const std::string& name);
 
 // `--compress-values` names: "fp32", "fp16", "bf16" to the sparse values' DataType; throws
-// cdt::Error(kInvalidArgument) naming the flag and the accepted names for anything else.
-DataType SparseValuesNamed(const std::string& name);
+// cdt::Error(kInvalidArgument) naming `flag` and the accepted names for anything else.
+DataType SparseValuesNamed(const std::string& name, const std::string& flag = "--compress-values");
 
 // The names MakeCompressor accepts, for help texts and errors.
 const std::vector<std::string>& CompressorNames();
+// The same, as error messages list them: "none, fp16, ..., signsgd".
+std::string CompressorNameList();
 
 }  // namespace cdt::compress

@@ -30,11 +30,9 @@ void ValidateTrainOptions(const TrainOptions& o) {
   if (o.checkpoint_codec != "zstd" && o.checkpoint_codec != "lz4" && o.checkpoint_codec != "none")
     bad("--checkpoint-codec '" + o.checkpoint_codec + "': use zstd, lz4 or none");
   const auto& names = compress::CompressorNames();
-  if (o.compress != "adaptive" && std::find(names.begin(), names.end(), o.compress) == names.end()) {
-    std::string all;
-    for (const auto& n : names) all += n + ", ";
-    bad("unknown --compress '" + o.compress + "' (use " + all + "or adaptive)");
-  }
+  if (o.compress != "adaptive" && std::find(names.begin(), names.end(), o.compress) == names.end())
+    bad("unknown --compress '" + o.compress + "' (use " + compress::CompressorNameList() +
+        ", or adaptive)");
   if (!(o.compress_ratio >= 0 && o.compress_ratio <= 1))
     bad("--compress-ratio must be in (0, 1] (or 0 for the compressor's default)");
   if (o.compress_ratio > 0 && !compress::IsSparse(o.compress))
