@@ -58,9 +58,11 @@ class Compressor {
   }
   virtual size_t End() { return begun_wire_; }
 
-  // State that must survive a checkpoint (error-feedback residuals, PowerSGD's Q).
+  // State that must survive a checkpoint (error-feedback residuals, PowerSGD's Q). A state that
+  // does not fit (another rank or layout) is never loaded by offsets: that part starts afresh,
+  // and SetState returns what it left out, in words for a log line (empty: it used all of it).
   virtual std::vector<float> GetState() const { return {}; }
-  virtual void SetState(const std::vector<float>& /*state*/) {}
+  virtual std::string SetState(const std::vector<float>& /*state*/) { return {}; }
 
  private:
   size_t begun_wire_ = 0;  // the default Begin's result, for its End

@@ -54,15 +54,18 @@ std::vector<float> ErrorFeedback::GetState() const {
   return out;
 }
 
-void ErrorFeedback::SetState(const std::vector<float>& s) {
-  if (s.empty()) return;
-  const auto n = static_cast<size_t>(s[0]);
+std::string ErrorFeedback::SetState(const std::vector<float>& s) {
+  if (s.empty()) return {};
   const size_t vectors = momentum_ > 0 ? 2 : 1;
-  if (1 + vectors * n > s.size()) return;  // not ours: keep a zero residual
+  // s[0] is checked as a float first: a garbage count must not reach the cast.
+  if (!(s[0] >= 0 && s[0] <= static_cast<float>(s.size())) ||
+      1 + vectors * static_cast<size_t>(s[0]) > s.size())
+    return "the error-feedback residual does not fit this bucket: it starts from zero";
+  const auto n = static_cast<size_t>(s[0]);
   const auto at = [&](size_t i) { return s.begin() + static_cast<long>(i); };
   residual_.assign(at(1), at(1 + n));
   if (momentum_ > 0) velocity_.assign(at(1 + n), at(1 + 2 * n));
-  inner_->SetState(std::vector<float>(at(1 + vectors * n), s.end()));
+  return inner_->SetState(std::vector<float>(at(1 + vectors * n), s.end()));
 }
 
 }  // namespace cdt::compress

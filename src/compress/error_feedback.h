@@ -47,7 +47,7 @@ class ErrorFeedback : public SplitCompressor {
 
   // n, the residual, the velocity (with momentum), then the inner compressor's state.
   std::vector<float> GetState() const override;
-  void SetState(const std::vector<float>& state) override;
+  std::string SetState(const std::vector<float>& state) override;
 
  private:
   std::unique_ptr<Compressor> inner_;

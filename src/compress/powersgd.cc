@@ -165,17 +165,21 @@ class PowerSgd : public SplitCompressor {
   // A state of another rank or layout (a resume with another --powersgd-rank, or adaptive's
   // rank then and now) is not ours: Q starts fresh. Loading it by offsets would put the columns
   // of other matrices into each warm start.
-  void SetState(const std::vector<float>& s) override {
-    if (s.empty()) return;
+  std::string SetState(const std::vector<float>& s) override {
+    if (s.empty()) return {};
     InitQ();
     size_t expected = 0;
     for (const Matrix& qt : qt_) expected += static_cast<size_t>(qt.size());
-    if (s.size() != expected) return;
+    if (s.size() != expected)
+      return "PowerSGD's warm start (Q) does not fit this run's rank-" + std::to_string(r_) +
+             " factors (written at another --powersgd-rank, or by --compress adaptive at another "
+             "rank): Q starts fresh";
     size_t at = 0;
     for (Matrix& qt : qt_) {
       qt = Eigen::Map<const Matrix>(s.data() + at, qt.cols(), qt.rows()).transpose();
       at += static_cast<size_t>(qt.size());
     }
+    return {};
   }
 
  private:

@@ -74,10 +74,14 @@ class RandomK : public SplitCompressor {
 
   // The call number keeps the draws in step on every rank, resume included (exact below 2^24).
   std::vector<float> GetState() const override { return {static_cast<float>(calls_)}; }
-  void SetState(const std::vector<float>& s) override {
+  std::string SetState(const std::vector<float>& s) override {
+    if (s.empty()) return {};
     // Another compressor's state is not a call number: keep counting from here.
-    if (s.size() == 1 && s[0] >= 0 && s[0] < 0x1p24f && s[0] == std::floor(s[0]))
-      calls_ = static_cast<uint64_t>(s[0]);
+    if (s.size() != 1 || !(s[0] >= 0 && s[0] < 0x1p24f && s[0] == std::floor(s[0])))
+      return "random-k's call number is not in the state: its draws count from " +
+             std::to_string(calls_);
+    calls_ = static_cast<uint64_t>(s[0]);
+    return {};
   }
 
  private:

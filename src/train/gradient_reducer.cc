@@ -1,5 +1,6 @@
 #include "train/gradient_reducer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <string>
@@ -149,9 +150,23 @@ std::vector<std::vector<float>> GradientReducer::CompressorStates() const {
   return out;
 }
 
-void GradientReducer::SetCompressorStates(const std::vector<std::vector<float>>& states) {
-  for (size_t i = 0; i < buckets_.size() && i < states.size(); ++i)
-    if (buckets_[i].compressor) buckets_[i].compressor->SetState(states[i]);
+std::string GradientReducer::SetCompressorStates(const std::vector<std::vector<float>>& states) {
+  std::vector<std::pair<std::string, std::string>> left_out;  // reason, its buckets
+  for (size_t i = 0; i < buckets_.size() && i < states.size(); ++i) {
+    if (!buckets_[i].compressor) continue;
+    const std::string why = buckets_[i].compressor->SetState(states[i]);
+    if (why.empty()) continue;
+    auto same = std::find_if(left_out.begin(), left_out.end(),
+                             [&](const auto& l) { return l.first == why; });
+    if (same == left_out.end()) same = left_out.insert(left_out.end(), {why, {}});
+    same->second += (same->second.empty() ? "" : ", ") + std::to_string(i);
+  }
+  std::string out;
+  for (const auto& [why, which] : left_out)
+    out += (out.empty() ? "" : "; ") +
+           std::string(which.find(',') == std::string::npos ? "bucket " : "buckets ") + which +
+           ": " + why;
+  return out;
 }
 
 GradientReducer::~GradientReducer() {

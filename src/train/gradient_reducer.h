@@ -143,8 +143,10 @@ class GradientReducer {
   // Norm of this rank's local gradient in bucket b at its last launch (before error feedback).
   double gradient_norm(size_t b) const { return buckets_.at(b).grad_norm; }
   // Per bucket: the compressor's state (residual, PowerSGD's Q ...), for checkpoints.
+  // SetCompressorStates returns what the compressors left out (Compressor::SetState), one
+  // "buckets 0, 2: ..." clause per distinct reason, joined by "; " (empty: all restored).
   std::vector<std::vector<float>> CompressorStates() const;
-  void SetCompressorStates(const std::vector<std::vector<float>>& states);
+  std::string SetCompressorStates(const std::vector<std::vector<float>>& states);
 
  private:
   struct Slot {

@@ -306,9 +306,14 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
     const std::string path = CompressionStatePath(o.checkpoint_dir, me);
     std::string why_not;
     auto states = RestoreCompressionState(path, reducer.bucket_elements(), W, o.compress, &why_not);
-    if (!states.empty())
-      reducer.SetCompressorStates(states);
-    else if (me == 0)
+    if (!states.empty()) {
+      const std::string left_out = reducer.SetCompressorStates(states);
+      if (!left_out.empty() && me == 0)
+        std::fprintf(
+            stderr,
+            "cann-dist-train train: --resume: compression state '%s', %s; the rest was restored\n",
+            path.c_str(), left_out.c_str());
+    } else if (me == 0)
       std::fprintf(stderr, "cann-dist-train train: --resume: %s ('%s'): error feedback starts from zero\n",
                    why_not.c_str(), path.c_str());
   }

@@ -186,12 +186,23 @@ TEST(Train, CompressedTrainingIsConsistentAndResumesExactly) {
   second.insert(second.end(), {"--checkpoint-dir", dir, "--resume"});
   nlohmann::json a = Train("compressed-first", first), b = Train("compressed-second", second);
   ExpectCurvesClose(Stitched(a, b), Losses(whole), 1e-6);
+  // Resumed at another --powersgd-rank, the residuals still fit but Q does not: Q starts fresh,
+  // and the run says so for the buckets it concerns.
+  auto reranked = base;
+  reranked[3] = "13";
+  reranked.insert(reranked.end(), {"--checkpoint-dir", dir, "--resume", "--powersgd-rank", "1"});
+  int rc = -1;
+  const std::string out0 = Train("compressed-reranked", reranked, &rc)["output"];
+  EXPECT_EQ(rc, 0) << out0;
+  EXPECT_NE(out0.find(": PowerSGD's warm start (Q) does not fit this run's rank-1 factors"),
+            std::string::npos)
+      << out0;
+  EXPECT_NE(out0.find("; the rest was restored"), std::string::npos) << out0;
   // Resumed with other buckets, the residuals (per bucket element) do not fit: training goes on
   // from a zero residual and says why, instead of restoring them into the wrong elements.
   auto rebucketed = base;
   rebucketed[3] = "14";
   rebucketed.insert(rebucketed.end(), {"--checkpoint-dir", dir, "--resume", "--bucket-mb", "5"});
-  int rc = -1;
   const std::string out = Train("compressed-rebucketed", rebucketed, &rc)["output"];
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("written for another bucket layout"), std::string::npos) << out;
