@@ -75,9 +75,10 @@ Decision AdaptiveController::Decide(const IntervalObservation& o) {
 
   // Bandwidth: step times with and without compression, measured in the last interval that ran
   // each way (the interval's bytes lag its decisions by one step: "compressed" means clearly so).
-  const double compute = o.compute_s / steps, wait = o.wait_s / steps;
+  const double compute = o.compute_s / steps, wait = o.wait_s / steps,
+               optimizer = o.optimizer_s / steps;
   const bool compressing_now = o.bytes_wire < 0.9 * o.bytes_fp32;
-  const double step_now = compute + wait;
+  const double step_now = compute + wait + optimizer;
   if (o.bytes_fp32 > 0) {
     if (compressing_now) {
       measured_compressed_step_ = step_now;
@@ -113,7 +114,8 @@ Decision AdaptiveController::Decide(const IntervalObservation& o) {
   const bool plain_measured = measured_plain_step_ > 0;
   const double exposed_plain = plain_measured ? measured_plain_exposed_
                                               : std::max(0.0, comm_plain - 0.8 * compute);
-  const double step_plain = plain_measured ? measured_plain_step_ : compute + exposed_plain;
+  const double step_plain =
+      plain_measured ? measured_plain_step_ : compute + optimizer + exposed_plain;
   const char* how = plain_measured ? "measured" : "predicted";
   char why[256];
   if (options_.min_exposed > 0) {

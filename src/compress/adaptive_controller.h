@@ -10,10 +10,10 @@
 //               between two intervals; those get low compression (PowerSGD rank `low_rank`);
 //   converging  the LR has decayed below `converging_lr` of its peak: moderate compression
 //               (rank `low_rank`) for the fine end of training.
-// Bandwidth awareness, from step times: once both an uncompressed and a compressed interval have
-// been measured (uncompressed: the median of the last three such intervals in a row), the faster
-// way wins (compression must beat uncompressed by `min_gain`); while
-// compressing and the two are close, uncompressed is measured again now and then
+// Bandwidth awareness, from step times (compute + exposed wait + optimizer): once both an
+// uncompressed and a compressed interval have been measured (uncompressed: the median of the last
+// three such intervals in a row), the faster way wins (compression must beat uncompressed by
+// `min_gain`); while compressing and the two are close, uncompressed is measured again now and then
 // (reprobe_after). Before that, the uncompressed step is predicted from an uncompressed
 // allreduce of the whole gradient timed before training and the interval's compute; it sends
 // uncompressed ("none") when that communication
@@ -63,6 +63,8 @@ struct IntervalObservation {
   std::vector<double> bucket_norms;   // per bucket: sum of local gradient norms
   double compute_s = 0;               // forward + backward
   double wait_s = 0;                  // exposed communication
+  double optimizer_s = 0;             // optimizer steps: in the step either way, so counted in it
+                                      // (min_gain and min_exposed are shares of the whole step)
   double comm_s = 0;                  // buckets' run time (encode + collectives + decode)
   double bytes_fp32 = 0, bytes_wire = 0;
   double lr_fraction = 1;             // of the interval's last step (not summed)

@@ -72,7 +72,8 @@ double CompressionSteering::ParameterOf(const std::string& compressor, int rank)
                                           : 0.0;
 }
 
-void CompressionSteering::AfterBackward(int64_t step, int64_t end_step, double comm_wait_s, double lr_fraction) {
+void CompressionSteering::AfterBackward(int64_t step, int64_t end_step, double comm_wait_s,
+                                        double optimizer_s, double lr_fraction) {
   if (!controller_) return;
   for (size_t b = 0; b < reducer_.num_buckets(); ++b) interval_norms_[b] += reducer_.gradient_norm(b);
   const int64_t interval = controller_->options().interval;
@@ -81,11 +82,13 @@ void CompressionSteering::AfterBackward(int64_t step, int64_t end_step, double c
   const double compute = r_.step_time.forward_s + r_.step_time.backward_s;
   interval_sum_.assign(1, static_cast<double>(std::min<int64_t>(interval, r_.steps)));
   interval_sum_.insert(interval_sum_.end(), interval_norms_.begin(), interval_norms_.end());
-  interval_sum_.insert(interval_sum_.end(),
-                       {compute - interval_start_.compute, comm_wait_s - interval_start_.wait,
-                        rs.comm_seconds - interval_start_.comm, rs.bytes_fp32 - interval_start_.fp32,
-                        rs.bytes_wire - interval_start_.wire});
-  interval_start_ = {compute, comm_wait_s, rs.comm_seconds, rs.bytes_fp32, rs.bytes_wire};
+  interval_sum_.insert(
+      interval_sum_.end(),
+      {compute - interval_start_.compute, comm_wait_s - interval_start_.wait,
+       rs.comm_seconds - interval_start_.comm, rs.bytes_fp32 - interval_start_.fp32,
+       rs.bytes_wire - interval_start_.wire, optimizer_s - interval_start_.optimizer});
+  interval_start_ = {compute,       comm_wait_s,   rs.comm_seconds,
+                     rs.bytes_fp32, rs.bytes_wire, optimizer_s};
   std::fill(interval_norms_.begin(), interval_norms_.end(), 0.0);
   interval_last_step_ = step;
   interval_lr_ = lr_fraction;
@@ -108,6 +111,7 @@ void CompressionSteering::DecideIfDue() {
   obs.comm_s = interval_sum_[3 + nb];
   obs.bytes_fp32 = interval_sum_[4 + nb];
   obs.bytes_wire = interval_sum_[5 + nb];
+  obs.optimizer_s = interval_sum_[6 + nb];
   obs.lr_fraction = interval_lr_;
   obs.plain_comm_s = plain_comm_s_;
   const compress::Decision d = controller_->Decide(obs);

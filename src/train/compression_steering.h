@@ -8,9 +8,10 @@
 // adaptive`, runs the AdaptiveController's interval loop:
 //   - before training, every rank times one uncompressed allreduce of the whole gradient (the
 //     slowest rank's time, so that every rank decides from the same figure);
-//   - after each syncing backward (AfterBackward) it adds up the buckets' gradient norms; at the end
-//     of an interval it puts the interval's compute, wait, communication and bytes behind the
-//     step's buckets as one small allreduce (sums over the ranks);
+//   - after each syncing backward (AfterBackward) it adds up the buckets' gradient norms; at the
+//   end
+//     of an interval it puts the interval's compute, wait, optimizer, communication and bytes
+//     behind the step's buckets as one small allreduce (sums over the ranks);
 //   - before the next backward (DecideIfDue), when every bucket of the step has been collected and
 //     compressors may change, it waits for that sum, decides and swaps the buckets' compressors.
 // Every rank calls these at the same steps, so every rank issues the same collectives and takes
@@ -45,9 +46,11 @@ class CompressionSteering {
   CompressionSteering(const TrainOptions& o, const CompressionSetup& setup, Communicator& comm,
                       GradientReducer& reducer, int64_t first_step, TrainResult* r);
 
-  // After a syncing backward of `step`. `comm_wait_s`: the run's exposed communication so far;
-  // `lr_fraction`: the step's LR over the schedule's peak. No-op unless adaptive.
-  void AfterBackward(int64_t step, int64_t end_step, double comm_wait_s, double lr_fraction);
+  // After a syncing backward of `step`. `comm_wait_s`, `optimizer_s`: the run's exposed
+  // communication and optimizer time so far; `lr_fraction`: the step's LR over the schedule's peak.
+  // No-op unless adaptive.
+  void AfterBackward(int64_t step, int64_t end_step, double comm_wait_s, double optimizer_s,
+                     double lr_fraction);
 
   // Before a backward: decides, if an interval's sums are on their way, once they are here.
   void DecideIfDue();
@@ -70,10 +73,11 @@ class CompressionSteering {
   double plain_comm_s_ = 0;  // one uncompressed allreduce of the gradient, the slowest rank's
   // The interval being measured: what the run's totals were at its start, its buckets' norms.
   struct Totals {
-    double compute = 0, wait = 0, comm = 0, fp32 = 0, wire = 0;
+    double compute = 0, wait = 0, comm = 0, fp32 = 0, wire = 0, optimizer = 0;
   } interval_start_;
   std::vector<double> interval_norms_;
-  std::vector<double> interval_sum_;  // allreduce buffer: [steps, norms..., compute, wait, comm, fp32, wire]
+  std::vector<double> interval_sum_;  // allreduce buffer: [steps, norms..., compute, wait, comm,
+                                      // fp32, wire, optimizer]
   int64_t interval_last_step_ = 0;
   double interval_lr_ = 1;
   std::shared_ptr<Work> interval_work_;

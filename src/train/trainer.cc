@@ -472,7 +472,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
     }
     updates.BackwardDone(schedule.At(at.step));
     balancer.Observe(r.step_time.forward_s + r.step_time.backward_s - compute_before, idx.size());
-    steering.AfterBackward(at.step, end_step, updates.wait_seconds(),
+    steering.AfterBackward(at.step, end_step, updates.wait_seconds(), updates.optimizer_seconds(),
                            schedule.At(at.step) / std::max(1e-30, schedule.Peak()));
     record_loss();  // the previous step's
     if (balance_work) {  // the speeds summed after the last interval: the split from the next step
