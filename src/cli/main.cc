@@ -37,7 +37,9 @@ std::vector<std::string> ElasticAsTrain(int argc, char** argv) {
 
 int Main(int argc, char** argv) {
   Environment env = Environment::FromProcess();
-  CLI::App app{"cann-dist-train: data-parallel training engine (communication core)"};
+  CLI::App app{
+      "cann-dist-train: data-parallel training: topology-aware collectives, gradient compression, "
+      "elastic recovery, carbon-aware runs"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "cann-dist-train 0.1.0");
 

@@ -1,6 +1,7 @@
 #include "train/models.h"
 
 #include "cdt/error.h"
+#include "train/trainer.h"
 
 namespace cdt::train {
 
@@ -54,7 +55,7 @@ class RowBlockedLinear : public nn::Module {
 class Mlp : public ClassifierModel {
  public:
   explicit Mlp(int blocks) {
-    fc1_ = register_module("fc1", std::make_shared<RowBlockedLinear>(784, 512, blocks));
+    fc1_ = register_module("fc1", std::make_shared<RowBlockedLinear>(784, kMlpHidden, blocks));
     fc2_ = register_module("fc2", nn::Linear(512, 256));
     fc3_ = register_module("fc3", nn::Linear(256, 10));
   }
@@ -76,7 +77,7 @@ class Cnn : public ClassifierModel {
   explicit Cnn(int blocks) {
     conv1_ = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(1, 32, 3).padding(1)));
     conv2_ = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(32, 64, 3).padding(1)));
-    fc1_ = register_module("fc1", std::make_shared<RowBlockedLinear>(3136, 128, blocks));
+    fc1_ = register_module("fc1", std::make_shared<RowBlockedLinear>(3136, kCnnHidden, blocks));
     fc2_ = register_module("fc2", nn::Linear(128, 10));
   }
   std::pair<torch::Tensor, torch::Tensor> Forward(const torch::Tensor& x) override {

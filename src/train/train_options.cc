@@ -46,6 +46,21 @@ void ValidateTrainOptions(const TrainOptions& o) {
   if (!o.timeline.empty() && o.timeline_steps < 1) bad("--timeline-steps must be at least 1");
   if (o.balance_batches < 0) bad("--balance-batches must be 0 (off) or a number of steps");
   if (o.compress_interval < 1) bad("--compress-interval must be at least 1");
+  if (o.model != "mlp" && o.model != "cnn" && o.model != "moe-transformer")
+    bad("unknown --model '" + o.model + "' (use mlp, cnn or moe-transformer)");
+  if (o.model == "moe-transformer" &&
+      (o.layers < 1 || o.width < 1 || o.heads < 1 || o.width % o.heads != 0 || o.experts < 1 ||
+       o.top_k < 1 || o.top_k > o.experts))
+    bad("--model moe-transformer needs --layers >= 1, a --width divisible by --heads, and "
+        "1 <= --top-k <= --experts (got --layers " +
+        std::to_string(o.layers) + " --width " + std::to_string(o.width) + " --heads " +
+        std::to_string(o.heads) + " --top-k " + std::to_string(o.top_k) + " --experts " +
+        std::to_string(o.experts) + ")");
+  const int fc1 = o.model == "mlp" ? kMlpHidden : kCnnHidden;
+  if (o.model != "moe-transformer" && (o.linear_blocks < 1 || o.linear_blocks > fc1))
+    bad("--linear-blocks must be between 1 and " + std::to_string(fc1) +
+        " (the outputs of --model " + o.model + "'s fc1)");
+  if (o.eval_every < 0) bad("--eval-every must be 0 (at the end only) or a number of steps");
   if (o.dataset != "fashion-mnist" && o.dataset != "synthetic")
     bad("unknown dataset '" + o.dataset + "' (use fashion-mnist or synthetic)");
 }

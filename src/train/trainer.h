@@ -14,6 +14,9 @@
 
 namespace cdt::train {
 
+// The outputs of fc1 in mlp and cnn (models.cc): the most row blocks --linear-blocks can make.
+inline constexpr int kMlpHidden = 512, kCnnHidden = 128;
+
 struct TrainOptions {
   std::string model = "cnn";          // mlp | cnn | moe-transformer
   int layers = 2, width = 64, heads = 4, experts = 8, top_k = 2;  // moe-transformer

@@ -66,5 +66,35 @@ TEST(TrainOptions, OutOfRangeCompressionKnobsNameTheirFlag) {
   EXPECT_NE(Refusal(o).find("--compress-interval"), std::string::npos);
 }
 
+// Model options are checked here too, so that the launcher refuses them once instead of every
+// worker failing to build its model (and the launcher then stopping the others).
+TEST(TrainOptions, BadModelOptionsNameTheirFlag) {
+  TrainOptions o;
+  o.model = "resnet";
+  EXPECT_NE(Refusal(o).find("unknown --model 'resnet' (use mlp, cnn or moe-transformer)"),
+            std::string::npos);
+  o = TrainOptions();
+  o.model = "moe-transformer";
+  EXPECT_EQ(Refusal(o), "");
+  o.width = 66;  // not divisible by 4 heads
+  EXPECT_NE(Refusal(o).find("a --width divisible by --heads"), std::string::npos);
+  o = TrainOptions();
+  o.model = "moe-transformer";
+  o.top_k = 9;  // of 8 experts
+  EXPECT_NE(Refusal(o).find("--top-k 9 --experts 8"), std::string::npos);
+  o = TrainOptions();
+  o.top_k = 9;  // ignored without moe-transformer
+  EXPECT_EQ(Refusal(o), "");
+  o.linear_blocks = 0;
+  EXPECT_NE(Refusal(o).find("--linear-blocks must be between 1 and 128"), std::string::npos);
+  o.linear_blocks = 129;
+  EXPECT_NE(Refusal(o).find("--linear-blocks"), std::string::npos);
+  o.model = "mlp";
+  EXPECT_EQ(Refusal(o), "");  // 512 outputs
+  o = TrainOptions();
+  o.eval_every = -5;
+  EXPECT_NE(Refusal(o).find("--eval-every"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace cdt::train
