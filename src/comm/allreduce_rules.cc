@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "cdt/error.h"
+#include "common/printable.h"
 #include "common/units.h"
 
 namespace cdt {
@@ -18,7 +19,8 @@ std::optional<int> ParseCount(const std::string& word, const std::string& where)
     if (used == word.size() && v >= 1) return v;
   } catch (const std::exception&) {
   }
-  throw Error(ErrorCode::kInvalidArgument, where + ": '" + word + "' is not a count >= 1 or '*'");
+  throw Error(ErrorCode::kInvalidArgument,
+              where + ": '" + Printable(word) + "' is not a count >= 1 or '*'");
 }
 
 }  // namespace
@@ -38,8 +40,8 @@ AllreduceRules AllreduceRules::Parse(const std::string& text, const std::string&
     if (w.empty()) continue;
     const std::string where = source + ":" + std::to_string(number);
     if (w[0] != "allreduce")
-      throw Error(ErrorCode::kInvalidArgument,
-                  where + ": unknown collective '" + w[0] + "' (only 'allreduce' rules exist)");
+      throw Error(ErrorCode::kInvalidArgument, where + ": unknown collective '" + Printable(w[0]) +
+                                                   "' (only 'allreduce' rules exist)");
     if (w.size() < 4 || w.size() > 6)
       throw Error(ErrorCode::kInvalidArgument,
                   where + ": expected 'allreduce MIN_BYTES MAX_BYTES ALGORITHM [NODES] [RANKS]', got " +

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "cdt/error.h"
+#include "common/printable.h"
 
 namespace cdt::elastic {
 namespace {
@@ -19,7 +20,8 @@ int ParseInt(const std::string& s, const std::string& key) {
   try {
     return std::stoi(s);
   } catch (...) {
-    throw Error(ErrorCode::kProtocol, "elastic rendezvous: store key '" + key + "' holds '" + s +
+    throw Error(ErrorCode::kProtocol, "elastic rendezvous: store key '" + key + "' holds '" +
+                                          Printable(s) +
                                           "', not a number (another job with the same --job-id?)");
   }
 }

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cdt/error.h"
+#include "common/printable.h"
 #include "green/iso_time.h"
 #include "green/text.h"
 
@@ -56,7 +57,7 @@ std::optional<double> Number(const std::string& field, const std::string& path, 
     if (used != field.size() || !std::isfinite(v)) throw std::invalid_argument("");
     return v;
   } catch (const std::exception&) {
-    Bad(path, line, "column " + column + ": '" + field + "' is not a number");
+    Bad(path, line, "column " + column + ": '" + Printable(field) + "' is not a number");
   }
 }
 
@@ -185,10 +186,13 @@ CarbonTrace ParseCsv(const std::string& text, const std::string& path, const Tra
                  : dcrl >= 0             ? dcrl
                                          : column({"gco2_per_kwh", "carbon_intensity", "gco2/kwh", "rating"});
   if (ci < 0 && !o.value_column.empty())
-    Bad(path, header_line, "missing column `" + o.value_column + "`; header is '" + line + "'");
+    Bad(path, header_line,
+        "missing column `" + o.value_column + "`; header is '" + Printable(line) + "'");
   if (ts < 0 || ci < 0)
-    Bad(path, header_line, "missing column(s): need `timestamp` and `avg_CI` (dc-rl) or `gco2_per_kwh` (generic); header is '" +
-                               line + "'");
+    Bad(path, header_line,
+        "missing column(s): need `timestamp` and `avg_CI` (dc-rl) or `gco2_per_kwh` (generic); "
+        "header is '" +
+            Printable(line) + "'");
   std::vector<int> clean, all;
   const char* fuels[] = {"WND", "SUN", "WAT", "OIL", "NG", "COL", "NUC", "OTH"};
   if (dcrl >= 0) {
@@ -210,7 +214,9 @@ CarbonTrace ParseCsv(const std::string& text, const std::string& path, const Tra
     Row r;
     r.line = n;
     const std::optional<double> t = ParseIsoTime(f[static_cast<size_t>(ts)]);
-    if (!t) Bad(path, n, "timestamp '" + f[static_cast<size_t>(ts)] + "' is not an ISO 8601 time");
+    if (!t)
+      Bad(path, n,
+          "timestamp '" + Printable(f[static_cast<size_t>(ts)]) + "' is not an ISO 8601 time");
     r.t = *t;
     r.ci = Number(f[static_cast<size_t>(ci)], path, n, header[static_cast<size_t>(ci)]);
     if (r.ci && *r.ci < 0) Bad(path, n, "negative value " + f[static_cast<size_t>(ci)] + " in column " + header[static_cast<size_t>(ci)]);
@@ -289,7 +295,10 @@ CarbonTrace ParseCarbonAwareJson(const std::string& text, const std::string& pat
     Row r;
     r.line = i + 1;
     const std::optional<double> t = ParseIsoTime(time->get<std::string>());
-    if (!t) Bad(path, 0, "element " + std::to_string(i) + ": time '" + time->get<std::string>() + "' is not ISO 8601");
+    if (!t)
+      Bad(path, 0,
+          "element " + std::to_string(i) + ": time '" + Printable(time->get<std::string>()) +
+              "' is not ISO 8601");
     r.t = *t;
     if (rating->is_number()) {
       r.ci = rating->get<double>();

@@ -5,12 +5,14 @@
 #include <random>
 #include <thread>
 
+#include "cdt/allreduce_rules.h"
 #include "cdt/error.h"
-#include "common/bytes.h"
 #include "comm/store/store_protocol.h"
 #include "comm/store/tcp_store_client.h"
 #include "comm/store/tcp_store_server.h"
 #include "comm_test_util.h"
+#include "common/bytes.h"
+#include "common/printable.h"
 
 namespace cdt {
 namespace {
@@ -128,6 +130,28 @@ TEST(MalformedInput, ByteReaderNeverReadsPastItsInput) {
   EXPECT_THROW(net::ParseHostPort("nocolon", "--rdzv-endpoint"), Error);
   EXPECT_THROW(net::ParseHostPort("h:99999", "--rdzv-endpoint"), Error);
   EXPECT_THROW(net::ParseHostPort("h:12a", "--rdzv-endpoint"), Error);
+}
+
+// Text from a file quoted in an error stays one short, printable line: control bytes and bytes
+// that are not UTF-8 become \xNN, UTF-8 is kept, and a long text is cut at a character boundary.
+TEST(MalformedInput, QuotedFileTextIsPrintable) {
+  EXPECT_EQ(Printable("timestamp,gco2_per_kwh"), "timestamp,gco2_per_kwh");
+  EXPECT_EQ(Printable("g CO\xE2\x82\x82\t\n"), "g CO\xE2\x82\x82\\x09\\x0A");  // CO₂ kept
+  EXPECT_EQ(Printable(std::string("a\0\xFF\xC3", 4)), "a\\x00\\xFF\\xC3");     // cut UTF-8
+  EXPECT_EQ(Printable(std::string(200, 'x')), std::string(80, 'x') + "...");
+  EXPECT_EQ(Printable("\xE2\x82\x82\xE2\x82\x82", 4),
+            "\xE2\x82\x82\xE2\x82\x82");  // not cut inside ₂
+  std::mt19937 rng(7);
+  std::string garbage(3000, '\0');
+  for (char& c : garbage) c = static_cast<char>(rng());
+  try {
+    AllreduceRules::Parse(garbage + " 1 2 3\n", "rules.txt");
+    ADD_FAILURE() << "garbage parsed as rules";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_LT(what.size(), 300u) << what;
+    EXPECT_EQ(Printable(what, what.size()), what);  // no control byte, nothing that is not UTF-8
+  }
 }
 
 }  // namespace
