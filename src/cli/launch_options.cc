@@ -86,13 +86,18 @@ void AddLaunchOptions(CLI::App* cmd, LaunchOptions* o, const Environment& env) {
 
 void ValidateLaunchOptions(const LaunchOptions& o) {
   if (o.nproc_per_node < 1 || o.nproc_per_node > 1024)
-    throw Error(ErrorCode::kInvalidArgument, "--nproc-per-node must be between 1 and 1024");
+    throw Error(ErrorCode::kInvalidArgument,
+                "--nproc-per-node (CDT_NPROC_PER_NODE) must be between 1 and 1024, not " +
+                    std::to_string(o.nproc_per_node));
   if (o.nnodes < 1 || o.min_nodes < 1 || o.min_nodes > o.nnodes)
     throw Error(ErrorCode::kInvalidArgument, "--nnodes must be at least 1 (MIN:MAX with 1 <= MIN <= MAX)");
   if (o.min_nodes < o.nnodes && !o.elastic)
     throw Error(ErrorCode::kInvalidArgument, "--nnodes MIN:MAX needs --elastic");
   if (o.node_rank < 0 || o.node_rank >= o.nnodes)
-    throw Error(ErrorCode::kInvalidArgument, "--node-rank must be in 0.." + std::to_string(o.nnodes - 1));
+    throw Error(ErrorCode::kInvalidArgument, "--node-rank (CDT_NODE_RANK) must be in 0.." +
+                                                 std::to_string(o.nnodes - 1) + " for --nnodes " +
+                                                 std::to_string(o.nnodes) + ", not " +
+                                                 std::to_string(o.node_rank));
   if (!(o.timeout_s >= 1 && o.timeout_s <= 86400))
     throw Error(ErrorCode::kInvalidArgument, "--timeout must be between 1 and 86400 seconds");
 }

@@ -144,6 +144,33 @@ TEST(Launcher, FirstFailureStopsTheOthersAndIsReturned) {
   EXPECT_NE(ReadFile(out).find("rank 1 (local rank 1"), std::string::npos) << ReadFile(out);
 }
 
+// A bad launch option is refused before anything starts, naming the flag, the environment
+// variable it may have come from, and the value.
+TEST(Launcher, BadLaunchOptionsNameTheirFlagVariableAndValue) {
+  struct Case {
+    std::vector<std::string> args;
+    std::map<std::string, std::string> env;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {{},
+       {{"CDT_NNODES", "2"}, {"CDT_NODE_RANK", "5"}},
+       "--node-rank (CDT_NODE_RANK) must be in 0..1 for --nnodes 2, not 5"},
+      {{"--nproc-per-node", "0"},
+       {},
+       "--nproc-per-node (CDT_NPROC_PER_NODE) must be between 1 and 1024, not 0"},
+      {{}, {{"CDT_NNODES", "abc"}}, "CDT_NNODES='abc'"}};
+  for (const Case& c : cases) {
+    std::string out = TempPath("launch_bad");
+    std::vector<std::string> cmd = {CDT_CLI, "launch"};
+    cmd.insert(cmd.end(), c.args.begin(), c.args.end());
+    cmd.insert(cmd.end(), {"--", "true"});
+    Proc p = Spawn(cmd, c.env, out);
+    EXPECT_EQ(WaitFor(p.pid, std::chrono::seconds(30)), 2) << ReadFile(out);
+    EXPECT_NE(ReadFile(out).find(c.says), std::string::npos) << ReadFile(out);
+  }
+}
+
 TEST(Launcher, BenchAllreduceAllAlgorithmsChecked) {
   std::string out = TempPath("bench"), json = TempPath("bench.json");
   Proc p = Spawn({CDT_CLI, "bench", "allreduce", "--nproc-per-node", "4", "--algo", "all",
