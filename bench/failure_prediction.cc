@@ -45,16 +45,18 @@ Trace Generate(const std::string& kind, std::mt19937_64& rng) {
     HealthSample s;
     s.t = t;
     double step = base_step * jitter(rng);
-    if (u(rng) < 0.02) step *= 3;                          // an evaluation or a GC pause
+    if (u(rng) < 0.02) step *= 3;  // an evaluation or a GC pause
     if (kind == "slowdown" && into > 0) step *= 1 + 2 * into / lead;
     s.step_time_s = step;
-    if (t < 30) rss += 10e6 * u(rng);                      // warm-up allocations
-    if (u(rng) < 0.01) rss += 100e6;                       // a cache grows once
-    if (kind == "leak" && into > 0) rss = base_rss + (limit - base_rss) * std::min(1.0, into / lead);
+    if (t < 30) rss += 10e6 * u(rng);  // warm-up allocations
+    if (u(rng) < 0.01) rss += 100e6;   // a cache grows once
+    if (kind == "leak" && into > 0)
+      rss = base_rss + (limit - base_rss) * std::min(1.0, into / lead);
     s.rss_bytes = rss + 20e6 * (u(rng) - 0.5);
     retrans += background(rng);
-    if (u(rng) < 0.01) retrans += 100;                     // one burst
-    if (kind == "flapping" && into > 0 && static_cast<int>(into) % 10 < 5) retrans += 200 + 100 * u(rng);
+    if (u(rng) < 0.01) retrans += 100;  // one burst
+    if (kind == "flapping" && into > 0 && static_cast<int>(into) % 10 < 5)
+      retrans += 200 + 100 * u(rng);
     s.tcp_retrans = retrans;
     tr.samples.push_back(s);
   }
@@ -87,12 +89,15 @@ int main(int argc, char** argv) {
     std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
     return v[v.size() / 2];
   };
-  std::printf("| traces | failures | predicted (recall) | warnings: true / false | median lead time (s) |\n");
+  std::printf(
+      "| traces | failures | predicted (recall) | warnings: true / false | median lead time (s) "
+      "|\n");
   std::printf("|---|---:|---:|---:|---:|\n");
   for (const auto& kind : kinds) {
     const PredictionScore& s = by_kind[kind];
-    std::printf("| %s | %d | %d (%.0f%%) | %d / %d | %.0f |\n", kind.c_str(), s.failures, s.predicted_failures,
-                100 * s.recall(), s.true_warnings, s.false_warnings, median(s.lead_times_s));
+    std::printf("| %s | %d | %d (%.0f%%) | %d / %d | %.0f |\n", kind.c_str(), s.failures,
+                s.predicted_failures, 100 * s.recall(), s.true_warnings, s.false_warnings,
+                median(s.lead_times_s));
   }
   std::printf("| all | %d | %d (%.0f%%) | %d / %d (precision %.0f%%) | %.0f |\n", all.failures,
               all.predicted_failures, 100 * all.recall(), all.true_warnings, all.false_warnings,

@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
   std::string algo = argv[1];
   int rank = std::atoi(std::getenv("RANK"));
   int world = std::atoi(std::getenv("WORLD_SIZE"));
-  size_t min_bytes = std::strtoull(argv[3], nullptr, 10), max_bytes = std::strtoull(argv[4], nullptr, 10);
+  size_t min_bytes = std::strtoull(argv[3], nullptr, 10),
+         max_bytes = std::strtoull(argv[4], nullptr, 10);
 
   gloo::transport::tcp::attr attr;
   // Inside tools/emulate-cluster each node has its own address.
@@ -55,11 +56,14 @@ int main(int argc, char** argv) {
     gloo::BarrierAllToOne(ctx).run();
     auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < iters; ++i) op->run();
-    t[0] = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / iters;
+    t[0] = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+               .count() /
+           iters;
     std::vector<double*> tp = {t.data()};
     gloo::AllreduceHalvingDoubling<double>(ctx, tp, 1, gloo::ReductionFunction<double>::max).run();
     rows.push_back({algo == "ring_chunked" ? "gloo_ring" : "gloo_hd", bytes, t[0]});
   }
-  if (rank == 0) PrintPeerTable(rows, world, ("gloo_" + algo).c_str(), argc > 5 ? argv[5] : nullptr);
+  if (rank == 0)
+    PrintPeerTable(rows, world, ("gloo_" + algo).c_str(), argc > 5 ? argv[5] : nullptr);
   return 0;
 }

@@ -1,9 +1,10 @@
 // AllreduceSelector: picks the allreduce algorithm for one call when the caller asks for kAuto.
 //
-// The communication core ships FixedThresholdSelector (thresholds measured on the reference machine,
-// docs/benchmarks.md); the topology layer replaces it with a cost-model planner built from measured
-// link parameters. Select() runs on the communicator's background thread for every kAuto allreduce,
-// so it must be cheap and thread-safe for concurrent callers from different communicators.
+// The communication core ships FixedThresholdSelector (thresholds measured on the reference
+// machine, docs/benchmarks.md); the topology layer replaces it with a cost-model planner built from
+// measured link parameters. Select() runs on the communicator's background thread for every kAuto
+// allreduce, so it must be cheap and thread-safe for concurrent callers from different
+// communicators.
 #pragma once
 
 #include <cstddef>

@@ -1,19 +1,21 @@
 // Communicator: a fixed group of ranks that runs collectives on raw buffers.
 //
 // Contract (shared by every backend):
-//  * Membership never changes. On a failure, Abort() (or the failure itself) breaks the communicator;
+//  * Membership never changes. On a failure, Abort() (or the failure itself) breaks the
+//  communicator;
 //    build a new one with generation + 1 on the same store (c10d's rule). Connections from an older
 //    generation are refused by the new one.
 //  * Operations are asynchronous: each call queues the operation and returns a Work handle at once.
-//    Queued operations run one at a time, in submission order, on a background thread. Every rank must
-//    submit the same collectives in the same order (DDP's rule; no negotiation). With
+//    Queued operations run one at a time, in submission order, on a background thread. Every rank
+//    must submit the same collectives in the same order (DDP's rule; no negotiation). With
 //    CommunicatorOptions::check_fingerprints, ranks verify that before each collective.
 //  * Buffers passed to an operation must stay valid and untouched until its Work completes.
-//  * Failure: a dead peer (connection closed or reset) or a silent one (no byte moved for `timeout`)
-//    fails the running operation with cdt::Error(kPeerLost / kTimeout) naming this rank, the peer, its
-//    address, the operation and its sequence number. The communicator then closes every connection
-//    (so its peers fail fast too) and fails all queued and future operations with kAborted carrying the
-//    original message.
+//  * Failure: a dead peer (connection closed or reset) or a silent one (no byte moved for
+//  `timeout`)
+//    fails the running operation with cdt::Error(kPeerLost / kTimeout) naming this rank, the peer,
+//    its address, the operation and its sequence number. The communicator then closes every
+//    connection (so its peers fail fast too) and fails all queued and future operations with
+//    kAborted carrying the original message.
 //  * Destroying a communicator lets queued operations finish (each bounded by the timeout); call
 //    Abort() first to drop them at once.
 //  * Send/Recv block the queue until the bytes are handed over, as MPI_Send may: a pattern where
@@ -104,7 +106,8 @@ class Communicator {
 
   // Equal-count allgather: output holds size() * count elements.
   std::shared_ptr<Work> Allgather(const void* input, void* output, size_t count, DataType dtype) {
-    return Allgatherv(input, output, std::vector<size_t>(static_cast<size_t>(size()), count), dtype);
+    return Allgatherv(input, output, std::vector<size_t>(static_cast<size_t>(size()), count),
+                      dtype);
   }
 
   // Replaces the policy that resolves AllreduceAlgorithm::kAuto (the topology planner installs

@@ -1,10 +1,11 @@
 // Typed errors of cann-dist-train.
 //
-// Policy (docs/errors.md): every failure a caller can act on is thrown as cdt::Error with a code that
-// says where it came from, and a message that names who (this rank), whom (peer rank and address),
-// what (operation and its sequence number) and what to do next. Broken internal invariants are not
-// errors of this kind: they abort the process through CDT_CHECK (src/common/check.h) printing both
-// values, because continuing would risk silently wrong gradients.
+// Policy (docs/errors.md): every failure a caller can act on is thrown as cdt::Error with a code
+// that says where it came from, and a message that names who (this rank), whom (peer rank and
+// address), what (operation and its sequence number) and what to do next. Broken internal
+// invariants are not errors of this kind: they abort the process through CDT_CHECK
+// (src/common/check.h) printing both values, because continuing would risk silently wrong
+// gradients.
 #pragma once
 
 #include <cstdint>
@@ -17,13 +18,13 @@ enum class ErrorCode {
   kInvalidArgument,  // caller passed something unusable (bad size, unknown dtype, bad flag)
   kTimeout,          // a peer or the store made no progress within the configured timeout
   kPeerLost,         // a peer closed or reset its connection (process died, link cut)
-  kAborted,          // Communicator::Abort() was called, or an earlier failure broke the communicator
-  kMismatch,         // ranks submitted different collectives at the same sequence number
-  kStore,            // the rendezvous store failed or refused a request
-  kAuth,             // wrong job secret or stale communicator generation
-  kProtocol,         // malformed bytes on a store or peer connection
-  kIo,               // any other operating-system failure (bind, listen, fork, ...)
-  kDiverged,         // training produced a non-finite loss, or a compressor a non-finite residual
+  kAborted,   // Communicator::Abort() was called, or an earlier failure broke the communicator
+  kMismatch,  // ranks submitted different collectives at the same sequence number
+  kStore,     // the rendezvous store failed or refused a request
+  kAuth,      // wrong job secret or stale communicator generation
+  kProtocol,  // malformed bytes on a store or peer connection
+  kIo,        // any other operating-system failure (bind, listen, fork, ...)
+  kDiverged,  // training produced a non-finite loss, or a compressor a non-finite residual
 };
 
 const char* ErrorCodeName(ErrorCode code);

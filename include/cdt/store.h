@@ -1,7 +1,7 @@
 // Key-value store used for rendezvous (c10d's Store, Gloo's rendezvous store).
 //
-// Values are arbitrary bytes held in std::string. Every call that can block takes a timeout and throws
-// cdt::Error(kTimeout) when it passes; a broken connection throws cdt::Error(kStore).
+// Values are arbitrary bytes held in std::string. Every call that can block takes a timeout and
+// throws cdt::Error(kTimeout) when it passes; a broken connection throws cdt::Error(kStore).
 // Implementations are thread-safe: several threads may share one Store.
 #pragma once
 
@@ -28,8 +28,8 @@ class Store {
   // Atomically adds delta to the integer stored at key (missing = 0) and returns the new value.
   virtual int64_t Add(const std::string& key, int64_t delta) = 0;
 
-  // Atomically: if key's current value equals expected (a missing key equals ""), sets it to desired.
-  // Returns the value after the call (desired on success, the current value otherwise).
+  // Atomically: if key's current value equals expected (a missing key equals ""), sets it to
+  // desired. Returns the value after the call (desired on success, the current value otherwise).
   virtual std::string CompareSet(const std::string& key, const std::string& expected,
                                  const std::string& desired) = 0;
 

@@ -35,13 +35,15 @@ struct CommunicatorOptions {
   // User rules consulted before the selector (CDT_ALLREDUCE_RULES; cdt/allreduce_rules.h).
   std::shared_ptr<const AllreduceRules> rules;
   // Online autotuning (comm/allreduce_autotuner.h): where the selector names a runner-up, time
-  // this many calls of each candidate per size class, then keep the faster. 0 = off (CDT_AUTOTUNE=0).
+  // this many calls of each candidate per size class, then keep the faster. 0 = off
+  // (CDT_AUTOTUNE=0).
   int autotune_trials = 2;
-  // ... and until each candidate's timed calls moved this many bytes (small classes take more calls).
+  // ... and until each candidate's timed calls moved this many bytes (small classes take more
+  // calls).
   size_t autotune_min_bytes = 4 << 20;
   // Informational messages from rank 0 (autotuning decisions); null = silent.
   std::function<void(const std::string&)> log;
-  size_t segment_bytes = 256 << 10;             // pipelining granularity
+  size_t segment_bytes = 256 << 10;  // pipelining granularity
   // Operations moving at least this many bytes run on the bulk channel, smaller ones on the latency
   // channel (two connections per peer pair, tuned differently; see TcpMesh and docs/benchmarks.md).
   size_t bulk_min_bytes = 2 << 20;
@@ -68,6 +70,7 @@ struct CommunicatorOptions {
 
 // Connects to every other rank (blocking, bounded by options.timeout) and returns a ready
 // communicator. Throws cdt::Error naming missing ranks on timeout.
-std::unique_ptr<Communicator> ConnectTcpCommunicator(Store& store, const CommunicatorOptions& options);
+std::unique_ptr<Communicator> ConnectTcpCommunicator(Store& store,
+                                                     const CommunicatorOptions& options);
 
 }  // namespace cdt

@@ -15,7 +15,7 @@ enum class DataType : uint8_t {
   kBFloat16 = 3,  // bfloat16; reduced in float32 precision, rounded to nearest even
   kInt32 = 4,
   kInt64 = 5,
-  kInt8 = 6,      // wraps on overflow: the caller bounds the sum (gradient compression's int8)
+  kInt8 = 6,  // wraps on overflow: the caller bounds the sum (gradient compression's int8)
 };
 
 enum class ReduceOp : uint8_t {
@@ -26,8 +26,8 @@ enum class ReduceOp : uint8_t {
 };
 
 size_t ElementSize(DataType dtype);
-const char* DataTypeName(DataType dtype);   // "f32", "f64", "f16", "bf16", "i32", "i64"
-const char* ReduceOpName(ReduceOp op);      // "sum", "avg", "max", "min"
+const char* DataTypeName(DataType dtype);  // "f32", "f64", "f16", "bf16", "i32", "i64"
+const char* ReduceOpName(ReduceOp op);     // "sum", "avg", "max", "min"
 
 // Parse the short names above; throw cdt::Error(kInvalidArgument) naming the accepted values.
 DataType ParseDataType(std::string_view name);
@@ -40,7 +40,7 @@ enum class AllreduceAlgorithm : uint8_t {
   kRecursiveDoubling = 2,  // "rd": log2(p) full-buffer exchanges, latency optimal
   kHalvingDoubling = 3,    // "rhd": Rabenseifner, recursive halving + doubling
   kTree = 4,               // "tree": pipelined double binary tree
-  kHierarchical = 5,       // "hier": intra-node reduce-scatter, inter-node allreduce, intra allgather
+  kHierarchical = 5,  // "hier": intra-node reduce-scatter, inter-node allreduce, intra allgather
 };
 
 const char* AllreduceAlgorithmName(AllreduceAlgorithm algo);  // the short names quoted above

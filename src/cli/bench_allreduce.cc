@@ -19,7 +19,8 @@ namespace {
 // Fills element i with (rank + 1) * (i % 7 + 1): integer values whose sums are exact in every
 // dtype for up to 8 ranks in bf16 and 64 in f16, so --check can compare exactly.
 void Fill(void* base, DataType t, size_t count, int rank) {
-  for (size_t i = 0; i < count; ++i) StoreElement(base, t, i, (rank + 1) * static_cast<double>(i % 7 + 1));
+  for (size_t i = 0; i < count; ++i)
+    StoreElement(base, t, i, (rank + 1) * static_cast<double>(i % 7 + 1));
 }
 
 // Number of elements that differ from the closed form sum_r (r+1)(i%7+1) = (i%7+1)·p(p+1)/2.
@@ -57,8 +58,9 @@ int RunBenchAllreduce(Communicator& comm, const BenchAllreduceOptions& o,
   nlohmann::json results = nlohmann::json::array();
   int64_t total_wrong = 0;
   if (lead) {
-    std::printf("# cann-dist-train allreduce: %d ranks on %d node(s), backend %s, dtype %s, op sum\n",
-                p, comm.layout().num_nodes, comm.backend_name().c_str(), DataTypeName(dtype));
+    std::printf(
+        "# cann-dist-train allreduce: %d ranks on %d node(s), backend %s, dtype %s, op sum\n", p,
+        comm.layout().num_nodes, comm.backend_name().c_str(), DataTypeName(dtype));
     std::printf("# algbw = bytes / time; busbw = algbw * 2(n-1)/n (nccl-tests)\n");
     std::printf("%12s %12s %6s %10s %12s %11s %11s %7s%s\n", "bytes", "count", "type", "algo",
                 "time_us", "algbw_GBps", "busbw_GBps", "check", model ? "  predicted_us" : "");
@@ -68,28 +70,35 @@ int RunBenchAllreduce(Communicator& comm, const BenchAllreduceOptions& o,
     for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 4) {
       const size_t count = bytes / elem;
       const size_t real_bytes = count * elem;
-      int iters = o.iters > 0 ? o.iters
-                              : static_cast<int>(std::clamp<size_t>((256u << 20) / real_bytes, 5, 200));
+      int iters = o.iters > 0
+                      ? o.iters
+                      : static_cast<int>(std::clamp<size_t>((256u << 20) / real_bytes, 5, 200));
       // Default warm-up: iters / 5, and at least 4 MiB of traffic, so that every algorithm is
       // timed in steady state (a shaped link's token bucket, as on the emulated cluster, otherwise
       // lets the first ~1 MB of a small size through at full speed).
-      int warmup = o.warmup > 0 ? o.warmup
-                                : std::max({2, iters / 5, static_cast<int>((size_t{4} << 20) / real_bytes)});
+      int warmup = o.warmup > 0
+                       ? o.warmup
+                       : std::max({2, iters / 5, static_cast<int>((size_t{4} << 20) / real_bytes)});
       if (ao.algorithm == AllreduceAlgorithm::kAuto)
-        warmup = std::max(warmup, 1 + AllreduceAutotuner::CallsToDecide(
-                                          o.autotune_trials, AllreduceAutotuner::kDefaultMinBytes,
-                                          real_bytes));
+        warmup = std::max(
+            warmup, 1 + AllreduceAutotuner::CallsToDecide(
+                            o.autotune_trials, AllreduceAutotuner::kDefaultMinBytes, real_bytes));
       Fill(buf.data(), dtype, count, comm.rank());
-      for (int i = 0; i < warmup; ++i) comm.Allreduce(buf.data(), count, dtype, ReduceOp::kSum, ao)->Wait();
+      for (int i = 0; i < warmup; ++i)
+        comm.Allreduce(buf.data(), count, dtype, ReduceOp::kSum, ao)->Wait();
       comm.Barrier()->Wait();
       auto start = std::chrono::steady_clock::now();
-      for (int i = 0; i < iters; ++i) comm.Allreduce(buf.data(), count, dtype, ReduceOp::kSum, ao)->Wait();
+      for (int i = 0; i < iters; ++i)
+        comm.Allreduce(buf.data(), count, dtype, ReduceOp::kSum, ao)->Wait();
       double local_us =
-          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / iters;
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+              .count() /
+          iters;
       // Report the slowest rank's time, as the job waits for it.
       double time_us = local_us;
       comm.Allreduce(&time_us, 1, DataType::kFloat64, ReduceOp::kMax,
-                     {AllreduceAlgorithm::kRecursiveDoubling})->Wait();
+                     {AllreduceAlgorithm::kRecursiveDoubling})
+          ->Wait();
       std::string check = "-";
       if (o.check) {
         Fill(buf.data(), dtype, count, comm.rank());
@@ -97,31 +106,42 @@ int RunBenchAllreduce(Communicator& comm, const BenchAllreduceOptions& o,
         size_t first_bad = 0;
         int64_t wrong = CountWrong(buf.data(), dtype, count, p, &first_bad);
         if (wrong > 0)
-          std::fprintf(stderr, "rank %d: %s allreduce of %zu bytes: %lld wrong elements, first at %zu\n",
-                       comm.rank(), name.c_str(), real_bytes, static_cast<long long>(wrong), first_bad);
+          std::fprintf(
+              stderr, "rank %d: %s allreduce of %zu bytes: %lld wrong elements, first at %zu\n",
+              comm.rank(), name.c_str(), real_bytes, static_cast<long long>(wrong), first_bad);
         comm.Allreduce(&wrong, 1, DataType::kInt64, ReduceOp::kSum,
-                       {AllreduceAlgorithm::kRecursiveDoubling})->Wait();
+                       {AllreduceAlgorithm::kRecursiveDoubling})
+            ->Wait();
         total_wrong += wrong;
         check = wrong == 0 ? "ok" : "WRONG";
       }
       const double algbw = real_bytes / time_us / 1e3;  // bytes/us -> GB/s
       const double busbw = algbw * 2.0 * (p - 1) / std::max(1, p);
-      const AllreduceAlgorithm ran =
-          ao.algorithm == AllreduceAlgorithm::kAuto ? comm.ResolveAllreduce(count, dtype) : ao.algorithm;
-      const std::string shown = ao.algorithm == AllreduceAlgorithm::kAuto && ran != AllreduceAlgorithm::kAuto
-                                    ? name + ">" + AllreduceAlgorithmName(ran) : name;
+      const AllreduceAlgorithm ran = ao.algorithm == AllreduceAlgorithm::kAuto
+                                         ? comm.ResolveAllreduce(count, dtype)
+                                         : ao.algorithm;
+      const std::string shown =
+          ao.algorithm == AllreduceAlgorithm::kAuto && ran != AllreduceAlgorithm::kAuto
+              ? name + ">" + AllreduceAlgorithmName(ran)
+              : name;
       const double predicted = model && ran != AllreduceAlgorithm::kAuto
-                                   ? model->PredictUs(ran, static_cast<double>(real_bytes)) : 0;
+                                   ? model->PredictUs(ran, static_cast<double>(real_bytes))
+                                   : 0;
       if (lead) {
         std::printf("%12zu %12zu %6s %10s %12.1f %11.3f %11.3f %7s", real_bytes, count,
                     DataTypeName(dtype), shown.c_str(), time_us, algbw, busbw, check.c_str());
         if (model) std::printf("  %12.1f", predicted);
         std::printf("\n");
         std::fflush(stdout);
-        nlohmann::json row = {{"algo", name}, {"ran", AllreduceAlgorithmName(ran)},
-                              {"bytes", real_bytes}, {"count", count},
-                              {"dtype", DataTypeName(dtype)}, {"time_us", time_us},
-                              {"algbw_GBps", algbw}, {"busbw_GBps", busbw}, {"iters", iters},
+        nlohmann::json row = {{"algo", name},
+                              {"ran", AllreduceAlgorithmName(ran)},
+                              {"bytes", real_bytes},
+                              {"count", count},
+                              {"dtype", DataTypeName(dtype)},
+                              {"time_us", time_us},
+                              {"algbw_GBps", algbw},
+                              {"busbw_GBps", busbw},
+                              {"iters", iters},
                               {"check", check}};
         if (model) row["predicted_us"] = predicted;
         results.push_back(row);
@@ -130,15 +150,19 @@ int RunBenchAllreduce(Communicator& comm, const BenchAllreduceOptions& o,
     }
   }
   if (lead && !o.json.empty()) {
-    nlohmann::json doc = {{"world_size", p}, {"nodes", comm.layout().num_nodes},
-                          {"backend", comm.backend_name()}, {"dtype", DataTypeName(dtype)},
-                          {"op", "sum"}, {"results", results}};
+    nlohmann::json doc = {{"world_size", p},
+                          {"nodes", comm.layout().num_nodes},
+                          {"backend", comm.backend_name()},
+                          {"dtype", DataTypeName(dtype)},
+                          {"op", "sum"},
+                          {"results", results}};
     std::ofstream out(o.json);
     if (!out) throw Error(ErrorCode::kIo, "cannot write --json file '" + o.json + "'");
     out << doc.dump(2) << "\n";
   }
   if (lead && o.check)
-    std::printf("# check: %s\n", total_wrong == 0 ? "every element of every size matched" : "MISMATCHES FOUND");
+    std::printf("# check: %s\n",
+                total_wrong == 0 ? "every element of every size matched" : "MISMATCHES FOUND");
   return total_wrong == 0 ? 0 : 1;
 }
 

@@ -34,8 +34,9 @@ std::vector<compress::TensorView> ParseShape(const std::string& text) {
                         ? std::sscanf(item.c_str(), "%zu%c", &rows, &extra) == 1
                         : std::sscanf(item.c_str(), "%zux%zu%c", &rows, &cols, &extra) == 2;
     if (!ok || rows == 0 || cols == 0)
-      throw Error(ErrorCode::kInvalidArgument,
-                  "--shape: '" + item + "' is not ROWSxCOLS or N (positive integers), in '" + text + "'");
+      throw Error(
+          ErrorCode::kInvalidArgument,
+          "--shape: '" + item + "' is not ROWSxCOLS or N (positive integers), in '" + text + "'");
     out.push_back({at, rows, cols});
     at += rows * cols;
   }
@@ -56,7 +57,8 @@ std::vector<compress::TensorView> SquareLayout(size_t n) {
 std::string Describe(const std::vector<compress::TensorView>& tensors) {
   std::string s;
   for (const auto& t : tensors)
-    s += (s.empty() ? "" : ",") + std::to_string(t.rows) + (t.cols > 1 ? "x" + std::to_string(t.cols) : "");
+    s += (s.empty() ? "" : ",") + std::to_string(t.rows) +
+         (t.cols > 1 ? "x" + std::to_string(t.cols) : "");
   return s;
 }
 
@@ -95,7 +97,8 @@ std::vector<std::string> Names(const BenchCompressOptions& o, int world) {
                       "' (use all, or some of " + compress::CompressorNameList() + ")");
     names.push_back(name);
   }
-  if (names.empty()) throw Error(ErrorCode::kInvalidArgument, "--compressors is empty (use all, or names)");
+  if (names.empty())
+    throw Error(ErrorCode::kInvalidArgument, "--compressors is empty (use all, or names)");
   return names;
 }
 
@@ -103,13 +106,15 @@ std::vector<std::string> Names(const BenchCompressOptions& o, int world) {
 
 void ValidateBenchCompressOptions(const BenchCompressOptions& o) {
   if (o.iters < 1 || o.warmup < 0)
-    throw Error(ErrorCode::kInvalidArgument, "--iters must be at least 1 and --warmup not negative");
+    throw Error(ErrorCode::kInvalidArgument,
+                "--iters must be at least 1 and --warmup not negative");
   Layout(o);
   Names(o, 1);
   compress::SparseValuesNamed(o.values, "--values");
   if (o.ratio < 0 || o.ratio > 1)
     throw Error(ErrorCode::kInvalidArgument,
-                "--ratio " + std::to_string(o.ratio) + ": use a share in (0, 1], or 0 for each compressor's default");
+                "--ratio " + std::to_string(o.ratio) +
+                    ": use a share in (0, 1], or 0 for each compressor's default");
   if (o.powersgd_rank < 1)
     throw Error(ErrorCode::kInvalidArgument, "--powersgd-rank must be at least 1");
 }
@@ -134,11 +139,13 @@ int RunBenchCompress(Communicator& comm, const BenchCompressOptions& o) {
   const bool lead = comm.rank() == 0;
   const double fp32_bytes = 4.0 * static_cast<double>(n);
   if (lead) {
-    std::printf("# cann-dist-train compress: %d rank(s), gradient %zu floats (%.1f MiB) as %s, "
-                "Gaussian values, error feedback %s\n",
-                comm.size(), n, fp32_bytes / (1 << 20), Describe(tensors).c_str(),
-                o.error_feedback ? "on" : "off");
-    std::printf("# time = median of %d call(s), slowest rank%s; GB/s = fp32 bytes / time\n", o.iters,
+    std::printf(
+        "# cann-dist-train compress: %d rank(s), gradient %zu floats (%.1f MiB) as %s, "
+        "Gaussian values, error feedback %s\n",
+        comm.size(), n, fp32_bytes / (1 << 20), Describe(tensors).c_str(),
+        o.error_feedback ? "on" : "off");
+    std::printf("# time = median of %d call(s), slowest rank%s; GB/s = fp32 bytes / time\n",
+                o.iters,
                 comm.size() == 1 ? " (one rank: encode + decode, collectives are no-ops)"
                                  : " (encode + communication + decode)");
     std::printf("%10s %8s %10s %10s %14s %10s %10s\n", "compressor", "param", "time_ms", "GBps",
@@ -166,16 +173,19 @@ int RunBenchCompress(Communicator& comm, const BenchCompressOptions& o) {
       comm.Barrier()->Wait();
       const auto start = std::chrono::steady_clock::now();
       c->Reduce(comm, work.data(), local.data(), n);
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (i >= o.warmup) seconds.push_back(s);
     }
     double t = Median(seconds);
-    comm.Allreduce(&t, 1, DataType::kFloat64, ReduceOp::kMax, {AllreduceAlgorithm::kRecursiveDoubling})
+    comm.Allreduce(&t, 1, DataType::kFloat64, ReduceOp::kMax,
+                   {AllreduceAlgorithm::kRecursiveDoubling})
         ->Wait();
     const double gbps = t > 0 ? fp32_bytes / t / 1e9 : 0;
     const double reduction = n > 0 ? 1.0 - static_cast<double>(wire) / fp32_bytes : 0;
     char ratio[32];
-    std::snprintf(ratio, sizeof ratio, "k=%g%s", co.ratio, o.values == "fp32" ? "" : ("/" + o.values).c_str());
+    std::snprintf(ratio, sizeof ratio, "k=%g%s", co.ratio,
+                  o.values == "fp32" ? "" : ("/" + o.values).c_str());
     std::string param = compress::IsSparse(name) ? std::string(ratio)
                         : name == "powersgd"     ? "r=" + std::to_string(co.powersgd_rank)
                                                  : "-";
@@ -183,14 +193,22 @@ int RunBenchCompress(Communicator& comm, const BenchCompressOptions& o) {
       std::printf("%10s %8s %10.2f %10.3f %14zu %9.1f%% %10.4f\n", name.c_str(), param.c_str(),
                   t * 1e3, gbps, wire, 100 * reduction, rel_error);
       std::fflush(stdout);
-      rows.push_back({{"compressor", name}, {"param", param}, {"time_ms", t * 1e3}, {"GBps", gbps},
-                      {"wire_bytes", wire}, {"volume_reduction", reduction}, {"rel_error", rel_error},
+      rows.push_back({{"compressor", name},
+                      {"param", param},
+                      {"time_ms", t * 1e3},
+                      {"GBps", gbps},
+                      {"wire_bytes", wire},
+                      {"volume_reduction", reduction},
+                      {"rel_error", rel_error},
                       {"iters", o.iters}});
     }
   }
   if (lead && !o.json.empty()) {
-    nlohmann::json doc = {{"world_size", comm.size()}, {"elements", n}, {"layout", Describe(tensors)},
-                          {"error_feedback", o.error_feedback}, {"results", rows}};
+    nlohmann::json doc = {{"world_size", comm.size()},
+                          {"elements", n},
+                          {"layout", Describe(tensors)},
+                          {"error_feedback", o.error_feedback},
+                          {"results", rows}};
     std::ofstream out(o.json);
     if (!out) throw Error(ErrorCode::kIo, "cannot write --json file '" + o.json + "'");
     out << doc.dump(2) << "\n";

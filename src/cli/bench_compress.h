@@ -17,11 +17,11 @@ namespace cdt::cli {
 struct BenchCompressOptions {
   std::string compressors = "all";  // comma-separated names, or "all"
   std::string size = "25M";         // gradient bytes (float32)
-  std::string shape;                // "ROWSxCOLS,N,...": tensors of the gradient; empty = one matrix
-  double ratio = 0;                 // top-k / random-k; 0 = compress::DefaultRatio
-  std::string values = "fp32";      // top-k / random-k: the type their values travel in
+  std::string shape;            // "ROWSxCOLS,N,...": tensors of the gradient; empty = one matrix
+  double ratio = 0;             // top-k / random-k; 0 = compress::DefaultRatio
+  std::string values = "fp32";  // top-k / random-k: the type their values travel in
   int powersgd_rank = 2;
-  bool error_feedback = true;       // as `train` runs them
+  bool error_feedback = true;  // as `train` runs them
   int iters = 10;
   int warmup = 2;
   std::string json;

@@ -10,10 +10,10 @@
 namespace cdt::cli {
 
 struct CertOptions {
-  std::string report;        // the file signed / checked
-  std::string certificate;   // default: <report>.cert
-  std::string key;           // default: Environment::signing_key
-  std::string public_key;    // verify: the signer must be this key (base64)
+  std::string report;       // the file signed / checked
+  std::string certificate;  // default: <report>.cert
+  std::string key;          // default: Environment::signing_key
+  std::string public_key;   // verify: the signer must be this key (base64)
 };
 
 struct CertCommands {

@@ -21,7 +21,8 @@ namespace {
 // Failures the group survives by re-forming; anything else (bad options, divergence, a dead
 // store) ends the job as it would without --elastic.
 bool Recoverable(const Error& e) {
-  return e.code() == ErrorCode::kPeerLost || e.code() == ErrorCode::kTimeout || e.code() == ErrorCode::kAborted;
+  return e.code() == ErrorCode::kPeerLost || e.code() == ErrorCode::kTimeout ||
+         e.code() == ErrorCode::kAborted;
 }
 
 // cut: every interface of this node's network namespace but lo goes down for `seconds`, then
@@ -29,7 +30,8 @@ bool Recoverable(const Error& e) {
 // inside tools/emulate-cluster's namespaces).
 void CutLinks(double seconds) {
   const std::string script =
-      "ifs=$(ls /sys/class/net | grep -v '^lo$'); for i in $ifs; do ip link set dev $i down; done; sleep " +
+      "ifs=$(ls /sys/class/net | grep -v '^lo$'); for i in $ifs; do ip link set dev $i down; done; "
+      "sleep " +
       std::to_string(seconds) + "; for i in $ifs; do ip link set dev $i up; done";
   const pid_t pid = ::fork();
   if (pid == 0) {
@@ -56,9 +58,10 @@ std::vector<Fault> ParseFaults(const std::string& spec) {
     if (item.empty()) continue;
     const auto colon = item.find(':'), at = item.find('@');
     auto bad = [&](const std::string& why) {
-      return Error(ErrorCode::kInvalidArgument, "--inject '" + item + "': " + why +
-                                                    " (expected kill:RANK@STEP, hang:RANK@STEP, "
-                                                    "slow:RANK=FACTOR@STEP or cut:NODE@STEP+SECONDS)");
+      return Error(ErrorCode::kInvalidArgument,
+                   "--inject '" + item + "': " + why +
+                       " (expected kill:RANK@STEP, hang:RANK@STEP, "
+                       "slow:RANK=FACTOR@STEP or cut:NODE@STEP+SECONDS)");
     };
     if (colon == std::string::npos || at == std::string::npos || at < colon) throw bad("malformed");
     Fault f;
@@ -112,9 +115,10 @@ void AddElasticOptions(CLI::App* cmd, ElasticOptions* o) {
       ->capture_default_str();
   cmd->add_option("--min-workers", o->min_workers, "elastic: fewest workers to train on with")
       ->capture_default_str();
-  cmd->add_option("--pause-timeout", o->pause_timeout_s,
-                  "elastic: below --min-workers the group pauses (checkpointed, with --checkpoint-dir) and "
-                  "waits this many seconds for workers")
+  cmd->add_option(
+         "--pause-timeout", o->pause_timeout_s,
+         "elastic: below --min-workers the group pauses (checkpointed, with --checkpoint-dir) and "
+         "waits this many seconds for workers")
       ->capture_default_str();
   cmd->add_option("--rdzv-last-call", o->last_call_s,
                   "elastic: seconds a re-forming group waits for workers neither present nor "
@@ -122,12 +126,14 @@ void AddElasticOptions(CLI::App* cmd, ElasticOptions* o) {
       ->capture_default_str();
 }
 
-int RunElasticTraining(const Environment& env, const LaunchOptions& launch, TrainCommandOptions options,
-                       const ElasticOptions& elastic, int local_world_size) {
+int RunElasticTraining(const Environment& env, const LaunchOptions& launch,
+                       TrainCommandOptions options, const ElasticOptions& elastic,
+                       int local_world_size) {
 #ifndef CDT_HAVE_TORCH
   (void)env, (void)launch, (void)options, (void)elastic, (void)local_world_size;
-  throw Error(ErrorCode::kInvalidArgument,
-              "this build has no trainer: install libtorch-dev (scripts/install-deps.sh) and rebuild");
+  throw Error(
+      ErrorCode::kInvalidArgument,
+      "this build has no trainer: install libtorch-dev (scripts/install-deps.sh) and rebuild");
 #else
   options.train.local_world_size = local_world_size;
   const WorkerIdentity id = IdentityOf(env);
@@ -145,7 +151,8 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch, Trai
     try {
       target_world = std::max(id.world_size, std::stoi(*env.target_world));
     } catch (...) {
-      throw Error(ErrorCode::kInvalidArgument, "CDT_TARGET_WORLD='" + *env.target_world + "' is not an integer");
+      throw Error(ErrorCode::kInvalidArgument,
+                  "CDT_TARGET_WORLD='" + *env.target_world + "' is not an integer");
     }
   }
   std::vector<Fault> faults = ParseFaults(elastic.inject);
@@ -166,10 +173,12 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch, Trai
       const Fault& f = faults[i];
       if (f.kind == "slow" && f.worker == session.worker_id && step >= f.step && normal_steps > 0) {
         if (!fired[i])
-          std::fprintf(stderr, "\ncann-dist-train: worker %d: injected fault: slow x%.1f from step %lld\n",
+          std::fprintf(stderr,
+                       "\ncann-dist-train: worker %d: injected fault: slow x%.1f from step %lld\n",
                        f.worker, f.factor, static_cast<long long>(step));
         fired[i] = true;
-        std::this_thread::sleep_for(std::chrono::duration<double>((f.factor - 1) * normal_step_s / normal_steps));
+        std::this_thread::sleep_for(
+            std::chrono::duration<double>((f.factor - 1) * normal_step_s / normal_steps));
         last_call = std::chrono::steady_clock::now();
         return;
       }
@@ -186,8 +195,10 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch, Trai
           session.regroup_requested = elastic::RegroupRequests(store, launch.job_id) > 0;
       } catch (const Error& e) {
         if (!store_warned)
-          std::fprintf(stderr, "\ncann-dist-train: worker %d: the store is out of reach (%s); training on, "
-                               "looking again every 30 s\n", id.rank, e.what());
+          std::fprintf(stderr,
+                       "\ncann-dist-train: worker %d: the store is out of reach (%s); training on, "
+                       "looking again every 30 s\n",
+                       id.rank, e.what());
         store_warned = true;
         store_quiet_until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
       }
@@ -197,26 +208,33 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch, Trai
             fired.push_back(false);
           }
         } catch (const Error& e) {
-          std::fprintf(stderr, "cann-dist-train: worker %d: a queued fault was not understood: %s\n", id.rank,
-                       e.what());
+          std::fprintf(stderr,
+                       "cann-dist-train: worker %d: a queued fault was not understood: %s\n",
+                       id.rank, e.what());
         }
     }
     for (size_t i = 0; i < faults.size(); ++i) {
       const Fault& f = faults[i];
-      if (f.kind != "cut" || f.worker != id.node_rank || id.local_rank != 0 || step < f.step || fired[i]) continue;
+      if (f.kind != "cut" || f.worker != id.node_rank || id.local_rank != 0 || step < f.step ||
+          fired[i])
+        continue;
       fired[i] = true;
-      std::fprintf(stderr, "\ncann-dist-train: node %d: injected fault: its links down for %.1f s at step %lld\n",
-                   f.worker, f.factor, static_cast<long long>(step));
+      std::fprintf(
+          stderr,
+          "\ncann-dist-train: node %d: injected fault: its links down for %.1f s at step %lld\n",
+          f.worker, f.factor, static_cast<long long>(step));
       elastic::ReportFault(store, launch.job_id, session.worker_id, "cut", UnixSeconds());
       CutLinks(f.factor);
     }
     for (size_t i = 0; i < faults.size(); ++i) {
       const Fault& f = faults[i];
-      if (f.kind == "slow" || f.kind == "cut" || f.worker != session.worker_id || step < f.step || fired[i])
+      if (f.kind == "slow" || f.kind == "cut" || f.worker != session.worker_id || step < f.step ||
+          fired[i])
         continue;
       fired[i] = true;
-      std::fprintf(stderr, "\ncann-dist-train: worker %d (pid %d): injected fault: %s at step %lld\n", f.worker,
-                   static_cast<int>(::getpid()), f.kind.c_str(), static_cast<long long>(step));
+      std::fprintf(
+          stderr, "\ncann-dist-train: worker %d (pid %d): injected fault: %s at step %lld\n",
+          f.worker, static_cast<int>(::getpid()), f.kind.c_str(), static_cast<long long>(step));
       elastic::ReportFault(store, launch.job_id, f.worker, f.kind, UnixSeconds());
       ::kill(::getpid(), f.kind == "kill" ? SIGKILL : SIGSTOP);
     }
@@ -227,36 +245,43 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch, Trai
   ro.worker_id = id.rank;
   ro.min_workers = elastic.min_workers;
   ro.target_world = target_world;
-  ro.pause_timeout = std::chrono::milliseconds(static_cast<int64_t>(elastic.pause_timeout_s * 1000));
+  ro.pause_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(elastic.pause_timeout_s * 1000));
   ro.on_pause = [&](const std::vector<int>& present) {
-    const bool writer = !present.empty() && id.rank == *std::min_element(present.begin(), present.end());
+    const bool writer =
+        !present.empty() && id.rank == *std::min_element(present.begin(), present.end());
     std::string file;
     if (writer) {
       try {
         file = train::CheckpointSession(options.train, &session);
       } catch (const std::exception& e) {
-        std::fprintf(stderr, "cann-dist-train: worker %d: paused, but the checkpoint failed: %s\n", id.rank, e.what());
+        std::fprintf(stderr, "cann-dist-train: worker %d: paused, but the checkpoint failed: %s\n",
+                     id.rank, e.what());
       }
     }
-    std::fprintf(stderr, "cann-dist-train: worker %d: paused: %zu worker(s) present, --min-workers %d; waiting up to "
-                         "%.0f s for more%s%s\n",
+    std::fprintf(stderr,
+                 "cann-dist-train: worker %d: paused: %zu worker(s) present, --min-workers %d; "
+                 "waiting up to "
+                 "%.0f s for more%s%s\n",
                  id.rank, present.size(), elastic.min_workers, elastic.pause_timeout_s,
                  file.empty() ? "" : "; state checkpointed to ", file.c_str());
   };
-  ro.timeout = std::chrono::milliseconds(static_cast<int64_t>(std::max(60.0, launch.timeout_s) * 1000));
+  ro.timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(std::max(60.0, launch.timeout_s) * 1000));
   std::vector<int> previous(static_cast<size_t>(id.world_size));
   std::iota(previous.begin(), previous.end(), 0);
   // Newcomers — spares, and workers that arrived after their round closed (hung, or cut off and
   // back) — wait for a round that opens from `from` on and join it; nullopt: the job finished.
-  auto join_as_newcomer = [&](int64_t from, bool ask_regroup) -> std::optional<elastic::Membership> {
+  auto join_as_newcomer = [&](int64_t from,
+                              bool ask_regroup) -> std::optional<elastic::Membership> {
     elastic::AnnounceSpare(store, launch.job_id);
     if (ask_regroup) elastic::RequestRegroup(store, launch.job_id, 1);
     for (int64_t g = from;; ++g) {
       g = elastic::WaitForRound(store, ro, g);
       if (g < 0) return std::nullopt;
       ro.last_call = ro.timeout;  // the members' last call decides
-      const elastic::Membership m =
-          elastic::JoinRound(store, ro, g, elastic::MembersOf(store, launch.job_id, g - 1, ro.timeout));
+      const elastic::Membership m = elastic::JoinRound(
+          store, ro, g, elastic::MembersOf(store, launch.job_id, g - 1, ro.timeout));
       if (m.rank < 0) continue;
       elastic::SpareJoined(store, launch.job_id);
       // What this worker held is older than the group's: it receives the group's state.
@@ -265,7 +290,8 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch, Trai
       session.pending = {};
       if (ask_regroup) elastic::RequestRegroup(store, launch.job_id, -1);
       std::fprintf(stderr, "cann-dist-train: %s worker %d joins generation %lld as rank %d of %d\n",
-                   ask_regroup ? "joining" : "spare", id.rank, static_cast<long long>(g), m.rank, m.world);
+                   ask_regroup ? "joining" : "spare", id.rank, static_cast<long long>(g), m.rank,
+                   m.world);
       return m;
     }
   };
@@ -284,14 +310,16 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch, Trai
         if (!unreachable) break;
         if (std::chrono::steady_clock::now() >= deadline) throw;
         if (!said)
-          std::fprintf(stderr, "cann-dist-train: worker %d: the store is out of reach (%s); retrying\n", id.rank,
-                       e.what());
+          std::fprintf(stderr,
+                       "cann-dist-train: worker %d: the store is out of reach (%s); retrying\n",
+                       id.rank, e.what());
         said = true;
         std::this_thread::sleep_for(std::chrono::milliseconds(500));
       }
     }
-    std::fprintf(stderr, "cann-dist-train: worker %d: generation %lld formed without it; asking to rejoin\n",
-                 id.rank, static_cast<long long>(g));
+    std::fprintf(
+        stderr, "cann-dist-train: worker %d: generation %lld formed without it; asking to rejoin\n",
+        id.rank, static_cast<long long>(g));
     return join_as_newcomer(g + 1, true);
   };
   int64_t generation = 0;
@@ -336,7 +364,8 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch, Trai
     if (m.rank != 0) co.log = nullptr;
     try {
       ConnectChannels(co, options.train.overlap_next_forward, &s);
-      train::TrainResult r = train::RunTraining(*s.comm, options.train, s.priority_comm.get(), &session);
+      train::TrainResult r =
+          train::RunTraining(*s.comm, options.train, s.priority_comm.get(), &session);
       r.generation = generation;
       const int code = ReportTrainResult(r, options, m.rank);
       if (m.rank == 0) {
@@ -344,8 +373,10 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch, Trai
           elastic::ReportFinished(store, launch.job_id, generation);
         } catch (const Error& e) {
           // The store went with node 0's agent: the training is done and reported all the same.
-          std::fprintf(stderr, "cann-dist-train: worker %d: cannot tell the agents the job finished (%s); "
-                               "they will stop what is left when they notice\n", id.rank, e.what());
+          std::fprintf(stderr,
+                       "cann-dist-train: worker %d: cannot tell the agents the job finished (%s); "
+                       "they will stop what is left when they notice\n",
+                       id.rank, e.what());
         }
       }
       return code;
@@ -363,10 +394,11 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch, Trai
         session.pending.failed_step = session.current_step;
         session.pending.world_before = m.world;
       }
-      std::fprintf(stderr, "\ncann-dist-train: worker %d (rank %d of generation %lld): group broken at "
-                             "step %lld: %s; re-forming\n",
-                     id.rank, m.rank, static_cast<long long>(generation),
-                     static_cast<long long>(session.current_step), e.what());
+      std::fprintf(stderr,
+                   "\ncann-dist-train: worker %d (rank %d of generation %lld): group broken at "
+                   "step %lld: %s; re-forming\n",
+                   id.rank, m.rank, static_cast<long long>(generation),
+                   static_cast<long long>(session.current_step), e.what());
       s.priority_comm.reset();
       s.comm.reset();
     }

@@ -31,7 +31,7 @@ struct ElasticOptions {
   bool enabled = false;
   std::string inject;
   int min_workers = 1;
-  int spares = 0;  // hot spares per node
+  int spares = 0;                 // hot spares per node
   double pause_timeout_s = 3600;  // below --min-workers: how long to wait for workers
   // Close a rendezvous round without missing workers (hung ones) this long after arriving; at
   // least three mean step times of the run so far.
@@ -41,7 +41,8 @@ struct ElasticOptions {
 void AddElasticOptions(CLI::App* cmd, ElasticOptions* o);
 
 // Runs this worker until the job finishes; returns its exit code.
-int RunElasticTraining(const Environment& env, const LaunchOptions& launch, TrainCommandOptions options,
-                       const ElasticOptions& elastic, int local_world_size);
+int RunElasticTraining(const Environment& env, const LaunchOptions& launch,
+                       TrainCommandOptions options, const ElasticOptions& elastic,
+                       int local_world_size);
 
 }  // namespace cdt::cli

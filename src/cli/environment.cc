@@ -119,8 +119,9 @@ Environment Environment::FromProcess() {
     w.node_rank = GetInt("SLURM_NODEID", 0);
     e.worker = w;
   }
-  if (e.worker && (e.worker->world_size < 1 || e.worker->rank < 0 ||
-                   (e.worker->rank >= e.worker->world_size && !e.spare && !e.joiner)))  // ids past the world
+  if (e.worker &&
+      (e.worker->world_size < 1 || e.worker->rank < 0 ||
+       (e.worker->rank >= e.worker->world_size && !e.spare && !e.joiner)))  // ids past the world
     throw Error(ErrorCode::kInvalidArgument,
                 "launcher " + e.worker->launcher + " gave rank " + std::to_string(e.worker->rank) +
                     " outside world size " + std::to_string(e.worker->world_size));

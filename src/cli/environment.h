@@ -23,7 +23,8 @@ struct WorkerIdentity {
 
 struct Environment {
   // Launch defaults (DESIGN.md §4).
-  std::optional<std::string> nproc_per_node, nnodes, node_rank, rdzv_endpoint, rdzv_backend, node_addr;
+  std::optional<std::string> nproc_per_node, nnodes, node_rank, rdzv_endpoint, rdzv_backend,
+      node_addr;
   std::optional<std::string> job_id, job_secret, timeout, allreduce_algo, allreduce_rules, debug;
   // CDT_AUTOTUNE: timed calls per candidate for online autotuning (0 = off).
   std::optional<std::string> autotune;
@@ -32,8 +33,8 @@ struct Environment {
   // CDT_SOCKET_BUFFER_BYTES (bulk channel, same-host peers), CDT_YIELD_SEND_BUFFER_BYTES (the
   // bulk communicator's sockets beside a priority one) and CDT_YIELD_SEND_BUFFER_MIN_BYTES (its
   // floor toward other hosts, where it follows the path), CDT_SEGMENT_BYTES.
-  std::optional<std::string> spin_us, remote_spin_us, remote_recv_batch_bytes, yield_send_buffer_bytes,
-      yield_send_buffer_min_bytes;
+  std::optional<std::string> spin_us, remote_spin_us, remote_recv_batch_bytes,
+      yield_send_buffer_bytes, yield_send_buffer_min_bytes;
   std::optional<std::string> socket_buffer_bytes, segment_bytes;
   // Default strategy cache: $XDG_CACHE_HOME/cann-dist-train/strategies, else
   // $HOME/.cache/cann-dist-train/strategies, else knowledge_base/strategies.
@@ -52,7 +53,8 @@ struct Environment {
   bool is_worker = false;     // CDT_WORKER=1: started by our agent to run a verb's worker side
   bool spare = false;         // CDT_SPARE=1: an elastic job's hot spare (docs/elastic.md)
   bool joiner = false;        // CDT_JOINER=1: a worker of a node past MIN of --nnodes MIN:MAX
-  std::optional<std::string> target_world;  // CDT_TARGET_WORLD: the most workers an elastic job takes
+  std::optional<std::string>
+      target_world;                      // CDT_TARGET_WORLD: the most workers an elastic job takes
   std::optional<WorkerIdentity> worker;  // set when any launcher's variables are present
 
   static Environment FromProcess();

@@ -23,33 +23,40 @@ void AddFaultInjectOptions(CLI::App* cmd, FaultInjectOptions* o, const Environme
   o->job_id = env.job_id.value_or("cdt");
   cmd->add_option("--job-id", o->job_id, "the running job (CDT_JOB_ID)")->capture_default_str();
   cmd->add_option("--rdzv-backend", o->rdzv_backend, "tcp | etcd (default: from the job's agent)");
-  cmd->add_option("--rdzv-endpoint", o->rdzv_endpoint, "the job's store (default: from the job's agent)");
-  cmd->add_option("--job-secret", o->job_secret, "the job's secret, with a TCP store given by hand");
+  cmd->add_option("--rdzv-endpoint", o->rdzv_endpoint,
+                  "the job's store (default: from the job's agent)");
+  cmd->add_option("--job-secret", o->job_secret,
+                  "the job's secret, with a TCP store given by hand");
   cmd->add_option("--kill", o->kill, "SIGKILL the worker that started as this rank");
   cmd->add_option("--hang", o->hang, "SIGSTOP the worker that started as this rank");
   cmd->add_option("--slow", o->slow, "RANK=FACTOR: slow that worker's steps FACTOR times");
-  cmd->add_option("--cut-link", o->cut_link, "take this node's links down (needs CAP_NET_ADMIN there)");
+  cmd->add_option("--cut-link", o->cut_link,
+                  "take this node's links down (needs CAP_NET_ADMIN there)");
   cmd->add_option("--for", o->for_s, "--cut-link: seconds")->capture_default_str();
-  cmd->add_option("--at-step", o->at_step, "at this step or the first after it the workers see (0 = now)");
+  cmd->add_option("--at-step", o->at_step,
+                  "at this step or the first after it the workers see (0 = now)");
 }
 
 std::string FaultSpec(const FaultInjectOptions& o) {
   const int chosen = (o.kill >= 0) + (o.hang >= 0) + (o.cut_link >= 0) + !o.slow.empty();
   if (chosen != 1)
-    throw Error(ErrorCode::kInvalidArgument, "fault-inject: give exactly one of --kill, --hang, --slow, --cut-link");
+    throw Error(ErrorCode::kInvalidArgument,
+                "fault-inject: give exactly one of --kill, --hang, --slow, --cut-link");
   const std::string at = "@" + std::to_string(o.at_step);
   std::string spec;
   if (o.kill >= 0) spec = "kill:" + std::to_string(o.kill) + at;
   if (o.hang >= 0) spec = "hang:" + std::to_string(o.hang) + at;
   if (!o.slow.empty()) spec = "slow:" + o.slow + at;
-  if (o.cut_link >= 0) spec = "cut:" + std::to_string(o.cut_link) + at + "+" + std::to_string(o.for_s);
+  if (o.cut_link >= 0)
+    spec = "cut:" + std::to_string(o.cut_link) + at + "+" + std::to_string(o.for_s);
   ParseFaults(spec);  // the workers' parser: refuse here what they would refuse
   return spec;
 }
 
 int RunFaultInject(const FaultInjectOptions& o, const Environment& env) {
   const std::string spec = FaultSpec(o);
-  std::string backend = o.rdzv_backend, endpoint = o.rdzv_endpoint, job = o.job_id, secret = o.job_secret;
+  std::string backend = o.rdzv_backend, endpoint = o.rdzv_endpoint, job = o.job_id,
+              secret = o.job_secret;
   if (endpoint.empty()) {
     const std::string path = JobFilePath(env, o.job_id);
     std::ifstream f(path);
@@ -67,8 +74,9 @@ int RunFaultInject(const FaultInjectOptions& o, const Environment& env) {
   else
     store = std::make_unique<TcpStoreClient>(hp, secret, std::chrono::seconds(10));
   elastic::QueueFault(*store, job, spec);
-  std::printf("fault-inject: queued %s for job %s (%s store at %s); its workers look every ten steps\n",
-              spec.c_str(), job.c_str(), backend.c_str(), endpoint.c_str());
+  std::printf(
+      "fault-inject: queued %s for job %s (%s store at %s); its workers look every ten steps\n",
+      spec.c_str(), job.c_str(), backend.c_str(), endpoint.c_str());
   return 0;
 }
 

@@ -14,9 +14,9 @@ struct FaultInjectOptions {
   std::string job_id = "cdt";
   std::string rdzv_backend, rdzv_endpoint, job_secret;  // empty: from the agent's job file
   int kill = -1, hang = -1, cut_link = -1;
-  std::string slow;          // RANK=FACTOR
-  double for_s = 10;         // --cut-link: seconds
-  long long at_step = 0;     // 0: the next step the workers look (at most ten steps away)
+  std::string slow;       // RANK=FACTOR
+  double for_s = 10;      // --cut-link: seconds
+  long long at_step = 0;  // 0: the next step the workers look (at most ten steps away)
 };
 
 void AddFaultInjectOptions(CLI::App* cmd, FaultInjectOptions* o, const Environment& env);

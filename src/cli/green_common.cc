@@ -17,19 +17,22 @@ green::CarbonTrace LoadGreenTrace(const GreenOptions& o, const Environment& env)
   if (!o.trace.empty() && !o.region.empty())
     throw Error(ErrorCode::kInvalidArgument, "green: give --trace or --region, not both");
   if (!o.region.empty())
-    return green::ConstantCarbonTrace(o.region, env.knowledge_base + "/carbon_profiles/annual_average.json");
+    return green::ConstantCarbonTrace(o.region,
+                                      env.knowledge_base + "/carbon_profiles/annual_average.json");
   if (o.trace.empty())
-    throw Error(ErrorCode::kInvalidArgument,
-                "green needs --trace FILE (e.g. " + env.knowledge_base + "/carbon_traces/CISO_2022.csv) or --region CODE");
+    throw Error(ErrorCode::kInvalidArgument, "green needs --trace FILE (e.g. " +
+                                                 env.knowledge_base +
+                                                 "/carbon_traces/CISO_2022.csv) or --region CODE");
   green::TraceReadOptions r;
   r.gaps = green::ParseGapPolicy(o.gap_policy);
   green::CarbonTrace trace = green::ReadCarbonTrace(o.trace, r);
   // The first gaps in full, then how many more (all of them are in the report's notes).
   const size_t shown = std::min<size_t>(trace.notes.size(), 2);
-  for (size_t i = 0; i < shown; ++i) std::fprintf(stderr, "cann-dist-train green: %s\n", trace.notes[i].c_str());
+  for (size_t i = 0; i < shown; ++i)
+    std::fprintf(stderr, "cann-dist-train green: %s\n", trace.notes[i].c_str());
   if (trace.notes.size() > shown)
-    std::fprintf(stderr, "cann-dist-train green: ... and %zu more gap note(s) in %s\n", trace.notes.size() - shown,
-                 o.trace.c_str());
+    std::fprintf(stderr, "cann-dist-train green: ... and %zu more gap note(s) in %s\n",
+                 trace.notes.size() - shown, o.trace.c_str());
   return trace;
 }
 
@@ -41,7 +44,9 @@ double GreenStart(const GreenOptions& o, const green::CarbonTrace& trace) {
                                                  green::FormatIsoTime(trace.end_unix()) + ")");
   }
   const std::optional<double> t = green::ParseIsoTime(o.start);
-  if (!t) throw Error(ErrorCode::kInvalidArgument, "--start '" + o.start + "' is not an ISO 8601 time like 2022-03-14T05:00:00Z");
+  if (!t)
+    throw Error(ErrorCode::kInvalidArgument,
+                "--start '" + o.start + "' is not an ISO 8601 time like 2022-03-14T05:00:00Z");
   trace.IntensityAt(*t);  // throws with the trace's range when outside
   return *t;
 }
@@ -61,21 +66,24 @@ GreenJob MakeGreenJob(const GreenOptions& o, double job_hours, double power_kw, 
   return j;
 }
 
-GreenPlans PlanGreenJob(const GreenOptions& o, const green::CarbonTrace& trace, double start, const green::JobSpec& job) {
+GreenPlans PlanGreenJob(const GreenOptions& o, const green::CarbonTrace& trace, double start,
+                        const green::JobSpec& job) {
   const green::Strategy strategy = green::ParseStrategy(o.strategy);
   double base_rate = 1;
   for (const auto& p : job.scaling)
     if (p.workers == job.base_workers) base_rate = p.work_per_hour;
   int hours = std::max(job.deadline_hours, static_cast<int>(std::ceil(job.work / base_rate)) + 1);
-  if (!trace.constant()) hours = std::min(hours, static_cast<int>((trace.end_unix() - start) / 3600));
+  if (!trace.constant())
+    hours = std::min(hours, static_cast<int>((trace.end_unix() - start) / 3600));
   if (hours < job.deadline_hours)
-    throw Error(ErrorCode::kInvalidArgument, "the trace " + trace.source() + " ends " + std::to_string(hours) +
+    throw Error(ErrorCode::kInvalidArgument, "the trace " + trace.source() + " ends " +
+                                                 std::to_string(hours) +
                                                  " h after --start; the deadline needs " +
                                                  std::to_string(job.deadline_hours) + " h");
   GreenPlans p;
   p.intensity = trace.Hourly(start, hours);
   green::PlanOptions po;
-  po.contiguous_partial = o.carbon_aware;   // every running stretch costs a restart at run time
+  po.contiguous_partial = o.carbon_aware;  // every running stretch costs a restart at run time
   po.weights = {o.weights.at(0), o.weights.at(1), o.weights.at(2)};
   if (!o.price_trace.empty()) {
     green::TraceReadOptions r;
@@ -93,7 +101,7 @@ GreenPlans PlanGreenJob(const GreenOptions& o, const green::CarbonTrace& trace, 
   try {
     p.baseline = green::MakePlan(green::Strategy::kAgnostic, job, p.intensity, po);
   } catch (const Error&) {
-    p.baseline.carbon_kg = 0;   // the trace ends before an unpaused run would: no baseline
+    p.baseline.carbon_kg = 0;  // the trace ends before an unpaused run would: no baseline
     p.baseline.feasible = false;
   }
   return p;
@@ -103,7 +111,8 @@ std::vector<Stretch> Stretches(const green::Plan& plan) {
   std::vector<Stretch> out;
   for (const green::PlanSlot& s : plan.slots) {
     const double a = s.hour + s.offset;
-    if (!out.empty() && out.back().workers == s.workers && std::abs(out.back().start_h + out.back().hours - a) < 1e-9) {
+    if (!out.empty() && out.back().workers == s.workers &&
+        std::abs(out.back().start_h + out.back().hours - a) < 1e-9) {
       out.back().hours += s.fraction;
       out.back().carbon_kg += s.carbon_kg;
       out.back().energy_kwh += s.energy_kwh;
@@ -114,54 +123,67 @@ std::vector<Stretch> Stretches(const green::Plan& plan) {
   return out;
 }
 
-void PrintGreenPlan(const GreenOptions& o, const green::CarbonTrace& trace, double start, const GreenJob& job,
-                    const GreenPlans& p) {
-  std::printf("carbon-aware plan (%s%s) on %s [%s], from %s, deadline %d h: %.2f h of work on %d worker(s) at %.3f kW%s\n",
-              p.plan.strategy.c_str(), o.forecast ? ", planned on the forecast" : "", trace.source().c_str(),
-              trace.region().c_str(), green::FormatIsoTime(start).c_str(), job.spec.deadline_hours, job.spec.work,
-              job.spec.base_workers, job.power_kw, job.power_assumed ? " (assumed: pass --power-kw)" : "");
+void PrintGreenPlan(const GreenOptions& o, const green::CarbonTrace& trace, double start,
+                    const GreenJob& job, const GreenPlans& p) {
+  std::printf(
+      "carbon-aware plan (%s%s) on %s [%s], from %s, deadline %d h: %.2f h of work on %d worker(s) "
+      "at %.3f kW%s\n",
+      p.plan.strategy.c_str(), o.forecast ? ", planned on the forecast" : "",
+      trace.source().c_str(), trace.region().c_str(), green::FormatIsoTime(start).c_str(),
+      job.spec.deadline_hours, job.spec.work, job.spec.base_workers, job.power_kw,
+      job.power_assumed ? " (assumed: pass --power-kw)" : "");
   for (const Stretch& s : Stretches(p.plan))
-    std::printf("  run %s  %6.2f h  %2d worker(s)  %8.3f kg\n", green::FormatIsoTime(start + 3600 * s.start_h).c_str(),
-                s.hours, s.workers, s.carbon_kg);
-  const double reduction = p.baseline.carbon_kg > 0 ? 1 - p.plan.carbon_kg / p.baseline.carbon_kg : 0;
-  std::printf("carbon %.3f kg (%.3f kWh, finishes %.1f h after the start); carbon-agnostic %.3f kg: %.1f%% less\n",
-              p.plan.carbon_kg, p.plan.energy_kwh, p.plan.finish_hours, p.baseline.carbon_kg, 100 * reduction);
+    std::printf("  run %s  %6.2f h  %2d worker(s)  %8.3f kg\n",
+                green::FormatIsoTime(start + 3600 * s.start_h).c_str(), s.hours, s.workers,
+                s.carbon_kg);
+  const double reduction =
+      p.baseline.carbon_kg > 0 ? 1 - p.plan.carbon_kg / p.baseline.carbon_kg : 0;
+  std::printf(
+      "carbon %.3f kg (%.3f kWh, finishes %.1f h after the start); carbon-agnostic %.3f kg: %.1f%% "
+      "less\n",
+      p.plan.carbon_kg, p.plan.energy_kwh, p.plan.finish_hours, p.baseline.carbon_kg,
+      100 * reduction);
   if (p.forecast_carbon_kg >= 0)
-    std::printf("the forecast expected %.3f kg; priced on what the trace says happened: %.3f kg\n", p.forecast_carbon_kg,
-                p.plan.carbon_kg);
+    std::printf("the forecast expected %.3f kg; priced on what the trace says happened: %.3f kg\n",
+                p.forecast_carbon_kg, p.plan.carbon_kg);
   if (!p.plan.note.empty()) std::printf("note: %s\n", p.plan.note.c_str());
   if (!p.plan.feasible) std::printf("INFEASIBLE: %s\n", p.plan.reason.c_str());
 }
 
-nlohmann::json GreenPlanJson(const GreenOptions& o, const green::CarbonTrace& trace, double start, const GreenJob& job,
-                             const GreenPlans& p) {
+nlohmann::json GreenPlanJson(const GreenOptions& o, const green::CarbonTrace& trace, double start,
+                             const GreenJob& job, const GreenPlans& p) {
   nlohmann::json plan = nlohmann::json::array();
   for (const Stretch& s : Stretches(p.plan))
-    plan.push_back({{"start", green::FormatIsoTime(start + 3600 * s.start_h)}, {"hours", s.hours},
-                    {"workers", s.workers}, {"carbon_kg", s.carbon_kg}, {"energy_kwh", s.energy_kwh}});
+    plan.push_back({{"start", green::FormatIsoTime(start + 3600 * s.start_h)},
+                    {"hours", s.hours},
+                    {"workers", s.workers},
+                    {"carbon_kg", s.carbon_kg},
+                    {"energy_kwh", s.energy_kwh}});
   nlohmann::json hourly = nlohmann::json::array();
   for (double x : p.intensity) hourly.push_back(x);
-  return {{"strategy", p.plan.strategy},
-          {"trace", trace.source()},
-          {"region", trace.region()},
-          {"start", green::FormatIsoTime(start)},
-          {"job_hours", job.spec.work},
-          {"deadline_hours", job.spec.deadline_hours},
-          {"workers", job.spec.base_workers},
-          {"power_kw", job.power_kw},
-          {"power_assumed", job.power_assumed},
-          {"plan", plan},
-          {"carbon_kg", p.plan.carbon_kg},
-          {"energy_kwh", p.plan.energy_kwh},
-          {"baseline_carbon_kg", p.baseline.carbon_kg},
-          {"reduction", p.baseline.carbon_kg > 0 ? 1 - p.plan.carbon_kg / p.baseline.carbon_kg : 0.0},
-          {"feasible", p.plan.feasible},
-          {"reason", p.plan.reason},
-          {"note", p.plan.note},
-          {"finish_hours", p.plan.finish_hours},
-          {"forecast", o.forecast},
-          {"forecast_carbon_kg", p.forecast_carbon_kg < 0 ? nlohmann::json(nullptr) : nlohmann::json(p.forecast_carbon_kg)},
-          {"intensity_gco2_per_kwh", hourly}};
+  return {
+      {"strategy", p.plan.strategy},
+      {"trace", trace.source()},
+      {"region", trace.region()},
+      {"start", green::FormatIsoTime(start)},
+      {"job_hours", job.spec.work},
+      {"deadline_hours", job.spec.deadline_hours},
+      {"workers", job.spec.base_workers},
+      {"power_kw", job.power_kw},
+      {"power_assumed", job.power_assumed},
+      {"plan", plan},
+      {"carbon_kg", p.plan.carbon_kg},
+      {"energy_kwh", p.plan.energy_kwh},
+      {"baseline_carbon_kg", p.baseline.carbon_kg},
+      {"reduction", p.baseline.carbon_kg > 0 ? 1 - p.plan.carbon_kg / p.baseline.carbon_kg : 0.0},
+      {"feasible", p.plan.feasible},
+      {"reason", p.plan.reason},
+      {"note", p.plan.note},
+      {"finish_hours", p.plan.finish_hours},
+      {"forecast", o.forecast},
+      {"forecast_carbon_kg",
+       p.forecast_carbon_kg < 0 ? nlohmann::json(nullptr) : nlohmann::json(p.forecast_carbon_kg)},
+      {"intensity_gco2_per_kwh", hourly}};
 }
 
 void WriteJsonFile(const std::string& path, const nlohmann::json& j) {

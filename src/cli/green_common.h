@@ -18,19 +18,20 @@ green::CarbonTrace LoadGreenTrace(const GreenOptions& o, const Environment& env)
 double GreenStart(const GreenOptions& o, const green::CarbonTrace& trace);
 
 struct GreenJob {
-  green::JobSpec spec;     // work in hours on the base count
-  double power_kw = 0;     // at the base count
+  green::JobSpec spec;  // work in hours on the base count
+  double power_kw = 0;  // at the base count
   bool power_assumed = false;
 };
 GreenJob MakeGreenJob(const GreenOptions& o, double job_hours, double power_kw, int deadline_hours);
 
 struct GreenPlans {
-  green::Plan plan;        // the strategy's, priced on the trace
-  green::Plan baseline;    // carbon-agnostic, same job
-  double forecast_carbon_kg = -1;   // with --forecast: what the plan expected
-  std::vector<double> intensity;    // hourly from the start
+  green::Plan plan;                // the strategy's, priced on the trace
+  green::Plan baseline;            // carbon-agnostic, same job
+  double forecast_carbon_kg = -1;  // with --forecast: what the plan expected
+  std::vector<double> intensity;   // hourly from the start
 };
-GreenPlans PlanGreenJob(const GreenOptions& o, const green::CarbonTrace& trace, double start, const green::JobSpec& job);
+GreenPlans PlanGreenJob(const GreenOptions& o, const green::CarbonTrace& trace, double start,
+                        const green::JobSpec& job);
 
 // Contiguous running stretches of a plan (slots merged while the worker count stays).
 struct Stretch {
@@ -40,10 +41,10 @@ struct Stretch {
 };
 std::vector<Stretch> Stretches(const green::Plan& plan);
 
-void PrintGreenPlan(const GreenOptions& o, const green::CarbonTrace& trace, double start, const GreenJob& job,
-                    const GreenPlans& p);
-nlohmann::json GreenPlanJson(const GreenOptions& o, const green::CarbonTrace& trace, double start, const GreenJob& job,
-                             const GreenPlans& p);
+void PrintGreenPlan(const GreenOptions& o, const green::CarbonTrace& trace, double start,
+                    const GreenJob& job, const GreenPlans& p);
+nlohmann::json GreenPlanJson(const GreenOptions& o, const green::CarbonTrace& trace, double start,
+                             const GreenJob& job, const GreenPlans& p);
 void WriteJsonFile(const std::string& path, const nlohmann::json& j);
 
 }  // namespace cdt::cli

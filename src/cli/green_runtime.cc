@@ -33,8 +33,8 @@ struct Metering {
   green::MeterSet* meter = nullptr;
   green::Timebase tb;
   double pue = 1;
-  std::vector<green::EnergySample> samples;   // trace clock, facility joules scaled to real time
-  green::EnergyReading it_total;              // IT joules in wall time, by component
+  std::vector<green::EnergySample> samples;  // trace clock, facility joules scaled to real time
+  green::EnergyReading it_total;             // IT joules in wall time, by component
   green::EnergyReading last;
   bool running = false;
 
@@ -56,7 +56,7 @@ int RunMetered(const std::string& exe, const std::vector<std::string>& args, Met
   argv.push_back(const_cast<char*>(exe.c_str()));
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  m->Sample();   // a pause ends here: no energy since the last sample
+  m->Sample();  // a pause ends here: no energy since the last sample
   m->running = true;
   const pid_t pid = fork();
   if (pid < 0) throw Error(ErrorCode::kIo, "green: fork failed");
@@ -75,7 +75,8 @@ int RunMetered(const std::string& exe, const std::vector<std::string>& args, Met
   }
   m->Sample();
   m->running = false;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status)
+                           : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
 // Cumulative joules at trace time t, interpolated between samples.
@@ -96,7 +97,8 @@ nlohmann::json ReadJson(const std::string& path) {
 }
 
 // The train options without `flag VALUE` / `flag=VALUE`; *value gets the last value given.
-std::vector<std::string> Without(const std::vector<std::string>& args, const std::string& flag, std::string* value) {
+std::vector<std::string> Without(const std::vector<std::string>& args, const std::string& flag,
+                                 std::string* value) {
   std::vector<std::string> out;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == flag && i + 1 < args.size()) {
@@ -112,23 +114,26 @@ std::vector<std::string> Without(const std::vector<std::string>& args, const std
 
 void CheckTrainArgs(const std::vector<std::string>& args) {
   for (const std::string& a : args)
-    for (const char* owned : {"--checkpoint-dir", "--resume", "--stop-after", "--json", "--elastic"})
+    for (const char* owned :
+         {"--checkpoint-dir", "--resume", "--stop-after", "--json", "--elastic"})
       if (a == owned || a.rfind(std::string(owned) + "=", 0) == 0)
-        throw Error(ErrorCode::kInvalidArgument, std::string("green --carbon-aware sets ") + owned +
-                                                     " of the training runs itself: drop it from the train options");
+        throw Error(ErrorCode::kInvalidArgument,
+                    std::string("green --carbon-aware sets ") + owned +
+                        " of the training runs itself: drop it from the train options");
 }
 
 // What a short metered run of the job on `workers` workers says.
 struct Calibration {
   int workers = 1;
-  double step_s = 0, samples_per_step = 0, train_w = 0;   // stepping
-  double startup_s = 0, exit_s = 0, eval_s = 0, overhead_w = 0;   // around it
+  double step_s = 0, samples_per_step = 0, train_w = 0;          // stepping
+  double startup_s = 0, exit_s = 0, eval_s = 0, overhead_w = 0;  // around it
   int64_t total_steps = 0;
-  double facility_kwh = 0;                                // what the calibration itself used
+  double facility_kwh = 0;  // what the calibration itself used
 };
 
-Calibration Calibrate(const std::string& exe, const std::vector<std::string>& train, int workers, int batch,
-                      int steps, const fs::path& work, green::MeterSet* meter, double pue) {
+Calibration Calibrate(const std::string& exe, const std::vector<std::string>& train, int workers,
+                      int batch, int steps, const fs::path& work, green::MeterSet* meter,
+                      double pue) {
   Metering cal;
   cal.meter = meter;
   cal.tb.wall_start = SteadySeconds();
@@ -136,22 +141,25 @@ Calibration Calibrate(const std::string& exe, const std::vector<std::string>& tr
   const std::string json = (work / (tag + ".json")).string();
   std::vector<std::string> args = {"train"};
   args.insert(args.end(), train.begin(), train.end());
-  for (const std::string& a : {std::string("--nproc-per-node"), std::to_string(workers), std::string("--batch-size"),
-                               std::to_string(batch), std::string("--checkpoint-dir"), (work / tag).string(),
-                               std::string("--stop-after"), std::to_string(steps), std::string("--eval-every"),
-                               std::to_string(steps), std::string("--json"), json, std::string("--no-progress")})
+  for (const std::string& a :
+       {std::string("--nproc-per-node"), std::to_string(workers), std::string("--batch-size"),
+        std::to_string(batch), std::string("--checkpoint-dir"), (work / tag).string(),
+        std::string("--stop-after"), std::to_string(steps), std::string("--eval-every"),
+        std::to_string(steps), std::string("--json"), json, std::string("--no-progress")})
     args.push_back(a);
   std::printf("cann-dist-train green: calibrating on %d worker(s): %d steps\n", workers, steps);
   std::fflush(stdout);
   const double t0 = SteadySeconds(), t0_unix = UnixSeconds();
   if (const int rc = RunMetered(exe, args, &cal); rc != 0)
-    throw Error(ErrorCode::kIo, "green: the calibration run on " + std::to_string(workers) + " worker(s) failed (exit " +
-                                    std::to_string(rc) + "); its output is above");
+    throw Error(ErrorCode::kIo, "green: the calibration run on " + std::to_string(workers) +
+                                    " worker(s) failed (exit " + std::to_string(rc) +
+                                    "); its output is above");
   const double wall = SteadySeconds() - t0;
   const nlohmann::json j = ReadJson(json);
   Calibration c;
   c.workers = workers;
-  const double ran = std::max(1.0, j.at("steps").get<double>()), train_wall = j.at("wall_s").get<double>();
+  const double ran = std::max(1.0, j.at("steps").get<double>()),
+               train_wall = j.at("wall_s").get<double>();
   c.step_s = train_wall / ran;
   c.samples_per_step = j.at("samples").get<double>() / ran;
   c.total_steps = j.at("total_steps").get<int64_t>();
@@ -167,41 +175,54 @@ Calibration Calibrate(const std::string& exe, const std::vector<std::string>& tr
   const double around = c.startup_s + c.exit_s + c.eval_s;
   c.overhead_w = around > 0 ? std::max(0.0, all_j - loop_j) / around : c.train_w;
   c.facility_kwh = all_j * pue / 3.6e6;
-  std::printf("cann-dist-train green: %d worker(s): %.4f s per step (%.0f samples) at %.1f W (IT); per run %.2f s "
-              "start-up and %.2f s exit, %.2f s evaluation at the end, at %.1f W\n",
-              workers, c.step_s, c.samples_per_step, c.train_w, c.startup_s, c.exit_s, c.eval_s, c.overhead_w);
+  std::printf(
+      "cann-dist-train green: %d worker(s): %.4f s per step (%.0f samples) at %.1f W (IT); per run "
+      "%.2f s "
+      "start-up and %.2f s exit, %.2f s evaluation at the end, at %.1f W\n",
+      workers, c.step_s, c.samples_per_step, c.train_w, c.startup_s, c.exit_s, c.eval_s,
+      c.overhead_w);
   return c;
 }
 
 }  // namespace
 
 int RunCarbonAware(const GreenOptions& o, const Environment& env) {
-  if (!(o.time_scale > 0)) throw Error(ErrorCode::kInvalidArgument, "--time-scale must be > 0 seconds per trace hour");
+  if (!(o.time_scale > 0))
+    throw Error(ErrorCode::kInvalidArgument, "--time-scale must be > 0 seconds per trace hour");
   green::ParseStrategy(o.strategy);
-  if (o.train_args.empty()) throw Error(ErrorCode::kInvalidArgument, "green --carbon-aware needs train options after --");
+  if (o.train_args.empty())
+    throw Error(ErrorCode::kInvalidArgument, "green --carbon-aware needs train options after --");
   CheckTrainArgs(o.train_args);
   // The runtime owns the worker count and the batch of each run.
   std::string nproc = "1", batch_text = "64", nnodes = "1";
-  std::vector<std::string> train = Without(Without(o.train_args, "--nproc-per-node", &nproc), "--batch-size", &batch_text);
+  std::vector<std::string> train =
+      Without(Without(o.train_args, "--nproc-per-node", &nproc), "--batch-size", &batch_text);
   Without(train, "--nnodes", &nnodes);
   const int base = std::atoi(nproc.c_str()), batch0 = std::atoi(batch_text.c_str());
-  const int lo = o.min_workers > 0 ? o.min_workers : base, hi = o.max_workers > 0 ? o.max_workers : base;
+  const int lo = o.min_workers > 0 ? o.min_workers : base,
+            hi = o.max_workers > 0 ? o.max_workers : base;
   if (base < 1 || batch0 < 1 || lo < 1 || lo > base || hi < base)
-    throw Error(ErrorCode::kInvalidArgument, "green: --min-workers <= --nproc-per-node (" + nproc +
-                                                 ") <= --max-workers, and --batch-size >= 1, are needed");
+    throw Error(ErrorCode::kInvalidArgument,
+                "green: --min-workers <= --nproc-per-node (" + nproc +
+                    ") <= --max-workers, and --batch-size >= 1, are needed");
   if (nnodes != "1" && (lo != base || hi != base))
-    throw Error(ErrorCode::kInvalidArgument, "green --carbon-aware resizes jobs on one node (--nproc-per-node); "
-                                             "this one has --nnodes " + nnodes);
+    throw Error(ErrorCode::kInvalidArgument,
+                "green --carbon-aware resizes jobs on one node (--nproc-per-node); "
+                "this one has --nnodes " +
+                    nnodes);
   const green::CarbonTrace trace = LoadGreenTrace(o, env);
   const double start = GreenStart(o, trace);
-  const std::string run_id = !o.run_id.empty() ? o.run_id
-                                               : "green-" + std::to_string(static_cast<long long>(UnixSeconds())) + "-" +
-                                                     std::to_string(getpid());
+  const std::string run_id =
+      !o.run_id.empty() ? o.run_id
+                        : "green-" + std::to_string(static_cast<long long>(UnixSeconds())) + "-" +
+                              std::to_string(getpid());
   const fs::path dir = o.report_dir;
   const fs::path work = dir / run_id;
   std::error_code ec;
   fs::create_directories(work, ec);
-  if (ec) throw Error(ErrorCode::kIo, "green: cannot create " + work.string() + " (" + ec.message() + "); pass another --report-dir");
+  if (ec)
+    throw Error(ErrorCode::kIo, "green: cannot create " + work.string() + " (" + ec.message() +
+                                    "); pass another --report-dir");
 
   green::MeterSetOptions mo;
   mo.profiles_path = env.knowledge_base + "/hardware_profiles/devices.json";
@@ -213,7 +234,8 @@ int RunCarbonAware(const GreenOptions& o, const Environment& env) {
   double cal_kwh = 0;
   cal[base] = Calibrate(env.self_exe, train, base, batch0, o.calibrate_steps, work, &meter, o.pue);
   for (int w = lo; w <= hi; ++w)
-    if (!cal.count(w)) cal[w] = Calibrate(env.self_exe, train, w, batch0, o.calibrate_steps, work, &meter, o.pue);
+    if (!cal.count(w))
+      cal[w] = Calibrate(env.self_exe, train, w, batch0, o.calibrate_steps, work, &meter, o.pue);
   for (auto& [w, c] : cal) cal_kwh += c.facility_kwh;
   const Calibration& b = cal.at(base);
 
@@ -230,26 +252,32 @@ int RunCarbonAware(const GreenOptions& o, const Environment& env) {
   size_t runs = 1;
   for (int round = 0; round < 4; ++round) {
     const double extra_s = static_cast<double>(runs) * run_overhead_s + b.eval_s;
-    const double share = extra_s / (stepping_s + extra_s);   // of the job's time spent around steps
-    auto kw = [&](const Calibration& c) { return ((1 - share) * c.train_w + share * c.overhead_w) * o.pue / 1000; };
+    const double share = extra_s / (stepping_s + extra_s);  // of the job's time spent around steps
+    auto kw = [&](const Calibration& c) {
+      return ((1 - share) * c.train_w + share * c.overhead_w) * o.pue / 1000;
+    };
     const double job_hours = (stepping_s + extra_s) / o.time_scale;
     const int deadline = static_cast<int>(std::ceil(o.deadline > 0 ? o.deadline : 3 * job_hours));
     job = MakeGreenJob(po, job_hours, kw(b), std::max(1, deadline));
-    job.spec.scaling.clear();   // measured, not modelled: samples per second relative to `base`
+    job.spec.scaling.clear();  // measured, not modelled: samples per second relative to `base`
     for (const auto& [w, c] : cal)
-      job.spec.scaling.push_back({w, (c.samples_per_step / c.step_s) / (b.samples_per_step / b.step_s), kw(c)});
+      job.spec.scaling.push_back(
+          {w, (c.samples_per_step / c.step_s) / (b.samples_per_step / b.step_s), kw(c)});
     plans = PlanGreenJob(po, trace, start, job.spec);
     const size_t n = std::max<size_t>(1, Stretches(plans.plan).size());
     if (n == runs) break;
     runs = n;
   }
   std::vector<std::string> notes;
-  std::printf("cann-dist-train green: the job's %lld steps = %.2f trace hours on %d worker(s), planned in %zu run(s) "
-              "at --time-scale %g\n",
-              static_cast<long long>(b.total_steps), job.spec.work, base, runs, o.time_scale);
+  std::printf(
+      "cann-dist-train green: the job's %lld steps = %.2f trace hours on %d worker(s), planned in "
+      "%zu run(s) "
+      "at --time-scale %g\n",
+      static_cast<long long>(b.total_steps), job.spec.work, base, runs, o.time_scale);
   if (!plans.plan.feasible && !o.green_priority && plans.baseline.feasible) {
-    notes.push_back("the " + plans.plan.strategy + " plan is infeasible (" + plans.plan.reason +
-                    "); running without pauses instead (--green-priority follows the cleanest plan anyway)");
+    notes.push_back(
+        "the " + plans.plan.strategy + " plan is infeasible (" + plans.plan.reason +
+        "); running without pauses instead (--green-priority follows the cleanest plan anyway)");
     std::printf("cann-dist-train green: %s\n", notes.back().c_str());
     plans.plan = plans.baseline;
   }
@@ -282,9 +310,11 @@ int RunCarbonAware(const GreenOptions& o, const Environment& env) {
     if (planned) {
       const double begin = m.tb.ToWall(start + 3600 * stretches[i].start_h) - c.startup_s;
       if (begin > SteadySeconds()) {
-        std::printf("cann-dist-train green: paused (checkpoint at step %lld on disk) until %s, %.1f s\n",
-                    static_cast<long long>(step), green::FormatIsoTime(start + 3600 * stretches[i].start_h).c_str(),
-                    begin - SteadySeconds());
+        std::printf(
+            "cann-dist-train green: paused (checkpoint at step %lld on disk) until %s, %.1f s\n",
+            static_cast<long long>(step),
+            green::FormatIsoTime(start + 3600 * stretches[i].start_h).c_str(),
+            begin - SteadySeconds());
         std::fflush(stdout);
         std::this_thread::sleep_for(std::chrono::duration<double>(begin - SteadySeconds()));
       }
@@ -293,16 +323,20 @@ int RunCarbonAware(const GreenOptions& o, const Environment& env) {
                       " (the job ran slower than calibrated); ran on to the end at once");
     }
     const double now_trace = m.tb.ToTrace(SteadySeconds());
-    if (control_batch) {   // the seed's rule, once per run (docs/green.md)
+    if (control_batch) {  // the seed's rule, once per run (docs/green.md)
       const double spent = green::Account(trace, m.samples).carbon_kg;
-      const double kwh_per_sample = c.train_w * o.pue * c.step_s / c.samples_per_step / 3.6e6 * m.tb.Stretch();
-      const double remaining = static_cast<double>(total_steps - step) * c.samples_per_step * batch / batch0;
-      const green::BatchDecision d =
-          green::DecideBatch(bc, batch, spent, remaining, kwh_per_sample, trace.IntensityAt(now_trace));
+      const double kwh_per_sample =
+          c.train_w * o.pue * c.step_s / c.samples_per_step / 3.6e6 * m.tb.Stretch();
+      const double remaining =
+          static_cast<double>(total_steps - step) * c.samples_per_step * batch / batch0;
+      const green::BatchDecision d = green::DecideBatch(bc, batch, spent, remaining, kwh_per_sample,
+                                                        trace.IntensityAt(now_trace));
       if (d.batch != batch || d.alert) {
-        notes.push_back("run " + std::to_string(i) + ": batch " + std::to_string(batch) + " -> " + std::to_string(d.batch) +
-                        " (" + d.reason + ", threshold " + std::to_string(d.threshold_gco2) + " g/kWh)" +
-                        (d.alert ? "; ALERT: projected " + std::to_string(d.projected_kg) + " kg reaches 95% of the cap"
+        notes.push_back("run " + std::to_string(i) + ": batch " + std::to_string(batch) + " -> " +
+                        std::to_string(d.batch) + " (" + d.reason + ", threshold " +
+                        std::to_string(d.threshold_gco2) + " g/kWh)" +
+                        (d.alert ? "; ALERT: projected " + std::to_string(d.projected_kg) +
+                                       " kg reaches 95% of the cap"
                                  : std::string()));
         std::printf("cann-dist-train green: %s\n", notes.back().c_str());
       }
@@ -318,9 +352,10 @@ int RunCarbonAware(const GreenOptions& o, const Environment& env) {
     std::vector<std::string> run = {"train"};
     run.insert(run.end(), train.begin(), train.end());
     const std::string run_json = (work / ("run-" + std::to_string(i) + ".json")).string();
-    for (const std::string& a : {std::string("--nproc-per-node"), std::to_string(workers), std::string("--batch-size"),
-                                 std::to_string(batch), std::string("--checkpoint-dir"), (work / "checkpoints").string(),
-                                 std::string("--json"), run_json})
+    for (const std::string& a :
+         {std::string("--nproc-per-node"), std::to_string(workers), std::string("--batch-size"),
+          std::to_string(batch), std::string("--checkpoint-dir"), (work / "checkpoints").string(),
+          std::string("--json"), run_json})
       run.push_back(a);
     if (step > 0) run.push_back("--resume");
     if (stop < total_steps) {
@@ -328,20 +363,22 @@ int RunCarbonAware(const GreenOptions& o, const Environment& env) {
       run.push_back(std::to_string(stop));
     }
     const double j0 = m.samples.empty() ? 0 : m.samples.back().joules;
-    std::printf("cann-dist-train green: running steps %lld..%lld on %d worker(s) at %s (trace time)\n",
-                static_cast<long long>(step), static_cast<long long>(stop - 1), workers,
-                green::FormatIsoTime(now_trace).c_str());
+    std::printf(
+        "cann-dist-train green: running steps %lld..%lld on %d worker(s) at %s (trace time)\n",
+        static_cast<long long>(step), static_cast<long long>(stop - 1), workers,
+        green::FormatIsoTime(now_trace).c_str());
     std::fflush(stdout);
     if (const int rc = RunMetered(env.self_exe, run, &m); rc != 0)
-      throw Error(ErrorCode::kIo, "green: training run " + std::to_string(i) + " failed (exit " + std::to_string(rc) +
-                                      "); the checkpoint in " + (work / "checkpoints").string() +
+      throw Error(ErrorCode::kIo, "green: training run " + std::to_string(i) + " failed (exit " +
+                                      std::to_string(rc) + "); the checkpoint in " +
+                                      (work / "checkpoints").string() +
                                       " holds the last completed run");
     last_run = ReadJson(run_json);
     // What this run measured replaces the calibration for the stretches still to come.
     if (const double ran = last_run.at("steps").get<double>(); ran >= 20 && cal.count(workers))
       cal[workers].step_s = last_run.at("wall_s").get<double>() / ran * batch0 / batch;
     step = last_run.at("first_step").get<int64_t>() + last_run.at("steps").get<int64_t>();
-    total_steps = last_run.at("total_steps").get<int64_t>();   // changes with the global batch
+    total_steps = last_run.at("total_steps").get<int64_t>();  // changes with the global batch
     job_samples += last_run.at("samples").get<double>();
     green::RunInterval ri;
     ri.start_unix = now_trace;
@@ -366,7 +403,8 @@ int RunCarbonAware(const GreenOptions& o, const Environment& env) {
   r.ram_kwh = m.it_total.ram_j * m.tb.Stretch() / 3.6e6;
   r.energy_kwh = acc.energy_kwh;
   r.carbon_kg = acc.carbon_kg;
-  r.carbon_free_energy_ratio = acc.carbon_free_known && acc.energy_kwh > 0 ? acc.carbon_free_kwh / acc.energy_kwh : -1;
+  r.carbon_free_energy_ratio =
+      acc.carbon_free_known && acc.energy_kwh > 0 ? acc.carbon_free_kwh / acc.energy_kwh : -1;
   double run_hours = 0;
   for (green::RunInterval& a : actual) {
     run_hours += (a.end_unix - a.start_unix) / 3600.0;
@@ -377,7 +415,10 @@ int RunCarbonAware(const GreenOptions& o, const Environment& env) {
   }
   r.duration_s = run_hours * 3600;
   // The carbon-agnostic baseline: the same energy over the same running time, from the start.
-  r.baseline_carbon_kg = run_hours > 0 ? acc.energy_kwh / run_hours * trace.GramsPerKw(start, start + run_hours * 3600) / 1000 : 0;
+  r.baseline_carbon_kg =
+      run_hours > 0
+          ? acc.energy_kwh / run_hours * trace.GramsPerKw(start, start + run_hours * 3600) / 1000
+          : 0;
   r.plan_carbon_kg = plans.plan.carbon_kg;
   r.samples = job_samples;
   r.reserved_hours = run_hours;
@@ -389,17 +430,21 @@ int RunCarbonAware(const GreenOptions& o, const Environment& env) {
   r.actual = actual;
   for (int h = 0; h < static_cast<int>(plans.intensity.size()); ++h)
     r.intensity.push_back({start + 3600.0 * h, plans.intensity[static_cast<size_t>(h)]});
-  r.final_test_accuracy = last_run["test_accuracy"].is_number() ? last_run["test_accuracy"].get<double>() : -1;
+  r.final_test_accuracy =
+      last_run["test_accuracy"].is_number() ? last_run["test_accuracy"].get<double>() : -1;
   notes.push_back("calibration (not in the totals): " + std::to_string(cal.size()) + " run(s) of " +
                   std::to_string(o.calibrate_steps) + " steps, " + std::to_string(cal_kwh * 1000) +
                   " Wh facility energy in wall time");
-  notes.push_back(std::string("energy is ") + (r.modelled ? "modelled (no hardware counter here): " : "measured: ") + r.meter);
+  notes.push_back(std::string("energy is ") +
+                  (r.modelled ? "modelled (no hardware counter here): " : "measured: ") + r.meter);
   if (o.time_scale != 3600)
     notes.push_back("time-scaled run: one trace hour lasted " + std::to_string(o.time_scale) +
-                    " s; energy scaled by " + std::to_string(3600 / o.time_scale) + " to real time");
+                    " s; energy scaled by " + std::to_string(3600 / o.time_scale) +
+                    " to real time");
   for (const std::string& n : trace.notes) notes.push_back(n);
   r.notes = notes;
-  if (r.embodied_kg <= 0) r.notes.push_back("SCI without embodied emissions: pass --embodied-kg to include M");
+  if (r.embodied_kg <= 0)
+    r.notes.push_back("SCI without embodied emissions: pass --embodied-kg to include M");
 
   const std::string report_json = (dir / "green_report.json").string();
   {
@@ -407,27 +452,35 @@ int RunCarbonAware(const GreenOptions& o, const Environment& env) {
     f << green::ReportJson(r);
     std::ofstream h(dir / "green_report.html");
     h << green::ReportHtml(r);
-    if (!f.flush() || !h.flush()) throw Error(ErrorCode::kIo, "green: cannot write the report in " + dir.string());
+    if (!f.flush() || !h.flush())
+      throw Error(ErrorCode::kIo, "green: cannot write the report in " + dir.string());
   }
   green::AppendEmissionsCsv((dir / "emissions.csv").string(), r);
   if (!o.json.empty()) fs::copy_file(report_json, o.json, fs::copy_options::overwrite_existing);
-  std::printf("cann-dist-train green: %.4f kWh, %.3f g CO2 (plan %.3f g, %+.1f%%); carbon-agnostic %.3f g: %.1f%% less; "
-              "test accuracy %s\n",
-              r.energy_kwh, r.carbon_kg * 1000, r.plan_carbon_kg * 1000,
-              r.plan_carbon_kg > 0 ? 100 * (r.carbon_kg / r.plan_carbon_kg - 1) : 0.0, r.baseline_carbon_kg * 1000,
-              100 * green::Reduction(r),
-              r.final_test_accuracy >= 0 ? std::to_string(r.final_test_accuracy).c_str() : "not evaluated");
-  std::printf("cann-dist-train green: reports in %s (green_report.json, green_report.html, emissions.csv)\n",
-              dir.string().c_str());
+  std::printf(
+      "cann-dist-train green: %.4f kWh, %.3f g CO2 (plan %.3f g, %+.1f%%); carbon-agnostic %.3f g: "
+      "%.1f%% less; "
+      "test accuracy %s\n",
+      r.energy_kwh, r.carbon_kg * 1000, r.plan_carbon_kg * 1000,
+      r.plan_carbon_kg > 0 ? 100 * (r.carbon_kg / r.plan_carbon_kg - 1) : 0.0,
+      r.baseline_carbon_kg * 1000, 100 * green::Reduction(r),
+      r.final_test_accuracy >= 0 ? std::to_string(r.final_test_accuracy).c_str() : "not evaluated");
+  std::printf(
+      "cann-dist-train green: reports in %s (green_report.json, green_report.html, "
+      "emissions.csv)\n",
+      dir.string().c_str());
   if (o.certify) {
     const fs::path key_dir = fs::path(env.signing_key).parent_path();
     if (!key_dir.empty()) fs::create_directories(key_dir);
     const std::string pk = green::EnsureSigningKey(env.signing_key);
     std::ofstream c(report_json + ".cert");
-    c << green::IssueCertificate(green::ReadWholeFile(report_json).value_or(""), "green_report.json", env.signing_key);
+    c << green::IssueCertificate(green::ReadWholeFile(report_json).value_or(""),
+                                 "green_report.json", env.signing_key);
     if (!c.flush()) throw Error(ErrorCode::kIo, "green: cannot write " + report_json + ".cert");
-    std::printf("cann-dist-train green: signed %s.cert (Ed25519, key %s); a self-attested report, not a certification\n",
-                report_json.c_str(), pk.c_str());
+    std::printf(
+        "cann-dist-train green: signed %s.cert (Ed25519, key %s); a self-attested report, not a "
+        "certification\n",
+        report_json.c_str(), pk.c_str());
   }
   return 0;
 }

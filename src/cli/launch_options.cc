@@ -38,7 +38,8 @@ void ParseNodes(const std::string& spec, const char* name, LaunchOptions* o) {
     }
   } catch (...) {
   }
-  throw Error(ErrorCode::kInvalidArgument, std::string(name) + "='" + spec + "': expected N or MIN:MAX");
+  throw Error(ErrorCode::kInvalidArgument,
+              std::string(name) + "='" + spec + "': expected N or MIN:MAX");
 }
 }  // namespace
 
@@ -55,14 +56,17 @@ void AddLaunchOptions(CLI::App* cmd, LaunchOptions* o, const Environment& env) {
     try {
       o->timeout_s = std::stod(*env.timeout);
     } catch (...) {
-      throw Error(ErrorCode::kInvalidArgument, "CDT_TIMEOUT='" + *env.timeout + "' is not a number");
+      throw Error(ErrorCode::kInvalidArgument,
+                  "CDT_TIMEOUT='" + *env.timeout + "' is not a number");
     }
   }
-  cmd->add_option("--nproc-per-node", o->nproc_per_node, "workers on this node (CDT_NPROC_PER_NODE)")
+  cmd->add_option("--nproc-per-node", o->nproc_per_node,
+                  "workers on this node (CDT_NPROC_PER_NODE)")
       ->capture_default_str();
   cmd->add_option_function<std::string>(
       "--nnodes", [o](const std::string& v) { ParseNodes(v, "--nnodes", o); },
-      "number of nodes, or MIN:MAX for elastic jobs (nodes past MIN join as they come) (CDT_NNODES)");
+      "number of nodes, or MIN:MAX for elastic jobs (nodes past MIN join as they come) "
+      "(CDT_NNODES)");
   cmd->add_option("--node-rank", o->node_rank, "this node's index (CDT_NODE_RANK)")
       ->capture_default_str();
   cmd->add_option("--rdzv-endpoint", o->rdzv_endpoint,
@@ -72,8 +76,9 @@ void AddLaunchOptions(CLI::App* cmd, LaunchOptions* o, const Environment& env) {
       ->capture_default_str();
   cmd->add_option("--job-id", o->job_id, "job name, namespaces the store keys (CDT_JOB_ID)")
       ->capture_default_str();
-  cmd->add_option("--job-secret", o->job_secret,
-                  "shared secret authenticating store connections (CDT_JOB_SECRET; random on one node)");
+  cmd->add_option(
+      "--job-secret", o->job_secret,
+      "shared secret authenticating store connections (CDT_JOB_SECRET; random on one node)");
   cmd->add_option("--timeout", o->timeout_s,
                   "seconds a peer may stay silent before collectives fail (CDT_TIMEOUT)")
       ->capture_default_str();
@@ -90,7 +95,8 @@ void ValidateLaunchOptions(const LaunchOptions& o) {
                 "--nproc-per-node (CDT_NPROC_PER_NODE) must be between 1 and 1024, not " +
                     std::to_string(o.nproc_per_node));
   if (o.nnodes < 1 || o.min_nodes < 1 || o.min_nodes > o.nnodes)
-    throw Error(ErrorCode::kInvalidArgument, "--nnodes must be at least 1 (MIN:MAX with 1 <= MIN <= MAX)");
+    throw Error(ErrorCode::kInvalidArgument,
+                "--nnodes must be at least 1 (MIN:MAX with 1 <= MIN <= MAX)");
   if (o.min_nodes < o.nnodes && !o.elastic)
     throw Error(ErrorCode::kInvalidArgument, "--nnodes MIN:MAX needs --elastic");
   if (o.node_rank < 0 || o.node_rank >= o.nnodes)
@@ -113,7 +119,8 @@ AgentConfig ToAgentConfig(const LaunchOptions& o) {
   c.job_id = o.job_id;
   c.job_secret = o.job_secret;
   c.node_addr = o.node_addr;
-  c.rdzv_timeout = std::chrono::milliseconds(static_cast<int64_t>(std::max(60.0, o.timeout_s) * 1000));
+  c.rdzv_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(std::max(60.0, o.timeout_s) * 1000));
   return c;
 }
 
@@ -164,7 +171,9 @@ CommunicatorOptions CommunicatorOptionsFor(const Environment& env, const LaunchO
     co.rules = std::make_shared<AllreduceRules>(AllreduceRules::Load(*env.allreduce_rules));
   if (env.autotune) co.autotune_trials = ToInt(env.autotune, 2, "CDT_AUTOTUNE");
   if (id.rank == 0)
-    co.log = [](const std::string& line) { std::fprintf(stderr, "cann-dist-train: %s\n", line.c_str()); };
+    co.log = [](const std::string& line) {
+      std::fprintf(stderr, "cann-dist-train: %s\n", line.c_str());
+    };
   if (env.spin_us) co.spin = std::chrono::microseconds(ToInt(env.spin_us, 50, "CDT_SPIN_US"));
   if (env.remote_spin_us)
     co.remote_spin = std::chrono::microseconds(ToInt(env.remote_spin_us, 0, "CDT_REMOTE_SPIN_US"));
@@ -178,7 +187,8 @@ CommunicatorOptions CommunicatorOptionsFor(const Environment& env, const LaunchO
     co.remote_receive_batch_bytes =
         ToInt(env.remote_recv_batch_bytes, 65536, "CDT_REMOTE_RECV_BATCH_BYTES");
   if (env.socket_buffer_bytes)
-    co.local_bulk_socket_buffer_bytes = ToInt(env.socket_buffer_bytes, 0, "CDT_SOCKET_BUFFER_BYTES");
+    co.local_bulk_socket_buffer_bytes =
+        ToInt(env.socket_buffer_bytes, 0, "CDT_SOCKET_BUFFER_BYTES");
   if (env.segment_bytes)
     co.segment_bytes = static_cast<size_t>(ToInt(env.segment_bytes, 262144, "CDT_SEGMENT_BYTES"));
   co.check_fingerprints = env.debug && env.debug->find("collectives") != std::string::npos;
@@ -198,7 +208,8 @@ void ConnectStore(const Environment& env, const LaunchOptions& o, WorkerSession*
       throw Error(ErrorCode::kInvalidArgument,
                   "rank " + std::to_string(id.rank) + " (" + id.launcher +
                       "): MASTER_ADDR and MASTER_PORT must name the rendezvous store");
-    net::HostPort hp = net::ParseHostPort(*env.master_addr + ":" + *env.master_port, "MASTER_ADDR:MASTER_PORT");
+    net::HostPort hp =
+        net::ParseHostPort(*env.master_addr + ":" + *env.master_port, "MASTER_ADDR:MASTER_PORT");
     if (o.rdzv_backend == "etcd") {
       s.store = std::make_unique<EtcdStore>(hp, timeout);
       return;
@@ -223,7 +234,8 @@ void ConnectChannels(CommunicatorOptions co, bool priority_channel, WorkerSessio
   if (two_channels) {
     co.job_id += "/priority";
     co.urgent = true;
-    if (co.log) co.log = [](const std::string& line) {
+    if (co.log)
+      co.log = [](const std::string& line) {
         std::fprintf(stderr, "cann-dist-train: priority channel: %s\n", line.c_str());
       };
     s.priority_comm = ConnectTcpCommunicator(*s.store, co);

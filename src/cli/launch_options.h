@@ -57,7 +57,8 @@ struct WorkerSession {
 
 // Joins the group described by the environment (see environment.h), with the TCP or MPI backend;
 // `priority_channel` also connects WorkerSession::priority_comm.
-WorkerSession JoinGroup(const Environment& env, const LaunchOptions& o, bool priority_channel = false);
+WorkerSession JoinGroup(const Environment& env, const LaunchOptions& o,
+                        bool priority_channel = false);
 
 // JoinGroup in parts, for workers that build several groups over one store (elastic training):
 // who launched us, the store, the options of this worker's communicator (rank and size from the

@@ -47,7 +47,8 @@ int Main(int argc, char** argv) {
   LaunchOptions launch;
   std::vector<std::string> command;
   CLI::App* launch_cmd = app.add_subcommand(
-      "launch", "start K workers per node of PROG with RANK/WORLD_SIZE/... set (torchrun-compatible)");
+      "launch",
+      "start K workers per node of PROG with RANK/WORLD_SIZE/... set (torchrun-compatible)");
   AddLaunchOptions(launch_cmd, &launch, env);
   launch_cmd->add_option("command", command, "-- PROG ARGS...")->required();
 
@@ -58,12 +59,16 @@ int Main(int argc, char** argv) {
   bench_cmd->require_subcommand(1);
   CLI::App* bench_ar = bench_cmd->add_subcommand("allreduce", "allreduce busbw, nccl-tests style");
   AddLaunchOptions(bench_ar, &bench_launch, env);
-  bench_ar->add_option("--algo", bench.algo, "ring|rd|rhd|tree|hier|auto|all")->capture_default_str();
+  bench_ar->add_option("--algo", bench.algo, "ring|rd|rhd|tree|hier|auto|all")
+      ->capture_default_str();
   bench_ar->add_option("--dtype", bench.dtype, "f32|f64|f16|bf16|i32|i64")->capture_default_str();
-  bench_ar->add_option("--min-bytes", bench.min_bytes, "smallest message (sizes step x4)")->capture_default_str();
+  bench_ar->add_option("--min-bytes", bench.min_bytes, "smallest message (sizes step x4)")
+      ->capture_default_str();
   bench_ar->add_option("--max-bytes", bench.max_bytes, "largest message")->capture_default_str();
-  bench_ar->add_option("--iters", bench.iters, "timed iterations per size (0 = by size)")->capture_default_str();
-  bench_ar->add_option("--warmup", bench.warmup, "untimed iterations per size (0 = iters/5, at least 4 MiB moved)");
+  bench_ar->add_option("--iters", bench.iters, "timed iterations per size (0 = by size)")
+      ->capture_default_str();
+  bench_ar->add_option("--warmup", bench.warmup,
+                       "untimed iterations per size (0 = iters/5, at least 4 MiB moved)");
   bench_ar->add_flag("--check", bench.check, "verify every element against the closed form");
   bench_ar->add_option("--json", bench.json, "write results to this file (rank 0)");
 
@@ -71,7 +76,8 @@ int Main(int argc, char** argv) {
   TopoScanOptions bench_topo;
   bench_ar->add_flag("--adaptive-comm", adaptive,
                      "pick `auto` algorithms with the measured topology planner (cached)");
-  bench_ar->add_option("--cache-dir", bench_topo.cache_dir, "strategy cache directory ('none' = off)");
+  bench_ar->add_option("--cache-dir", bench_topo.cache_dir,
+                       "strategy cache directory ('none' = off)");
   bench_ar->add_flag("--rescan", bench_topo.rescan, "ignore the strategy cache and probe again");
 
   // bench compress.
@@ -82,19 +88,29 @@ int Main(int argc, char** argv) {
   AddLaunchOptions(bench_c, &bench_compress_launch, env);
   bench_c->add_option("--compressors", bench_compress.compressors, "comma-separated names, or all")
       ->capture_default_str();
-  CLI::Option* size_opt = bench_c->add_option("--size", bench_compress.size, "float32 gradient bytes (one square-ish matrix)")
-      ->capture_default_str();
-  bench_c->add_option("--shape", bench_compress.shape, "the gradient's tensors instead: ROWSxCOLS,N,...")
+  CLI::Option* size_opt = bench_c
+                              ->add_option("--size", bench_compress.size,
+                                           "float32 gradient bytes (one square-ish matrix)")
+                              ->capture_default_str();
+  bench_c
+      ->add_option("--shape", bench_compress.shape,
+                   "the gradient's tensors instead: ROWSxCOLS,N,...")
       ->excludes(size_opt);
-  bench_c->add_option("--ratio", bench_compress.ratio, "top-k / random-k share of elements (0 = train's default)");
-  bench_c->add_option("--values", bench_compress.values,
-                      "top-k / random-k: the type their values travel in, fp32|fp16|bf16 (train --compress-values)")
+  bench_c->add_option("--ratio", bench_compress.ratio,
+                      "top-k / random-k share of elements (0 = train's default)");
+  bench_c
+      ->add_option("--values", bench_compress.values,
+                   "top-k / random-k: the type their values travel in, fp32|fp16|bf16 (train "
+                   "--compress-values)")
       ->capture_default_str();
-  bench_c->add_option("--powersgd-rank", bench_compress.powersgd_rank, "PowerSGD rank")->capture_default_str();
+  bench_c->add_option("--powersgd-rank", bench_compress.powersgd_rank, "PowerSGD rank")
+      ->capture_default_str();
   bench_c->add_flag("!--no-error-feedback", bench_compress.error_feedback,
                     "time the compressors without the error-feedback wrapper `train` uses");
-  bench_c->add_option("--iters", bench_compress.iters, "timed calls per compressor")->capture_default_str();
-  bench_c->add_option("--warmup", bench_compress.warmup, "untimed calls first")->capture_default_str();
+  bench_c->add_option("--iters", bench_compress.iters, "timed calls per compressor")
+      ->capture_default_str();
+  bench_c->add_option("--warmup", bench_compress.warmup, "untimed calls first")
+      ->capture_default_str();
   bench_c->add_option("--json", bench_compress.json, "write results to this file (rank 0)");
 
   // topo-scan.
@@ -104,13 +120,17 @@ int Main(int argc, char** argv) {
   CLI::App* scan_cmd = app.add_subcommand(
       "topo-scan", "discover nodes, NICs and link levels; print the allreduce plan");
   AddLaunchOptions(scan_cmd, &scan_launch, env);
-  scan_cmd->add_flag("--adaptive-comm", scan_adaptive, "show the adaptive algorithm plan (default)");
+  scan_cmd->add_flag("--adaptive-comm", scan_adaptive,
+                     "show the adaptive algorithm plan (default)");
   scan_cmd->add_option("--cache-dir", scan.cache_dir, "strategy cache directory ('none' = off)");
   scan_cmd->add_flag("--rescan", scan.rescan, "ignore the strategy cache and probe again");
   scan_cmd->add_option("--json", scan.json, "write the scan to this file (rank 0)");
-  scan_cmd->add_flag("--gradient-compress", scan.gradient_compress,
-                     "recommend a gradient compression setting (see --gradient-size, --compute-ms)");
-  scan_cmd->add_option("--gradient-size", scan.gradient_size, "f32 gradient bytes per step (4K, 100M, 1G)")
+  scan_cmd->add_flag(
+      "--gradient-compress", scan.gradient_compress,
+      "recommend a gradient compression setting (see --gradient-size, --compute-ms)");
+  scan_cmd
+      ->add_option("--gradient-size", scan.gradient_size,
+                   "f32 gradient bytes per step (4K, 100M, 1G)")
       ->capture_default_str();
   scan_cmd->add_option("--compute-ms", scan.compute_ms,
                        "backward time per step that can hide communication (0 = unknown)");
@@ -126,20 +146,24 @@ int Main(int argc, char** argv) {
   train_cmd->add_flag("--adaptive-comm", train_adaptive,
                       "measure the topology (or read the strategy cache): allreduce algorithms "
                       "from its planner, gradient bucket size from its cost model");
-  train_cmd->add_option("--cache-dir", train_topo.cache_dir, "strategy cache directory ('none' = off)");
+  train_cmd->add_option("--cache-dir", train_topo.cache_dir,
+                        "strategy cache directory ('none' = off)");
   train_cmd->add_flag("--rescan", train_topo.rescan, "ignore the strategy cache and probe again");
   ElasticOptions elastic;
   AddElasticOptions(train_cmd, &elastic);
-  app.add_subcommand("elastic", "elastic training: `elastic [launch options] -- [train options]` "
-                                "is `train --elastic` with both (docs/elastic.md)");
+  app.add_subcommand("elastic",
+                     "elastic training: `elastic [launch options] -- [train options]` "
+                     "is `train --elastic` with both (docs/elastic.md)");
 
   FaultInjectOptions inject;
-  CLI::App* inject_cmd = app.add_subcommand("fault-inject", "queue a fault for a running elastic job (docs/elastic.md)");
+  CLI::App* inject_cmd = app.add_subcommand(
+      "fault-inject", "queue a fault for a running elastic job (docs/elastic.md)");
   AddFaultInjectOptions(inject_cmd, &inject, env);
 
   GreenOptions green_opts;
   CLI::App* green_cmd = app.add_subcommand(
-      "green", "carbon-aware planning and training: energy, carbon traces, plans, reports (docs/green.md)");
+      "green",
+      "carbon-aware planning and training: energy, carbon traces, plans, reports (docs/green.md)");
   AddGreenOptions(green_cmd, &green_opts);
   CertOptions cert_opts;
   const CertCommands cert_cmds = AddCertCommands(&app, &cert_opts);
@@ -192,9 +216,11 @@ int Main(int argc, char** argv) {
     train_launch.elastic = elastic.enabled;
     ValidateLaunchOptions(train_launch);
     ParseFaults(elastic.inject);  // bad specs fail here, before any worker starts
-    train::ValidateTrainOptions(train_opts.train);  // as do bad train options (once, not per worker)
+    train::ValidateTrainOptions(
+        train_opts.train);  // as do bad train options (once, not per worker)
     if (!elastic.inject.empty() && !elastic.enabled)
-      throw Error(ErrorCode::kInvalidArgument, "--inject needs --elastic (without it a fault ends the job)");
+      throw Error(ErrorCode::kInvalidArgument,
+                  "--inject needs --elastic (without it a fault ends the job)");
     train_launch.elastic = elastic.enabled;
     train_launch.spares = elastic.spares;
     train_launch.job_file = JobFilePath(env, train_launch.job_id);
@@ -203,7 +229,8 @@ int Main(int argc, char** argv) {
     if (!ShouldRunAsWorker(env)) return RunAsAgent(train_launch, argc, argv);
     if (elastic.enabled) {
       if (train_adaptive)
-        throw Error(ErrorCode::kInvalidArgument, "--adaptive-comm is not supported with --elastic yet");
+        throw Error(ErrorCode::kInvalidArgument,
+                    "--adaptive-comm is not supported with --elastic yet");
       const int local = env.worker ? env.worker->local_world_size : 1;
       return RunElasticTraining(env, train_launch, train_opts, elastic, local);
     }
@@ -226,7 +253,8 @@ int main(int argc, char** argv) {
   try {
     return Main(argc, argv);
   } catch (const cdt::Error& e) {
-    std::fprintf(stderr, "cann-dist-train: error (%s): %s\n", cdt::ErrorCodeName(e.code()), e.what());
+    std::fprintf(stderr, "cann-dist-train: error (%s): %s\n", cdt::ErrorCodeName(e.code()),
+                 e.what());
     return e.code() == cdt::ErrorCode::kInvalidArgument ? 2 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cann-dist-train: unexpected error: %s\n", e.what());

@@ -14,7 +14,8 @@ namespace cdt::cli {
 topology::Discovery DiscoverTopology(Communicator& comm, const TopoScanOptions& o,
                                      const std::string& default_cache_dir) {
   topology::DiscoveryOptions d;
-  d.cache_dir = o.cache_dir == "none" ? "" : (o.cache_dir.empty() ? default_cache_dir : o.cache_dir);
+  d.cache_dir =
+      o.cache_dir == "none" ? "" : (o.cache_dir.empty() ? default_cache_dir : o.cache_dir);
   d.rescan = o.rescan;
   topology::Discovery r = topology::Discover(comm, d);
   if (comm.rank() == 0) {
@@ -28,7 +29,8 @@ topology::Discovery DiscoverTopology(Communicator& comm, const TopoScanOptions& 
   return r;
 }
 
-int RunTopoScan(Communicator& comm, const TopoScanOptions& o, const std::string& default_cache_dir) {
+int RunTopoScan(Communicator& comm, const TopoScanOptions& o,
+                const std::string& default_cache_dir) {
   topology::Discovery d = DiscoverTopology(comm, o, default_cache_dir);
   if (comm.rank() != 0) return 0;
   const auto& shape = d.probe.shape;
@@ -40,18 +42,23 @@ int RunTopoScan(Communicator& comm, const TopoScanOptions& o, const std::string&
               d.network_type.c_str(), slow.beta_GBps * 8, slow.alpha_us, d.nic_speed_gbps);
   std::printf("hierarchy : %d node(s), ranks per node %s\n", shape.nodes(), rpn.c_str());
   if (d.probe.has_intra)
-    std::printf("level     : intra  alpha %8.1f us  beta %7.3f GB/s  node %7.3f GB/s\n", d.probe.intra.alpha_us,
-                d.probe.intra.beta_GBps, d.probe.intra.node_GBps);
+    std::printf("level     : intra  alpha %8.1f us  beta %7.3f GB/s  node %7.3f GB/s\n",
+                d.probe.intra.alpha_us, d.probe.intra.beta_GBps, d.probe.intra.node_GBps);
   if (d.probe.has_inter)
-    std::printf("level     : inter  alpha %8.1f us  beta %7.3f GB/s\n", d.probe.inter.alpha_us, d.probe.inter.beta_GBps);
-  std::printf("plan      : allreduce algorithm per message size (predicted time at the range start)\n");
+    std::printf("level     : inter  alpha %8.1f us  beta %7.3f GB/s\n", d.probe.inter.alpha_us,
+                d.probe.inter.beta_GBps);
+  std::printf(
+      "plan      : allreduce algorithm per message size (predicted time at the range start)\n");
   nlohmann::json plan = nlohmann::json::array();
   for (const auto& e : d.planner->plan()) {
-    std::string hi = e.max_bytes == std::numeric_limits<size_t>::max() ? "..." : FormatBytes(e.max_bytes + 1);
-    std::printf("            [%6s, %6s)  %-5s  %10.1f us\n", FormatBytes(e.min_bytes).c_str(), hi.c_str(),
-                AllreduceAlgorithmName(e.algorithm), e.predicted_us);
-    plan.push_back({{"min_bytes", e.min_bytes}, {"max_bytes", e.max_bytes},
-                    {"algorithm", AllreduceAlgorithmName(e.algorithm)}, {"predicted_us", e.predicted_us}});
+    std::string hi =
+        e.max_bytes == std::numeric_limits<size_t>::max() ? "..." : FormatBytes(e.max_bytes + 1);
+    std::printf("            [%6s, %6s)  %-5s  %10.1f us\n", FormatBytes(e.min_bytes).c_str(),
+                hi.c_str(), AllreduceAlgorithmName(e.algorithm), e.predicted_us);
+    plan.push_back({{"min_bytes", e.min_bytes},
+                    {"max_bytes", e.max_bytes},
+                    {"algorithm", AllreduceAlgorithmName(e.algorithm)},
+                    {"predicted_us", e.predicted_us}});
   }
   nlohmann::json advice_json;
   if (o.gradient_compress) {
@@ -68,36 +75,59 @@ int RunTopoScan(Communicator& comm, const TopoScanOptions& o, const std::string&
     for (size_t i = 0; i < adv.candidates.size(); ++i) {
       const auto& c = adv.candidates[i];
       std::printf("          %s %-9s %-32s %12s %12.2f %12.2f %12.2f\n",
-                  static_cast<int>(i) == adv.recommended ? "*" : " ", c.name.c_str(), c.setting.c_str(),
-                  FormatBytes(static_cast<size_t>(c.wire_bytes)).c_str(), c.comm_us / 1e3,
-                  c.encode_us / 1e3, c.total_us() / 1e3);
-      cands.push_back({{"method", c.name}, {"setting", c.setting}, {"wire_bytes", c.wire_bytes},
-                       {"comm_us", c.comm_us}, {"encode_us", c.encode_us}});
+                  static_cast<int>(i) == adv.recommended ? "*" : " ", c.name.c_str(),
+                  c.setting.c_str(), FormatBytes(static_cast<size_t>(c.wire_bytes)).c_str(),
+                  c.comm_us / 1e3, c.encode_us / 1e3, c.total_us() / 1e3);
+      cands.push_back({{"method", c.name},
+                       {"setting", c.setting},
+                       {"wire_bytes", c.wire_bytes},
+                       {"comm_us", c.comm_us},
+                       {"encode_us", c.encode_us}});
     }
     const auto& rec = adv.candidates[static_cast<size_t>(adv.recommended)];
     std::printf("            recommended: %s (%s): %s\n", rec.name.c_str(), rec.setting.c_str(),
                 adv.reason.c_str());
-    std::printf("            (comm predicted by the cost model; encode = this rank's measured kernel"
-                " time; powersgd sized as one square matrix)\n");
-    advice_json = {{"gradient_bytes", ao.gradient_bytes},
-                   {"compute_budget_us", ao.compute_budget_us ? nlohmann::json(*ao.compute_budget_us)
-                                                              : nlohmann::json(nullptr)},
-                   {"candidates", cands}, {"recommended", rec.name}, {"setting", rec.setting},
-                   {"reason", adv.reason}};
+    std::printf(
+        "            (comm predicted by the cost model; encode = this rank's measured kernel"
+        " time; powersgd sized as one square matrix)\n");
+    advice_json = {
+        {"gradient_bytes", ao.gradient_bytes},
+        {"compute_budget_us",
+         ao.compute_budget_us ? nlohmann::json(*ao.compute_budget_us) : nlohmann::json(nullptr)},
+        {"candidates", cands},
+        {"recommended", rec.name},
+        {"setting", rec.setting},
+        {"reason", adv.reason}};
   }
   if (!o.json.empty()) {
     nlohmann::json levels = nlohmann::json::array();
-    if (d.probe.has_intra) levels.push_back({{"name", "intra"}, {"alpha_us", d.probe.intra.alpha_us}, {"beta_GBps", d.probe.intra.beta_GBps}, {"node_GBps", d.probe.intra.node_GBps}});
-    if (d.probe.has_inter) levels.push_back({{"name", "inter"}, {"alpha_us", d.probe.inter.alpha_us}, {"beta_GBps", d.probe.inter.beta_GBps}});
+    if (d.probe.has_intra)
+      levels.push_back({{"name", "intra"},
+                        {"alpha_us", d.probe.intra.alpha_us},
+                        {"beta_GBps", d.probe.intra.beta_GBps},
+                        {"node_GBps", d.probe.intra.node_GBps}});
+    if (d.probe.has_inter)
+      levels.push_back({{"name", "inter"},
+                        {"alpha_us", d.probe.inter.alpha_us},
+                        {"beta_GBps", d.probe.inter.beta_GBps}});
     nlohmann::json nics = nlohmann::json::array();
-    for (const auto& n : d.nics) nics.push_back({{"name", n.name}, {"kind", n.kind}, {"speed_gbps", n.speed_gbps}, {"up", n.up}});
+    for (const auto& n : d.nics)
+      nics.push_back(
+          {{"name", n.name}, {"kind", n.kind}, {"speed_gbps", n.speed_gbps}, {"up", n.up}});
     nlohmann::json doc = {
         {"world_size", comm.size()},
-        {"network", {{"type", d.network_type}, {"bandwidth_gbps", slow.beta_GBps * 8},
-                     {"latency_us", slow.alpha_us}, {"nic_speed_gbps", d.nic_speed_gbps}}},
+        {"network",
+         {{"type", d.network_type},
+          {"bandwidth_gbps", slow.beta_GBps * 8},
+          {"latency_us", slow.alpha_us},
+          {"nic_speed_gbps", d.nic_speed_gbps}}},
         {"hierarchy", {{"nodes", shape.nodes()}, {"ranks_per_node", shape.ranks_per_node}}},
-        {"levels", levels}, {"plan", plan}, {"nics", nics},
-        {"fingerprint", d.fingerprint}, {"from_cache", d.from_cache}, {"probe_s", d.probe.seconds}};
+        {"levels", levels},
+        {"plan", plan},
+        {"nics", nics},
+        {"fingerprint", d.fingerprint},
+        {"from_cache", d.from_cache},
+        {"probe_s", d.probe.seconds}};
     if (o.gradient_compress) doc["gradient_compress"] = advice_json;
     std::ofstream out(o.json);
     if (!out) throw Error(ErrorCode::kIo, "cannot write --json file '" + o.json + "'");

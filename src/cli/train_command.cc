@@ -11,27 +11,35 @@ void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o) {
   train::TrainOptions& t = o->train;
   cmd->add_option("--model", t.model, "mlp | cnn | moe-transformer")->capture_default_str();
   cmd->add_option("--dataset", t.dataset, "fashion-mnist | synthetic")->capture_default_str();
-  cmd->add_option("--data-dir", t.data_dir, "Fashion-MNIST idx files (default /usr/share/datasets/fashion-mnist)");
-  cmd->add_option("--synthetic-samples", t.synthetic_samples, "size of the synthetic training set")->capture_default_str();
+  cmd->add_option("--data-dir", t.data_dir,
+                  "Fashion-MNIST idx files (default /usr/share/datasets/fashion-mnist)");
+  cmd->add_option("--synthetic-samples", t.synthetic_samples, "size of the synthetic training set")
+      ->capture_default_str();
   cmd->add_option("--steps", t.steps, "optimizer steps (0 = from --epochs)")->capture_default_str();
-  cmd->add_option("--epochs", t.epochs, "passes over the training set when --steps is 0")->capture_default_str();
+  cmd->add_option("--epochs", t.epochs, "passes over the training set when --steps is 0")
+      ->capture_default_str();
   cmd->add_option("--batch-size", t.batch_size, "samples per rank per step")->capture_default_str();
-  cmd->add_option("--accumulate", t.accumulate, "micro-batches per step (gradient accumulation)")->capture_default_str();
+  cmd->add_option("--accumulate", t.accumulate, "micro-batches per step (gradient accumulation)")
+      ->capture_default_str();
   cmd->add_option("--optimizer", t.optimizer, "sgd | adamw")->capture_default_str();
   cmd->add_option("--lr", t.lr, "learning rate at --lr-reference-batch")->capture_default_str();
   cmd->add_option("--lr-reference-batch", t.lr_reference_batch,
-                  "linear LR scaling: lr x global batch / this (0 = off)")->capture_default_str();
+                  "linear LR scaling: lr x global batch / this (0 = off)")
+      ->capture_default_str();
   cmd->add_option("--momentum", t.momentum, "SGD momentum")->capture_default_str();
   cmd->add_option("--weight-decay", t.weight_decay, "weight decay")->capture_default_str();
   cmd->add_option("--warmup-steps", t.warmup_steps, "linear LR warmup")->capture_default_str();
   cmd->add_flag("--cosine,!--no-cosine", t.cosine, "cosine LR decay after warmup (default on)");
   cmd->add_option("--seed", t.seed, "model init and data order")->capture_default_str();
-  cmd->add_option("--bucket-mb", t.bucket_mb, "gradient bucket size (0 = from the topology plan with --adaptive-comm, else a quarter of the model, 256 KiB..25 MiB)");
+  cmd->add_option("--bucket-mb", t.bucket_mb,
+                  "gradient bucket size (0 = from the topology plan with --adaptive-comm, else a "
+                  "quarter of the model, 256 KiB..25 MiB)");
   cmd->add_flag("--overlap-next-forward,!--no-overlap-next-forward", t.overlap_next_forward,
                 "apply each bucket's update just before the next forward uses it; early layers' "
                 "gradients on a second connection (default on)");
-  cmd->add_option("--compress", t.compress,
-                  "gradient compression: none|fp16|bf16|int8|topk|randomk|powersgd|signsgd|adaptive")
+  cmd->add_option(
+         "--compress", t.compress,
+         "gradient compression: none|fp16|bf16|int8|topk|randomk|powersgd|signsgd|adaptive")
       ->capture_default_str();
   cmd->add_option("--compress-ratio", t.compress_ratio,
                   "topk/randomk: share of elements sent (default: topk 0.01, randomk 0.75)");
@@ -54,52 +62,68 @@ void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o) {
       ->capture_default_str();
   cmd->add_option("--compress-min-exposed", t.compress_min_exposed,
                   "adaptive: compress only when uncompressed communication would be exposed for at "
-                  "least this share of the step (0 = always compress)")->capture_default_str();
+                  "least this share of the step (0 = always compress)")
+      ->capture_default_str();
   cmd->add_option("--eval-every", t.eval_every, "evaluate every N steps (0 = at the end)");
   cmd->add_option("--target-accuracy", t.target_accuracy,
                   "stop at the first evaluation reaching this test accuracy (time_to_target_s)");
   cmd->add_option("--checkpoint-dir", t.checkpoint_dir,
                   "write checkpoints here (docs/checkpoint-format.md; rank 0, in the background)");
-  cmd->add_option("--checkpoint-every", t.checkpoint_every, "steps between checkpoints (0 = at the end)");
-  cmd->add_option("--checkpoint-codec", t.checkpoint_codec, "zstd | lz4 | none")->capture_default_str();
+  cmd->add_option("--checkpoint-every", t.checkpoint_every,
+                  "steps between checkpoints (0 = at the end)");
+  cmd->add_option("--checkpoint-codec", t.checkpoint_codec, "zstd | lz4 | none")
+      ->capture_default_str();
   cmd->add_flag("--checkpoint-incremental", t.checkpoint_incremental,
                 "write only what changed since the last full checkpoint");
   cmd->add_option("--checkpoint-full-every", t.checkpoint_full_every,
-                  "with --checkpoint-incremental: every Nth checkpoint is full")->capture_default_str();
-  cmd->add_option("--checkpoint-quantize", t.checkpoint_quantize,
-                  "none | int8: increments store parameters and momenta as int8 differences (lossy, "
-                  "docs/checkpoint-format.md)")->capture_default_str();
-  cmd->add_option("--checkpoint-keep", t.checkpoint_keep, "full checkpoints kept (with their increments)")
+                  "with --checkpoint-incremental: every Nth checkpoint is full")
+      ->capture_default_str();
+  cmd->add_option(
+         "--checkpoint-quantize", t.checkpoint_quantize,
+         "none | int8: increments store parameters and momenta as int8 differences (lossy, "
+         "docs/checkpoint-format.md)")
+      ->capture_default_str();
+  cmd->add_option("--checkpoint-keep", t.checkpoint_keep,
+                  "full checkpoints kept (with their increments)")
       ->capture_default_str();
   cmd->add_option("--checkpoint-mtbf", t.checkpoint_mtbf_s,
                   "checkpoint at the Young/Daly interval for this mean time between failures (s)");
   cmd->add_option("--health-interval", t.health_interval_s,
                   "seconds between health samples (failure prediction; 0 = off; docs/elastic.md)")
       ->capture_default_str();
-  cmd->add_flag("--resume", t.resume, "continue from the newest valid checkpoint in --checkpoint-dir");
-  cmd->add_option("--stop-after", t.stop_after, "stop after this step (checkpointed); for resume tests");
-  cmd->add_option("--linear-blocks", t.linear_blocks,
-                  "mlp, cnn: split fc1 into this many row blocks, each reduced and applied on its own "
-                  "(docs/training.md)")->capture_default_str();
+  cmd->add_flag("--resume", t.resume,
+                "continue from the newest valid checkpoint in --checkpoint-dir");
+  cmd->add_option("--stop-after", t.stop_after,
+                  "stop after this step (checkpointed); for resume tests");
+  cmd->add_option(
+         "--linear-blocks", t.linear_blocks,
+         "mlp, cnn: split fc1 into this many row blocks, each reduced and applied on its own "
+         "(docs/training.md)")
+      ->capture_default_str();
   cmd->add_option("--layers", t.layers, "moe-transformer layers")->capture_default_str();
   cmd->add_option("--width", t.width, "moe-transformer width")->capture_default_str();
   cmd->add_option("--heads", t.heads, "moe-transformer attention heads")->capture_default_str();
-  cmd->add_option("--experts", t.experts, "moe-transformer experts per layer")->capture_default_str();
+  cmd->add_option("--experts", t.experts, "moe-transformer experts per layer")
+      ->capture_default_str();
   cmd->add_option("--top-k", t.top_k, "moe-transformer experts per token")->capture_default_str();
-  cmd->add_option("--aux-loss-weight", t.aux_loss_weight, "MoE load-balancing loss weight")->capture_default_str();
+  cmd->add_option("--aux-loss-weight", t.aux_loss_weight, "MoE load-balancing loss weight")
+      ->capture_default_str();
   cmd->add_option("--threads", t.threads,
                   "torch threads per rank (0 = the CPUs this process may use, its affinity mask, / "
                   "ranks on this host)");
-  cmd->add_flag("--progress,!--no-progress", t.progress, "live progress line on rank 0 (default on)");
+  cmd->add_flag("--progress,!--no-progress", t.progress,
+                "live progress line on rank 0 (default on)");
   cmd->add_flag("--energy-windows", o->energy_windows,
                 "meter every step's energy (RAPL, else the model of docs/green.md); JSON `energy`");
   cmd->add_option("--json", o->json, "write the results here (rank 0)");
   cmd->add_option("--balance-batches", t.balance_batches,
                   "every K steps, split the global batch by the ranks' measured compute speed "
-                  "(0 = off; docs/training.md)")->capture_default_str();
-  cmd->add_option("--timeline", t.timeline,
-                  "write a Chrome-trace timeline of every rank here (rank 0; open in ui.perfetto.dev; "
-                  "docs/training.md)");
+                  "(0 = off; docs/training.md)")
+      ->capture_default_str();
+  cmd->add_option(
+      "--timeline", t.timeline,
+      "write a Chrome-trace timeline of every rank here (rank 0; open in ui.perfetto.dev; "
+      "docs/training.md)");
   cmd->add_option("--timeline-steps", t.timeline_steps, "steps the timeline covers, from the first")
       ->capture_default_str();
 }
@@ -111,8 +135,9 @@ int RunTrainCommand(Communicator& comm, Communicator* priority, TrainCommandOpti
   (void)priority;
   (void)o;
   (void)local_world_size;
-  throw Error(ErrorCode::kInvalidArgument,
-              "this build has no trainer: install libtorch-dev (scripts/install-deps.sh) and rebuild");
+  throw Error(
+      ErrorCode::kInvalidArgument,
+      "this build has no trainer: install libtorch-dev (scripts/install-deps.sh) and rebuild");
 #else
   o.train.local_world_size = local_world_size;
   return ReportTrainResult(train::RunTraining(comm, o.train, priority), o, comm.rank());
@@ -121,26 +146,34 @@ int RunTrainCommand(Communicator& comm, Communicator* priority, TrainCommandOpti
 
 int ReportTrainResult(const train::TrainResult& r, const TrainCommandOptions& o, int rank) {
   if (rank != 0) return r.params_consistent ? 0 : 1;
-  std::printf("trained %s (%lld parameters) on %d rank(s): %lld steps from step %lld, %lld samples in %.2f s"
-              " = %.1f samples/s\n",
-              r.model.c_str(), static_cast<long long>(r.params), r.world_size,
-              static_cast<long long>(r.steps), static_cast<long long>(r.first_step),
-              static_cast<long long>(r.samples), r.wall_s, r.samples_per_s);
+  std::printf(
+      "trained %s (%lld parameters) on %d rank(s): %lld steps from step %lld, %lld samples in %.2f "
+      "s"
+      " = %.1f samples/s\n",
+      r.model.c_str(), static_cast<long long>(r.params), r.world_size,
+      static_cast<long long>(r.steps), static_cast<long long>(r.first_step),
+      static_cast<long long>(r.samples), r.wall_s, r.samples_per_s);
   std::printf("final loss %.4f", r.final_loss);
   if (r.test_accuracy >= 0) std::printf(", test accuracy %.4f", r.test_accuracy);
-  if (r.time_to_target_s >= 0) std::printf(" (target reached after %.2f s of training)", r.time_to_target_s);
-  std::printf("\nstep time: forward %.2f s, backward %.2f s, comm wait %.2f s (%.1f%% of wall), optimizer %.2f s\n",
-              r.step_time.forward_s, r.step_time.backward_s, r.step_time.comm_wait_s,
-              100 * r.sync_wait_fraction, r.step_time.optimizer_s);
-  std::printf("gradients: %d bucket(s) of up to %.2f MiB (%s), %.1f MB reduced, overlap ratio %.2f; parameters identical on all"
-              " ranks: %s\n",
-              r.buckets, r.bucket_bytes / 1048576.0, r.bucket_source.c_str(), r.bytes_fp32 / 1e6,
-              r.overlap_ratio, r.params_consistent ? "yes" : "NO");
+  if (r.time_to_target_s >= 0)
+    std::printf(" (target reached after %.2f s of training)", r.time_to_target_s);
+  std::printf(
+      "\nstep time: forward %.2f s, backward %.2f s, comm wait %.2f s (%.1f%% of wall), optimizer "
+      "%.2f s\n",
+      r.step_time.forward_s, r.step_time.backward_s, r.step_time.comm_wait_s,
+      100 * r.sync_wait_fraction, r.step_time.optimizer_s);
+  std::printf(
+      "gradients: %d bucket(s) of up to %.2f MiB (%s), %.1f MB reduced, overlap ratio %.2f; "
+      "parameters identical on all"
+      " ranks: %s\n",
+      r.buckets, r.bucket_bytes / 1048576.0, r.bucket_source.c_str(), r.bytes_fp32 / 1e6,
+      r.overlap_ratio, r.params_consistent ? "yes" : "NO");
   if (r.compress != "none")
-    std::printf("compression: %s, %.1f MB on the wire for %.1f MB of gradients (%.1f%% less), "
-                "error-feedback residual %.1f%% of what was compressed\n",
-                r.compress.c_str(), r.bytes_wire / 1e6, r.bytes_fp32 / 1e6,
-                r.bytes_fp32 > 0 ? 100 * (1 - r.bytes_wire / r.bytes_fp32) : 0.0, r.residual_pct);
+    std::printf(
+        "compression: %s, %.1f MB on the wire for %.1f MB of gradients (%.1f%% less), "
+        "error-feedback residual %.1f%% of what was compressed\n",
+        r.compress.c_str(), r.bytes_wire / 1e6, r.bytes_fp32 / 1e6,
+        r.bytes_fp32 > 0 ? 100 * (1 - r.bytes_wire / r.bytes_fp32) : 0.0, r.residual_pct);
   if (!r.checkpoint.empty()) std::printf("checkpoint: %s\n", r.checkpoint.c_str());
   if (!r.energy.meter.empty() && r.steps > 0)
     std::printf("energy: %.1f J over %lld steps (%.3f J per step on rank 0's windows), %s\n", r.energy.joules,
@@ -148,11 +181,12 @@ int ReportTrainResult(const train::TrainResult& r, const TrainCommandOptions& o,
                 r.energy.step_j.empty() ? 0.0 : [&] { double s = 0; for (double x : r.energy.step_j) s += x; return s / r.energy.step_j.size(); }(),
                 r.energy.meter.c_str());
   for (const auto& x : r.recoveries)
-    std::printf("recovered in process: generation %lld, world %d -> %d, resumed at step %lld "
-                "(%lld step(s) done again), first step %.3f s after the failure (%s)\n",
-                static_cast<long long>(x.generation), x.world_before, x.world_after,
-                static_cast<long long>(x.resumed_step), static_cast<long long>(x.lost_steps), x.rto_s,
-                x.cause.c_str());
+    std::printf(
+        "recovered in process: generation %lld, world %d -> %d, resumed at step %lld "
+        "(%lld step(s) done again), first step %.3f s after the failure (%s)\n",
+        static_cast<long long>(x.generation), x.world_before, x.world_after,
+        static_cast<long long>(x.resumed_step), static_cast<long long>(x.lost_steps), x.rto_s,
+        x.cause.c_str());
   if (!o.json.empty()) {
     std::ofstream f(o.json);
     f << train::TrainResultJson(r) << "\n";

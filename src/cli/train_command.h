@@ -13,7 +13,7 @@ namespace cdt::cli {
 struct TrainCommandOptions {
   train::TrainOptions train;
   std::string json;
-  bool energy_windows = false;   // --energy-windows: per-step energy (TrainOptions::energy_profiles)
+  bool energy_windows = false;  // --energy-windows: per-step energy (TrainOptions::energy_profiles)
 };
 
 void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o);

@@ -16,9 +16,10 @@ int AllreduceAutotuner::Key(size_t bytes, DataType dtype) {
 
 int AllreduceAutotuner::BlockCalls(int trials, size_t min_bytes, size_t bytes) {
   if (trials <= 0) return 0;
-  const size_t per_candidate = std::max<size_t>(
-      static_cast<size_t>(trials), bytes == 0 ? 1 : (min_bytes + bytes - 1) / bytes);
-  const size_t per_block = (per_candidate + static_cast<size_t>(trials) - 1) / static_cast<size_t>(trials);
+  const size_t per_candidate = std::max<size_t>(static_cast<size_t>(trials),
+                                                bytes == 0 ? 1 : (min_bytes + bytes - 1) / bytes);
+  const size_t per_block =
+      (per_candidate + static_cast<size_t>(trials) - 1) / static_cast<size_t>(trials);
   return 1 + static_cast<int>(per_block);
 }
 
@@ -71,14 +72,14 @@ std::string AllreduceAutotuner::Decide(const Step& step, const std::array<double
   c.decided = true;
   const size_t lo = size_t{1} << (key / 16);
   char line[256];
-  std::snprintf(line, sizeof line,
-                "autotune: allreduce %s..%s %s: %s %.3f ms, %s %.3f ms per call (slowest rank, median"
-                " of %d blocks of %d) -> %s",
-                FormatBytes(lo).c_str(), FormatBytes(2 * lo).c_str(),
-                DataTypeName(static_cast<DataType>(key % 16)), AllreduceAlgorithmName(c.candidates[0]),
-                agreed[0] * 1e3, AllreduceAlgorithmName(c.candidates[1]), agreed[1] * 1e3, trials_,
-                c.block_calls - 1,
-                AllreduceAlgorithmName(c.winner));
+  std::snprintf(
+      line, sizeof line,
+      "autotune: allreduce %s..%s %s: %s %.3f ms, %s %.3f ms per call (slowest rank, median"
+      " of %d blocks of %d) -> %s",
+      FormatBytes(lo).c_str(), FormatBytes(2 * lo).c_str(),
+      DataTypeName(static_cast<DataType>(key % 16)), AllreduceAlgorithmName(c.candidates[0]),
+      agreed[0] * 1e3, AllreduceAlgorithmName(c.candidates[1]), agreed[1] * 1e3, trials_,
+      c.block_calls - 1, AllreduceAlgorithmName(c.winner));
   return line;
 }
 

@@ -11,18 +11,19 @@
 //
 // Then every rank contributes its median block time per candidate to a max-allreduce (the slowest
 // rank decides how long a collective takes), and all ranks keep the selector's choice unless the
-// runner-up's agreed time is at least kSwitchMargin lower, for the rest of the communicator's life. Every rank sees the same sequence of
-// collectives, so all ranks trial and decide at the same call; the decision costs that one
-// 2-element allreduce. This is Horovod's autotuner and NCCL's tuner plugins in miniature: measure
-// alternatives on the real job, then stop measuring. Every trial call does the job's real work.
+// runner-up's agreed time is at least kSwitchMargin lower, for the rest of the communicator's life.
+// Every rank sees the same sequence of collectives, so all ranks trial and decide at the same call;
+// the decision costs that one 2-element allreduce. This is Horovod's autotuner and NCCL's tuner
+// plugins in miniature: measure alternatives on the real job, then stop measuring. Every trial call
+// does the job's real work.
 //
 // Pure bookkeeping: the communicator runs the collectives and the agreement. Thread-safe (the
 // communicator thread updates it while user threads may ask Decided()).
 #pragma once
 
 #include <array>
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <optional>

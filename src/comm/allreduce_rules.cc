@@ -44,7 +44,8 @@ AllreduceRules AllreduceRules::Parse(const std::string& text, const std::string&
                                                    "' (only 'allreduce' rules exist)");
     if (w.size() < 4 || w.size() > 6)
       throw Error(ErrorCode::kInvalidArgument,
-                  where + ": expected 'allreduce MIN_BYTES MAX_BYTES ALGORITHM [NODES] [RANKS]', got " +
+                  where +
+                      ": expected 'allreduce MIN_BYTES MAX_BYTES ALGORITHM [NODES] [RANKS]', got " +
                       std::to_string(w.size()) + " fields");
     AllreduceRule r;
     r.line = number;

@@ -11,13 +11,20 @@ namespace cdt {
 namespace {
 const char* OpKindName(uint8_t op) {
   switch (static_cast<OpKind>(op)) {
-    case OpKind::kAllreduce: return "allreduce";
-    case OpKind::kBroadcast: return "broadcast";
-    case OpKind::kAllgather: return "allgather";
-    case OpKind::kReduceScatter: return "reduce_scatter";
-    case OpKind::kBarrier: return "barrier";
-    case OpKind::kSend: return "send";
-    case OpKind::kRecv: return "recv";
+    case OpKind::kAllreduce:
+      return "allreduce";
+    case OpKind::kBroadcast:
+      return "broadcast";
+    case OpKind::kAllgather:
+      return "allgather";
+    case OpKind::kReduceScatter:
+      return "reduce_scatter";
+    case OpKind::kBarrier:
+      return "barrier";
+    case OpKind::kSend:
+      return "send";
+    case OpKind::kRecv:
+      return "recv";
   }
   return "?";
 }
@@ -51,7 +58,8 @@ void CheckFingerprints(TcpMesh& mesh, const Fingerprint& mine, const OpLabel& la
   if (same) return;
   std::string table = "ranks submitted different collectives (CDT_DEBUG=collectives):";
   for (int r = 0; r < p; ++r)
-    table += "\n  rank " + std::to_string(r) + ": " + DescribeFingerprint(all[static_cast<size_t>(r)]) +
+    table += "\n  rank " + std::to_string(r) + ": " +
+             DescribeFingerprint(all[static_cast<size_t>(r)]) +
              (r == mesh.rank() ? "  <- this process" : "");
   table += "\nevery rank must submit the same collectives, in the same order, with the same sizes";
   throw Error(ErrorCode::kMismatch, table, {mesh.rank(), -1, "", label.name, label.seq});

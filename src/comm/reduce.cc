@@ -31,7 +31,9 @@ void Reduce16(uint16_t* d, const uint16_t* s, size_t n, ReduceOp op) {
   for (size_t i = 0; i < n; ++i) {
     float a = ToF(d[i]);
     float b = ToF(s[i]);
-    float r = (op == ReduceOp::kMax) ? std::max(a, b) : (op == ReduceOp::kMin) ? std::min(a, b) : a + b;
+    float r = (op == ReduceOp::kMax)   ? std::max(a, b)
+              : (op == ReduceOp::kMin) ? std::min(a, b)
+                                       : a + b;
     d[i] = FromF(r);
   }
 }
@@ -67,23 +69,29 @@ void ReduceInto(void* dst, const void* src, size_t count, DataType dtype, Reduce
       return Reduce16<HalfToFloat, FloatToHalf>(static_cast<uint16_t*>(dst),
                                                 static_cast<const uint16_t*>(src), count, op);
     case DataType::kBFloat16:
-      return Reduce16<BFloat16ToFloat, FloatToBFloat16>(static_cast<uint16_t*>(dst),
-                                                        static_cast<const uint16_t*>(src), count, op);
+      return Reduce16<BFloat16ToFloat, FloatToBFloat16>(
+          static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), count, op);
   }
 }
 
 void FinishAverage(void* data, size_t count, DataType dtype, int divisor) {
   if (divisor <= 1) return;
   switch (dtype) {
-    case DataType::kFloat32: return DivideTyped(static_cast<float*>(data), count, divisor);
-    case DataType::kFloat64: return DivideTyped(static_cast<double*>(data), count, divisor);
-    case DataType::kInt32: return DivideTyped(static_cast<int32_t*>(data), count, divisor);
-    case DataType::kInt64: return DivideTyped(static_cast<int64_t*>(data), count, divisor);
-    case DataType::kInt8: return DivideTyped(static_cast<int8_t*>(data), count, divisor);
+    case DataType::kFloat32:
+      return DivideTyped(static_cast<float*>(data), count, divisor);
+    case DataType::kFloat64:
+      return DivideTyped(static_cast<double*>(data), count, divisor);
+    case DataType::kInt32:
+      return DivideTyped(static_cast<int32_t*>(data), count, divisor);
+    case DataType::kInt64:
+      return DivideTyped(static_cast<int64_t*>(data), count, divisor);
+    case DataType::kInt8:
+      return DivideTyped(static_cast<int8_t*>(data), count, divisor);
     case DataType::kFloat16:
       return Divide16<HalfToFloat, FloatToHalf>(static_cast<uint16_t*>(data), count, divisor);
     case DataType::kBFloat16:
-      return Divide16<BFloat16ToFloat, FloatToBFloat16>(static_cast<uint16_t*>(data), count, divisor);
+      return Divide16<BFloat16ToFloat, FloatToBFloat16>(static_cast<uint16_t*>(data), count,
+                                                        divisor);
   }
 }
 

@@ -17,9 +17,9 @@
 #include "comm/collective_fingerprint.h"
 #include "comm/collectives/algorithms.h"
 #include "comm/reduce.h"
-#include "common/thread_name.h"
 #include "comm/transport/tcp_mesh.h"
 #include "comm/work_impl.h"
+#include "common/thread_name.h"
 
 namespace cdt {
 
@@ -27,15 +27,20 @@ namespace {
 
 constexpr auto kWaitMargin = std::chrono::seconds(5);
 
-
 const char* AllreduceLabel(AllreduceAlgorithm a) {
   switch (a) {
-    case AllreduceAlgorithm::kRing: return "allreduce(ring)";
-    case AllreduceAlgorithm::kRecursiveDoubling: return "allreduce(rd)";
-    case AllreduceAlgorithm::kHalvingDoubling: return "allreduce(rhd)";
-    case AllreduceAlgorithm::kTree: return "allreduce(tree)";
-    case AllreduceAlgorithm::kHierarchical: return "allreduce(hier)";
-    case AllreduceAlgorithm::kAuto: return "allreduce(auto)";
+    case AllreduceAlgorithm::kRing:
+      return "allreduce(ring)";
+    case AllreduceAlgorithm::kRecursiveDoubling:
+      return "allreduce(rd)";
+    case AllreduceAlgorithm::kHalvingDoubling:
+      return "allreduce(rhd)";
+    case AllreduceAlgorithm::kTree:
+      return "allreduce(tree)";
+    case AllreduceAlgorithm::kHierarchical:
+      return "allreduce(hier)";
+    case AllreduceAlgorithm::kAuto:
+      return "allreduce(auto)";
   }
   return "allreduce";
 }
@@ -50,8 +55,8 @@ class TcpCommunicator : public Communicator {
     layout_.node_of_rank.resize(static_cast<size_t>(o.size));
     std::map<int, int> per_node;
     for (int r = 0; r < o.size; ++r) {
-      auto [it, added] = ids.emplace(mesh_->host_ids()[static_cast<size_t>(r)],
-                                     static_cast<int>(ids.size()));
+      auto [it, added] =
+          ids.emplace(mesh_->host_ids()[static_cast<size_t>(r)], static_cast<int>(ids.size()));
       layout_.node_of_rank[static_cast<size_t>(r)] = it->second;
       ++per_node[it->second];
     }
@@ -79,12 +84,15 @@ class TcpCommunicator : public Communicator {
                                   AllreduceOptions opt) override {
     // kAuto is resolved when the operation runs, not when it is queued: the autotuner's decision
     // may land between the two.
-    const AllreduceAlgorithm requested = opt.algorithm != AllreduceAlgorithm::kAuto
-                                             ? opt.algorithm
-                                             : options_.default_algorithm;
+    const AllreduceAlgorithm requested =
+        opt.algorithm != AllreduceAlgorithm::kAuto ? opt.algorithm : options_.default_algorithm;
     const size_t elem = ElementSize(dtype);
-    Fingerprint fp{0, count, -1, static_cast<uint8_t>(OpKind::kAllreduce),
-                   static_cast<uint8_t>(dtype), static_cast<uint8_t>(op)};
+    Fingerprint fp{0,
+                   count,
+                   -1,
+                   static_cast<uint8_t>(OpKind::kAllreduce),
+                   static_cast<uint8_t>(dtype),
+                   static_cast<uint8_t>(op)};
     // The selector in force when the call is queued decides it, on every rank alike.
     auto [selector, epoch] = CurrentSelector();
     return Submit(AllreduceLabel(requested), fp, count * elem, [=, this](CollectiveContext& ctx) {
@@ -118,8 +126,8 @@ class TcpCommunicator : public Communicator {
 
   std::shared_ptr<Work> Broadcast(void* data, size_t count, DataType dtype, int root) override {
     CheckRank(root, "broadcast root");
-    Fingerprint fp{0, count, root, static_cast<uint8_t>(OpKind::kBroadcast),
-                   static_cast<uint8_t>(dtype), 0};
+    Fingerprint fp{
+        0, count, root, static_cast<uint8_t>(OpKind::kBroadcast), static_cast<uint8_t>(dtype), 0};
     const size_t bytes = count * ElementSize(dtype);
     return Submit("broadcast", fp, bytes, [=, this](CollectiveContext& ctx) {
       cdt::Broadcast(ctx, Group::World(rank(), size()), data, bytes, root);
@@ -134,8 +142,12 @@ class TcpCommunicator : public Communicator {
                       " entries, the world has " + std::to_string(size()) + " ranks");
     std::vector<size_t> offsets(counts.size() + 1, 0);
     std::partial_sum(counts.begin(), counts.end(), offsets.begin() + 1);
-    Fingerprint fp{0, offsets.back(), -1, static_cast<uint8_t>(OpKind::kAllgather),
-                   static_cast<uint8_t>(dtype), 0};
+    Fingerprint fp{0,
+                   offsets.back(),
+                   -1,
+                   static_cast<uint8_t>(OpKind::kAllgather),
+                   static_cast<uint8_t>(dtype),
+                   0};
     const size_t elem = ElementSize(dtype);
     return Submit("allgather", fp, offsets.back() * elem, [=, this](CollectiveContext& ctx) {
       const size_t me = static_cast<size_t>(rank());
@@ -154,8 +166,12 @@ class TcpCommunicator : public Communicator {
                       " entries, the world has " + std::to_string(size()) + " ranks");
     std::vector<size_t> offsets(counts.size() + 1, 0);
     std::partial_sum(counts.begin(), counts.end(), offsets.begin() + 1);
-    Fingerprint fp{0, offsets.back(), -1, static_cast<uint8_t>(OpKind::kReduceScatter),
-                   static_cast<uint8_t>(dtype), static_cast<uint8_t>(op)};
+    Fingerprint fp{0,
+                   offsets.back(),
+                   -1,
+                   static_cast<uint8_t>(OpKind::kReduceScatter),
+                   static_cast<uint8_t>(dtype),
+                   static_cast<uint8_t>(op)};
     const size_t elem = ElementSize(dtype);
     return Submit("reduce_scatter", fp, offsets.back() * elem, [=, this](CollectiveContext& ctx) {
       // The ring works in place; stage the (const) input in memory of our own.
@@ -226,14 +242,23 @@ class TcpCommunicator : public Communicator {
   void RunAllreduce(CollectiveContext& ctx, const Group& world, const ReduceBuffer& buf,
                     AllreduceAlgorithm algo) {
     switch (algo) {
-      case AllreduceAlgorithm::kRing: AllreduceRing(ctx, world, buf); break;
-      case AllreduceAlgorithm::kRecursiveDoubling: AllreduceRecursiveDoubling(ctx, world, buf); break;
-      case AllreduceAlgorithm::kHalvingDoubling: AllreduceHalvingDoubling(ctx, world, buf); break;
-      case AllreduceAlgorithm::kTree: AllreduceTree(ctx, world, buf); break;
+      case AllreduceAlgorithm::kRing:
+        AllreduceRing(ctx, world, buf);
+        break;
+      case AllreduceAlgorithm::kRecursiveDoubling:
+        AllreduceRecursiveDoubling(ctx, world, buf);
+        break;
+      case AllreduceAlgorithm::kHalvingDoubling:
+        AllreduceHalvingDoubling(ctx, world, buf);
+        break;
+      case AllreduceAlgorithm::kTree:
+        AllreduceTree(ctx, world, buf);
+        break;
       case AllreduceAlgorithm::kHierarchical:
         AllreduceHierarchical(ctx, world, buf, layout_.node_of_rank);
         break;
-      case AllreduceAlgorithm::kAuto: break;  // selectors never return it
+      case AllreduceAlgorithm::kAuto:
+        break;  // selectors never return it
     }
   }
 
@@ -274,11 +299,11 @@ class TcpCommunicator : public Communicator {
   }
 
   std::exception_ptr AbortedError(const Op& op) const {
-    return std::make_exception_ptr(
-        Error(ErrorCode::kAborted,
-              std::string(op.name) + " #" + std::to_string(op.seq) + " on rank " +
-                  std::to_string(rank()) + " not run: " + broken_,
-              {rank(), -1, "", op.name, op.seq}));
+    return std::make_exception_ptr(Error(ErrorCode::kAborted,
+                                         std::string(op.name) + " #" + std::to_string(op.seq) +
+                                             " on rank " + std::to_string(rank()) +
+                                             " not run: " + broken_,
+                                         {rank(), -1, "", op.name, op.seq}));
   }
 
   std::shared_ptr<Work> Submit(const char* name, Fingerprint fp, size_t bytes,
@@ -362,10 +387,10 @@ class TcpCommunicator : public Communicator {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Op> queue_;     // guarded by mu_
-  uint64_t next_seq_ = 0;    // guarded by mu_
-  std::string broken_;       // guarded by mu_; non-empty once broken
-  bool stopping_ = false;    // guarded by mu_
+  std::deque<Op> queue_;   // guarded by mu_
+  uint64_t next_seq_ = 0;  // guarded by mu_
+  std::string broken_;     // guarded by mu_; non-empty once broken
+  bool stopping_ = false;  // guarded by mu_
   std::thread thread_;
 };
 

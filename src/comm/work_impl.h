@@ -33,14 +33,14 @@ class WorkImpl : public Work {
   const std::chrono::milliseconds default_wait_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool done_ = false;          // guarded by mu_
+  bool done_ = false;                                // guarded by mu_
   std::chrono::steady_clock::time_point started_{};  // communicator thread only, before Finish
-  double run_seconds_ = 0;     // guarded by mu_
-  Interval ran_;               // guarded by mu_
+  double run_seconds_ = 0;                           // guarded by mu_
+  Interval ran_;                                     // guarded by mu_
   // The failure, kept as a value: every Wait() throws its own copy, so no exception object is
   // shared between the communicator thread and waiting threads.
-  std::optional<Error> error_;       // guarded by mu_
-  std::exception_ptr other_error_;   // guarded by mu_; a non-cdt exception (a bug), rethrown as is
+  std::optional<Error> error_;      // guarded by mu_
+  std::exception_ptr other_error_;  // guarded by mu_; a non-cdt exception (a bug), rethrown as is
 };
 
 }  // namespace cdt

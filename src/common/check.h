@@ -1,5 +1,6 @@
 // CDT_CHECK: invariants whose violation means a bug in this program, not bad input.
-// Prints both sides and aborts (LevelDB's assert / Gloo's GLOO_ENFORCE). Bad input throws cdt::Error.
+// Prints both sides and aborts (LevelDB's assert / Gloo's GLOO_ENFORCE). Bad input throws
+// cdt::Error.
 #pragma once
 
 #include <cstdio>
@@ -21,13 +22,15 @@ std::string Describe(const A& a, const B& b) {
 }
 }  // namespace cdt::internal
 
-#define CDT_CHECK(cond) \
-  do { if (!(cond)) ::cdt::internal::CheckFailed(__FILE__, __LINE__, #cond, ""); } while (0)
-#define CDT_CHECK_OP(a, op, b)                                                          \
-  do {                                                                                  \
-    if (!((a)op(b)))                                                                    \
-      ::cdt::internal::CheckFailed(__FILE__, __LINE__, #a " " #op " " #b,               \
-                                   ::cdt::internal::Describe((a), (b)));                \
+#define CDT_CHECK(cond)                                                       \
+  do {                                                                        \
+    if (!(cond)) ::cdt::internal::CheckFailed(__FILE__, __LINE__, #cond, ""); \
+  } while (0)
+#define CDT_CHECK_OP(a, op, b)                                            \
+  do {                                                                    \
+    if (!((a)op(b)))                                                      \
+      ::cdt::internal::CheckFailed(__FILE__, __LINE__, #a " " #op " " #b, \
+                                   ::cdt::internal::Describe((a), (b)));  \
   } while (0)
 #define CDT_CHECK_EQ(a, b) CDT_CHECK_OP(a, ==, b)
 #define CDT_CHECK_LE(a, b) CDT_CHECK_OP(a, <=, b)

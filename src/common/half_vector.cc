@@ -36,7 +36,8 @@ CDT_F16C void FloatsToHalfsF16c(const float* src, uint16_t* dst, size_t n) {
 CDT_F16C void HalfsToFloatsF16c(const uint16_t* src, float* dst, size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+    _mm256_storeu_ps(dst + i,
+                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
   for (; i < n; ++i) dst[i] = _cvtsh_ss(src[i]);
 }
 
@@ -49,7 +50,8 @@ CDT_F16C void SumHalfsF16c(uint16_t* d, const uint16_t* s, size_t n) {
                      _mm256_cvtps_ph(_mm256_add_ps(a, b), _MM_FROUND_TO_NEAREST_INT));
   }
   for (; i < n; ++i)
-    d[i] = static_cast<uint16_t>(_cvtss_sh(_cvtsh_ss(d[i]) + _cvtsh_ss(s[i]), _MM_FROUND_TO_NEAREST_INT));
+    d[i] = static_cast<uint16_t>(
+        _cvtss_sh(_cvtsh_ss(d[i]) + _cvtsh_ss(s[i]), _MM_FROUND_TO_NEAREST_INT));
 }
 
 // Asked per call (a load of the CPU model GCC's runtime filled in at start-up): one branch per

@@ -16,7 +16,10 @@ namespace cdt {
 // The length of the valid UTF-8 character of two or more bytes at s[i], or 0.
 inline size_t Utf8CharAt(std::string_view s, size_t i) {
   const auto b = static_cast<unsigned char>(s[i]);
-  const size_t len = b >= 0xC2 && b <= 0xDF ? 2 : b >= 0xE0 && b <= 0xEF ? 3 : b >= 0xF0 && b <= 0xF4 ? 4 : 0;
+  const size_t len = b >= 0xC2 && b <= 0xDF   ? 2
+                     : b >= 0xE0 && b <= 0xEF ? 3
+                     : b >= 0xF0 && b <= 0xF4 ? 4
+                                              : 0;
   if (len == 0 || i + len > s.size()) return 0;
   for (size_t k = 1; k < len; ++k)
     if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 0;

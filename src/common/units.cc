@@ -16,10 +16,14 @@ size_t ParseBytes(const std::string& text, const std::string& what) {
   }
   std::string suffix = text.substr(i);
   unsigned long long mult = 0;
-  if (suffix.empty() || suffix == "B") mult = 1;
-  else if (suffix == "K" || suffix == "k" || suffix == "KiB") mult = 1ull << 10;
-  else if (suffix == "M" || suffix == "MiB") mult = 1ull << 20;
-  else if (suffix == "G" || suffix == "GiB") mult = 1ull << 30;
+  if (suffix.empty() || suffix == "B")
+    mult = 1;
+  else if (suffix == "K" || suffix == "k" || suffix == "KiB")
+    mult = 1ull << 10;
+  else if (suffix == "M" || suffix == "MiB")
+    mult = 1ull << 20;
+  else if (suffix == "G" || suffix == "GiB")
+    mult = 1ull << 30;
   if (i == 0 || mult == 0 || value > (1ull << 40))
     throw Error(ErrorCode::kInvalidArgument,
                 what + ": '" + text + "' is not a size (examples: 4096, 4K, 64M, 1G)");

@@ -29,7 +29,8 @@ Decision AdaptiveController::Initial() const {
   return d;
 }
 
-std::string AdaptiveController::PhaseAfter(const IntervalObservation& o, int64_t warmup_until) const {
+std::string AdaptiveController::PhaseAfter(const IntervalObservation& o,
+                                           int64_t warmup_until) const {
   if (o.last_step + 1 < warmup_until) return "warmup";
   return o.lr_fraction < options_.converging_lr ? "converging" : "stable";
 }
@@ -71,7 +72,8 @@ Decision AdaptiveController::Decide(const IntervalObservation& o) {
   d.from_step = o.last_step + 1;
   const double steps = std::max(1.0, o.steps);
   std::vector<double> norms(buckets_, 0.0);
-  for (size_t b = 0; b < buckets_ && b < o.bucket_norms.size(); ++b) norms[b] = o.bucket_norms[b] / steps;
+  for (size_t b = 0; b < buckets_ && b < o.bucket_norms.size(); ++b)
+    norms[b] = o.bucket_norms[b] / steps;
 
   // Bandwidth: step times with and without compression, measured in the last interval that ran
   // each way (the interval's bytes lag its decisions by one step: "compressed" means clearly so).
@@ -112,8 +114,8 @@ Decision AdaptiveController::Decide(const IntervalObservation& o) {
   const double per_byte = o.bytes_wire > 0 ? o.comm_s / o.bytes_wire : 0;
   const double comm_plain = o.plain_comm_s > 0 ? o.plain_comm_s : per_byte * o.bytes_fp32 / steps;
   const bool plain_measured = measured_plain_step_ > 0;
-  const double exposed_plain = plain_measured ? measured_plain_exposed_
-                                              : std::max(0.0, comm_plain - 0.8 * compute);
+  const double exposed_plain =
+      plain_measured ? measured_plain_exposed_ : std::max(0.0, comm_plain - 0.8 * compute);
   const double step_plain =
       plain_measured ? measured_plain_step_ : compute + optimizer + exposed_plain;
   const char* how = plain_measured ? "measured" : "predicted";
@@ -127,12 +129,13 @@ Decision AdaptiveController::Decide(const IntervalObservation& o) {
       if (probing_ != 0) {
         // A re-measurement that confirms compression waits twice as long next time.
         const bool confirmed = !plain_wins;
-        backoff_ = confirmed ? 2 * std::max(backoff_, options_.reprobe_after) : options_.reprobe_after;
+        backoff_ =
+            confirmed ? 2 * std::max(backoff_, options_.reprobe_after) : options_.reprobe_after;
         probing_ = 0;
       }
       const int after = std::max(backoff_, options_.reprobe_after);
-      const bool close = std::fabs(measured_compressed_step_ - step_plain) <
-                         options_.reprobe_within * step_plain;
+      const bool close =
+          std::fabs(measured_compressed_step_ - step_plain) < options_.reprobe_within * step_plain;
       const char* probe = "";
       // Only the uncompressed figure goes stale in a harmful way: a compressed one that is stale
       // is overturned as soon as uncompressed steps measure slower than it (a slower network).
@@ -154,9 +157,10 @@ Decision AdaptiveController::Decide(const IntervalObservation& o) {
                     1e3 * exposed_plain, how, 1e3 * step_plain,
                     100 * exposed_plain / std::max(1e-12, step_plain), 100 * options_.min_exposed);
     } else if (compressing_now && step_now > step_plain) {
-      std::snprintf(why, sizeof why,
-                    "compressed step %.1f ms > uncompressed %.1f ms (%s): send uncompressed, measure it",
-                    1e3 * step_now, 1e3 * step_plain, how);
+      std::snprintf(
+          why, sizeof why,
+          "compressed step %.1f ms > uncompressed %.1f ms (%s): send uncompressed, measure it",
+          1e3 * step_now, 1e3 * step_plain, how);
     }
     if (why[0] != '\0') {
       d.phase = PhaseAfter(o, std::max(options_.warmup_steps, options_.interval));
@@ -173,7 +177,8 @@ Decision AdaptiveController::Decide(const IntervalObservation& o) {
     d.reason = "LR warmup: low compression";
   } else if (d.phase == "converging") {
     d.buckets.assign(buckets_, BucketChoice{"powersgd", options_.low_rank});
-    std::snprintf(why, sizeof why, "LR at %.0f%% of its peak: moderate compression", 100 * o.lr_fraction);
+    std::snprintf(why, sizeof why, "LR at %.0f%% of its peak: moderate compression",
+                  100 * o.lr_fraction);
     d.reason = why;
   } else {
     int critical = 0;

@@ -39,12 +39,12 @@
 namespace cdt::compress {
 
 struct AdaptiveOptions {
-  int64_t interval = 50;          // steps between decisions
-  int64_t warmup_steps = 0;       // the LR warmup; the warmup phase lasts at least one interval
-  double critical_change = 0.5;   // Accordion's eta
-  double converging_lr = 0.25;    // share of the peak LR below which training is converging
-  double min_exposed = 0.05;      // compress only if uncompressed communication is exposed for at
-                                  // least this share of the step; 0 = always (phases only)
+  int64_t interval = 50;            // steps between decisions
+  int64_t warmup_steps = 0;         // the LR warmup; the warmup phase lasts at least one interval
+  double critical_change = 0.5;     // Accordion's eta
+  double converging_lr = 0.25;      // share of the peak LR below which training is converging
+  double min_exposed = 0.05;        // compress only if uncompressed communication is exposed for at
+                                    // least this share of the step; 0 = always (phases only)
   int high_rank = 2, low_rank = 4;  // PowerSGD ranks
   // Measured compressed steps must be this much shorter than uncompressed ones. 3% let step-time
   // noise (±5% with 4 ranks on 2 cores) choose compression on loopback, at 0.88-0.92x.
@@ -58,18 +58,18 @@ struct AdaptiveOptions {
 
 // One interval's measurements, summed over its steps and over ranks (the trainer allreduces).
 struct IntervalObservation {
-  int64_t last_step = 0;              // the interval's last step (same on every rank)
-  double steps = 0;                   // steps x ranks
-  std::vector<double> bucket_norms;   // per bucket: sum of local gradient norms
-  double compute_s = 0;               // forward + backward
-  double wait_s = 0;                  // exposed communication
-  double optimizer_s = 0;             // optimizer steps: in the step either way, so counted in it
-                                      // (min_gain and min_exposed are shares of the whole step)
-  double comm_s = 0;                  // buckets' run time (encode + collectives + decode)
+  int64_t last_step = 0;             // the interval's last step (same on every rank)
+  double steps = 0;                  // steps x ranks
+  std::vector<double> bucket_norms;  // per bucket: sum of local gradient norms
+  double compute_s = 0;              // forward + backward
+  double wait_s = 0;                 // exposed communication
+  double optimizer_s = 0;            // optimizer steps: in the step either way, so counted in it
+                                     // (min_gain and min_exposed are shares of the whole step)
+  double comm_s = 0;                 // buckets' run time (encode + collectives + decode)
   double bytes_fp32 = 0, bytes_wire = 0;
-  double lr_fraction = 1;             // of the interval's last step (not summed)
-  double plain_comm_s = 0;            // one uncompressed allreduce of all buckets (not summed;
-                                      // 0 = unknown: extrapolate from comm_s / bytes_wire)
+  double lr_fraction = 1;   // of the interval's last step (not summed)
+  double plain_comm_s = 0;  // one uncompressed allreduce of all buckets (not summed;
+                            // 0 = unknown: extrapolate from comm_s / bytes_wire)
 };
 
 struct BucketChoice {
@@ -79,9 +79,9 @@ struct BucketChoice {
 
 struct Decision {
   int64_t from_step = 0;
-  std::string phase;                 // warmup | stable | converging
+  std::string phase;  // warmup | stable | converging
   std::vector<BucketChoice> buckets;
-  std::string reason;                // one line for the log
+  std::string reason;  // one line for the log
 };
 
 class AdaptiveController {
@@ -109,7 +109,7 @@ class AdaptiveController {
   AdaptiveOptions options_;
   size_t buckets_;
   std::vector<std::vector<double>> wire_bytes_;  // [bucket][rank - 1]
-  std::vector<double> prev_norms_;   // mean norm per bucket in the previous interval
+  std::vector<double> prev_norms_;               // mean norm per bucket in the previous interval
   // Per step (0 = none yet): uncompressed, the median of the last (up to) three uncompressed
   // intervals in a row (plain_steps_, plain_exposed_; last_plain_: the last interval was one);
   // compressed, the last compressed interval.
@@ -118,8 +118,8 @@ class AdaptiveController {
   bool last_plain_ = false;
   // Intervals since each way was last measured; re-measuring state (reprobe_after).
   int since_plain_ = 0, since_compressed_ = 0;
-  int backoff_ = 0;           // intervals before the next re-measurement; 0 = reprobe_after
-  int probing_ = 0;           // 1: the last interval re-measured uncompressed
+  int backoff_ = 0;  // intervals before the next re-measurement; 0 = reprobe_after
+  int probing_ = 0;  // 1: the last interval re-measured uncompressed
 };
 
 }  // namespace cdt::compress

@@ -80,23 +80,24 @@ class SplitCompressor : public Compressor {
 };
 
 struct CompressorOptions {
-  double ratio = 0.01;       // top-k / random-k: share of elements sent
+  double ratio = 0.01;  // top-k / random-k: share of elements sent
   // top-k / random-k: the type the kept values travel in. float16 or bfloat16 halve the values'
   // bytes (DGC and GRACE quantise the kept values too); error feedback keeps the rounding.
   DataType sparse_values = DataType::kFloat32;
-  int powersgd_rank = 2;     // PowerSGD: rank of the approximation
+  int powersgd_rank = 2;  // PowerSGD: rank of the approximation
   // PowerSGD: a bucket whose matrices would save fewer bytes than this goes uncompressed, in one
   // allreduce instead of two (a round trip costs more than a few KiB save on any link).
   size_t powersgd_min_saved_bytes = 16 << 10;
-  size_t int8_chunk = 512;   // int8: elements per scale
-  uint64_t seed = 1;         // random draws shared by all ranks (random-k, PowerSGD's first Q)
+  size_t int8_chunk = 512;     // int8: elements per scale
+  uint64_t seed = 1;           // random draws shared by all ranks (random-k, PowerSGD's first Q)
   bool error_feedback = true;  // wrap lossy compressors in ErrorFeedback
 };
 
 // The compressors `train --compress` names. `tensors` describe the bucket (PowerSGD uses them;
 // the others only need the total). Throws cdt::Error(kInvalidArgument) for an unknown name.
 // "none" returns the plain allreduce.
-std::unique_ptr<Compressor> MakeCompressor(const std::string& name, const CompressorOptions& options,
+std::unique_ptr<Compressor> MakeCompressor(const std::string& name,
+                                           const CompressorOptions& options,
                                            const std::vector<TensorView>& tensors);
 
 // The wire bytes of one PowerSGD reduction of a bucket with these tensors at `rank` (what its

@@ -8,14 +8,15 @@
 
 namespace cdt::compress {
 
-std::unique_ptr<Compressor> MakePlainAllreduce();                    // none.cc
-std::unique_ptr<Compressor> MakeCast(DataType wire);                 // cast.cc: fp16, bf16
-std::unique_ptr<Compressor> MakeInt8(size_t chunk, uint64_t seed);   // int8.cc
+std::unique_ptr<Compressor> MakePlainAllreduce();                   // none.cc
+std::unique_ptr<Compressor> MakeCast(DataType wire);                // cast.cc: fp16, bf16
+std::unique_ptr<Compressor> MakeInt8(size_t chunk, uint64_t seed);  // int8.cc
 // top-k and random-k send their kept values as `values` (float32, float16 or bfloat16).
-std::unique_ptr<Compressor> MakeTopK(double ratio, DataType values = DataType::kFloat32);  // topk.cc
+std::unique_ptr<Compressor> MakeTopK(double ratio,
+                                     DataType values = DataType::kFloat32);  // topk.cc
 std::unique_ptr<Compressor> MakeRandomK(double ratio, uint64_t seed,
                                         DataType values = DataType::kFloat32);  // randomk.cc
-std::unique_ptr<Compressor> MakeSignSgd(std::vector<TensorView> tensors);  // signsgd.cc
+std::unique_ptr<Compressor> MakeSignSgd(std::vector<TensorView> tensors);       // signsgd.cc
 std::unique_ptr<Compressor> MakePowerSgd(int rank, uint64_t seed, std::vector<TensorView> tensors,
                                          size_t min_saved_bytes = 0);  // powersgd.cc
 

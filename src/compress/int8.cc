@@ -45,7 +45,8 @@ class Int8 : public SplitCompressor {
       const size_t begin = c * chunk_, end = std::min(n, begin + chunk_);
       const float s = scale_[c];
       if (s == 0.0f || !std::isfinite(s)) {
-        std::fill(codes_.begin() + static_cast<long>(begin), codes_.begin() + static_cast<long>(end), 0);
+        std::fill(codes_.begin() + static_cast<long>(begin),
+                  codes_.begin() + static_cast<long>(end), 0);
         std::fill(local + begin, local + end, 0.0f);
         continue;
       }
@@ -53,7 +54,8 @@ class Int8 : public SplitCompressor {
       const float to_levels = levels / s, back = s / levels;
       const bool multiply = std::isfinite(to_levels);
       for (size_t i = begin; i < end; ++i) {
-        const float v = multiply ? grad[i] * to_levels : grad[i] / s * levels;  // in [-levels, levels]
+        const float v =
+            multiply ? grad[i] * to_levels : grad[i] / s * levels;  // in [-levels, levels]
         const float lo = std::floor(v);
         const float q = std::clamp(lo + (Uniform() < v - lo ? 1.0f : 0.0f), -levels, levels);
         codes_[i] = static_cast<int8_t>(q);

@@ -13,9 +13,9 @@
 
 namespace cdt::compress::kernels {
 
-float Dot(const float* a, const float* b, size_t n);          // Σ a[i] b[i]
-void Axpy(float a, const float* x, float* y, size_t n);       // y += a x
-void Scale(float a, const float* x, float* y, size_t n);      // y = a x
+float Dot(const float* a, const float* b, size_t n);      // Σ a[i] b[i]
+void Axpy(float a, const float* x, float* y, size_t n);   // y += a x
+void Scale(float a, const float* x, float* y, size_t n);  // y = a x
 
 // Error feedback's first pass: x = g + e, written to both e and out; returns Σ x².
 double AddResidual(const float* g, float* e, float* out, size_t n);

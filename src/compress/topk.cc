@@ -109,7 +109,9 @@ class TopK : public SplitCompressor {
   // threshold, and at least k passed it, so the result is exactly the k largest (ties broken
   // either way); when fewer than k pass, the selection falls back to all n.
   void SelectLargest(const float* grad, size_t n, size_t k) {
-    const auto larger = [grad](uint32_t a, uint32_t b) { return std::fabs(grad[a]) > std::fabs(grad[b]); };
+    const auto larger = [grad](uint32_t a, uint32_t b) {
+      return std::fabs(grad[a]) > std::fabs(grad[b]);
+    };
     constexpr size_t kSample = 16384;
     order_.clear();
     if (n >= 4 * kSample && 4 * k <= n) {
@@ -126,7 +128,8 @@ class TopK : public SplitCompressor {
       order_.resize(n);
       std::iota(order_.begin(), order_.end(), 0u);
     }
-    std::nth_element(order_.begin(), order_.begin() + static_cast<long>(k - 1), order_.end(), larger);
+    std::nth_element(order_.begin(), order_.begin() + static_cast<long>(k - 1), order_.end(),
+                     larger);
   }
 
   double ratio_;

@@ -12,12 +12,15 @@ namespace cdt::compress {
 
 size_t WireValueBytes(DataType values) {
   switch (values) {
-    case DataType::kFloat32: return 4;
+    case DataType::kFloat32:
+      return 4;
     case DataType::kFloat16:
-    case DataType::kBFloat16: return 2;
+    case DataType::kBFloat16:
+      return 2;
     default:
       throw Error(ErrorCode::kInvalidArgument,
-                  "gradient values travel as float32, float16 or bfloat16, not " + std::string(DataTypeName(values)));
+                  "gradient values travel as float32, float16 or bfloat16, not " +
+                      std::string(DataTypeName(values)));
   }
 }
 

@@ -34,7 +34,9 @@ enum Codec : uint8_t { kNone = 0, kZstd = 1, kLz4 = 2 };
 enum Encoding : uint8_t { kSameAsBase = 0, kLiteral = 1, kXorWithBase = 2, kQuantisedDelta = 3 };
 constexpr size_t kQuantBlock = 256;  // float32 values per int8 scale
 
-double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double Since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 uint32_t Crc(const void* data, size_t n, uint32_t crc = 0) {
   // zlib's crc32 takes uInt lengths: feed large buffers in pieces.
@@ -65,7 +67,8 @@ Codec ParseCodec(const std::string& name) {
   if (name == "zstd") return kZstd;
   if (name == "lz4") return kLz4;
   if (name == "none") return kNone;
-  throw Error(ErrorCode::kInvalidArgument, "checkpoint codec '" + name + "': use zstd, lz4 or none");
+  throw Error(ErrorCode::kInvalidArgument,
+              "checkpoint codec '" + name + "': use zstd, lz4 or none");
 }
 
 // Byte planes of 4-byte words (Blosc's shuffle): the k-th bytes of all words together; a tail
@@ -106,7 +109,8 @@ std::string Compress(Codec codec, int level, const std::string& raw) {
   return out;
 }
 
-std::string Decompress(Codec codec, const char* data, size_t n, size_t raw_len, const std::string& what) {
+std::string Decompress(Codec codec, const char* data, size_t n, size_t raw_len,
+                       const std::string& what) {
   if (codec == kNone) {
     if (n != raw_len) throw Error(ErrorCode::kProtocol, what + ": stored length mismatch");
     return std::string(data, n);
@@ -114,10 +118,13 @@ std::string Decompress(Codec codec, const char* data, size_t n, size_t raw_len, 
   std::string out(raw_len, '\0');
   if (codec == kZstd) {
     const size_t got = ZSTD_decompress(out.data(), raw_len, data, n);
-    if (ZSTD_isError(got) || got != raw_len) throw Error(ErrorCode::kProtocol, what + ": zstd data is corrupt");
+    if (ZSTD_isError(got) || got != raw_len)
+      throw Error(ErrorCode::kProtocol, what + ": zstd data is corrupt");
   } else {
-    const int got = LZ4_decompress_safe(data, out.data(), static_cast<int>(n), static_cast<int>(raw_len));
-    if (got < 0 || static_cast<size_t>(got) != raw_len) throw Error(ErrorCode::kProtocol, what + ": lz4 data is corrupt");
+    const int got =
+        LZ4_decompress_safe(data, out.data(), static_cast<int>(n), static_cast<int>(raw_len));
+    if (got < 0 || static_cast<size_t>(got) != raw_len)
+      throw Error(ErrorCode::kProtocol, what + ": lz4 data is corrupt");
   }
   return out;
 }
@@ -181,14 +188,16 @@ std::optional<QuantisedChunk> QuantiseChunk(const char* data, const char* base, 
         codes.push_back(static_cast<char>(code));
         const float restored = Dequantise(LoadFloat(base + at), code, scale);
         if (!std::isfinite(restored)) return std::nullopt;
-        q.max_abs_error = std::max(q.max_abs_error, std::fabs(double(restored) - double(LoadFloat(data + at))));
+        q.max_abs_error =
+            std::max(q.max_abs_error, std::fabs(double(restored) - double(LoadFloat(data + at))));
         std::memcpy(q.restored.data() + at, &restored, 4);
       }
     }
     q.floats += count;
   }
   std::string exact(data, len);
-  for (const auto& [offset, count] : spans) std::memcpy(exact.data() + offset, base + offset, 4 * count);
+  for (const auto& [offset, count] : spans)
+    std::memcpy(exact.data() + offset, base + offset, 4 * count);
   raw += Shuffle(Xor(exact.data(), base, len).data(), len);
   raw += scales;
   raw += codes;
@@ -197,8 +206,8 @@ std::optional<QuantisedChunk> QuantiseChunk(const char* data, const char* base, 
   return q;
 }
 
-std::string RestoreQuantisedChunk(const std::string& payload, const char* base, size_t len, Codec codec,
-                                  const std::string& who) {
+std::string RestoreQuantisedChunk(const std::string& payload, const char* base, size_t len,
+                                  Codec codec, const std::string& who) {
   size_t at = 0;
   const auto raw_len = Take<uint32_t>(payload, &at, who);
   const std::string raw = Decompress(codec, payload.data() + at, payload.size() - at, raw_len, who);
@@ -208,13 +217,15 @@ std::string RestoreQuantisedChunk(const std::string& payload, const char* base, 
   size_t blocks = 0, floats = 0;
   for (uint32_t k = 0; k < nspans; ++k) {
     const size_t offset = Take<uint32_t>(raw, &at, who), count = Take<uint32_t>(raw, &at, who);
-    if (offset % 4 != 0 || offset + 4 * count > len || (!spans.empty() && offset < spans.back().first + 4 * spans.back().second))
+    if (offset % 4 != 0 || offset + 4 * count > len ||
+        (!spans.empty() && offset < spans.back().first + 4 * spans.back().second))
       throw Error(ErrorCode::kProtocol, who + ": bad float span");
     spans.push_back({offset, count});
     blocks += (count + kQuantBlock - 1) / kQuantBlock;
     floats += count;
   }
-  if (at + len + 4 * blocks + floats != raw.size()) throw Error(ErrorCode::kProtocol, who + ": bad quantised record");
+  if (at + len + 4 * blocks + floats != raw.size())
+    throw Error(ErrorCode::kProtocol, who + ": bad quantised record");
   std::string data = Unshuffle(raw.substr(at, len));
   for (size_t k = 0; k < len; ++k) data[k] = static_cast<char>(data[k] ^ base[k]);
   const char* scales = raw.data() + at + len;
@@ -224,7 +235,8 @@ std::string RestoreQuantisedChunk(const std::string& payload, const char* base, 
   for (const auto& [offset, count] : spans)
     for (size_t i = 0; i < count; ++i) {
       if (i % kQuantBlock == 0) scale = LoadFloat(scales + 4 * block++);
-      const float restored = Dequantise(LoadFloat(base + offset + 4 * i), static_cast<int8_t>(*codes++), scale);
+      const float restored =
+          Dequantise(LoadFloat(base + offset + 4 * i), static_cast<int8_t>(*codes++), scale);
       std::memcpy(data.data() + offset + 4 * i, &restored, 4);
     }
   return data;
@@ -246,7 +258,8 @@ std::optional<std::pair<int64_t, int64_t>> ParseName(const std::string& name) {
   char tail[16] = {0};
   if (std::sscanf(name.c_str(), "ckpt-%12lld.full.cdt%c", &step, tail) == 2 && name.size() == 27)
     return std::make_pair(static_cast<int64_t>(step), int64_t{-1});
-  if (std::sscanf(name.c_str(), "ckpt-%12lld.incr-%12lld.cdt%c", &step, &base, tail) == 3 && name.size() == 40)
+  if (std::sscanf(name.c_str(), "ckpt-%12lld.incr-%12lld.cdt%c", &step, &base, tail) == 3 &&
+      name.size() == 40)
     return std::make_pair(static_cast<int64_t>(step), static_cast<int64_t>(base));
   return std::nullopt;
 }
@@ -289,7 +302,8 @@ void WriteFileDurably(const std::string& path, const std::string& bytes) {
     throw Error(ErrorCode::kIo, "cannot sync '" + tmp + "': " + std::strerror(errno));
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0)
-    throw Error(ErrorCode::kIo, "cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));
+    throw Error(ErrorCode::kIo,
+                "cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));
   SyncDirectory(fs::path(path).parent_path().string());
 }
 
@@ -299,15 +313,21 @@ double YoungDalyInterval(double checkpoint_cost, double mtbf) {
 
 CheckpointWriter::CheckpointWriter(CheckpointOptions o) : options_(std::move(o)) {
   ParseCodec(options_.codec);
-  if (options_.dir.empty()) throw Error(ErrorCode::kInvalidArgument, "checkpoint directory not set");
-  if (options_.chunk_bytes < 64 || options_.chunk_bytes % 4 != 0 || options_.full_every < 1 || options_.keep < 1)
-    throw Error(ErrorCode::kInvalidArgument,
-                "checkpoint options: chunk >= 64 bytes and a multiple of 4, full_every and keep >= 1");
+  if (options_.dir.empty())
+    throw Error(ErrorCode::kInvalidArgument, "checkpoint directory not set");
+  if (options_.chunk_bytes < 64 || options_.chunk_bytes % 4 != 0 || options_.full_every < 1 ||
+      options_.keep < 1)
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        "checkpoint options: chunk >= 64 bytes and a multiple of 4, full_every and keep >= 1");
   if (options_.quantize != "none" && options_.quantize != "int8")
-    throw Error(ErrorCode::kInvalidArgument, "checkpoint quantisation '" + options_.quantize + "': use none or int8");
+    throw Error(ErrorCode::kInvalidArgument,
+                "checkpoint quantisation '" + options_.quantize + "': use none or int8");
   std::error_code ec;
   fs::create_directories(options_.dir, ec);
-  if (ec) throw Error(ErrorCode::kIo, "cannot create checkpoint directory '" + options_.dir + "': " + ec.message());
+  if (ec)
+    throw Error(ErrorCode::kIo,
+                "cannot create checkpoint directory '" + options_.dir + "': " + ec.message());
   for (const auto& e : fs::directory_iterator(options_.dir, ec))  // a crash's leftovers
     if (e.path().extension() == ".tmp" && e.path().filename().string().rfind("ckpt-", 0) == 0)
       fs::remove(e.path(), ec);
@@ -336,8 +356,10 @@ void CheckpointWriter::Submit(int64_t step, std::string state, std::vector<Float
   for (const FloatSpan& f : floats) {
     if (f.offset < end || f.offset % 4 != 0 || f.offset + 4 * f.count > state.size())
       throw Error(ErrorCode::kInvalidArgument,
-                  "checkpoint of step " + std::to_string(step) + ": float span at byte " + std::to_string(f.offset) +
-                      " is unaligned, out of order or past the state's " + std::to_string(state.size()) + " bytes");
+                  "checkpoint of step " + std::to_string(step) + ": float span at byte " +
+                      std::to_string(f.offset) +
+                      " is unaligned, out of order or past the state's " +
+                      std::to_string(state.size()) + " bytes");
     end = f.offset + 4 * f.count;
   }
   std::unique_lock<std::mutex> lock(mu_);
@@ -432,7 +454,8 @@ CheckpointRecord CheckpointWriter::Write(int64_t step, const std::string& state,
       std::vector<std::pair<size_t, size_t>> spans;  // (byte offset in the chunk, floats)
       for (size_t k = 0; quantise && k < floats.size(); ++k) {
         const FloatSpan& f = floats[k];
-        const size_t from = std::max<size_t>(f.offset, begin), to = std::min<size_t>(f.offset + 4 * f.count, begin + len);
+        const size_t from = std::max<size_t>(f.offset, begin),
+                     to = std::min<size_t>(f.offset + 4 * f.count, begin + len);
         if (to > from) spans.push_back({from - begin, (to - from) / 4});
       }
       if (!spans.empty())
@@ -445,7 +468,8 @@ CheckpointRecord CheckpointWriter::Write(int64_t step, const std::string& state,
         rec.max_abs_error = std::max(rec.max_abs_error, q->max_abs_error);
       } else {
         encoding = kXorWithBase;
-        payload = Compress(codec, options_.zstd_level, Shuffle(Xor(data, base_state_.data() + begin, len).data(), len));
+        payload = Compress(codec, options_.zstd_level,
+                           Shuffle(Xor(data, base_state_.data() + begin, len).data(), len));
       }
     } else {
       payload = Compress(codec, options_.zstd_level, Shuffle(data, len));
@@ -496,7 +520,8 @@ CheckpointRecord CheckpointWriter::Write(int64_t step, const std::string& state,
     for (const auto& e : fs::directory_iterator(options_.dir, ec)) {
       const auto parsed = ParseName(e.path().filename().string());
       if (!parsed) continue;
-      (parsed->second < 0 ? fulls : incrs).push_back({parsed->second < 0 ? parsed->first : parsed->second, e.path()});
+      (parsed->second < 0 ? fulls : incrs)
+          .push_back({parsed->second < 0 ? parsed->first : parsed->second, e.path()});
     }
     std::sort(fulls.rbegin(), fulls.rend());
     if (static_cast<int>(fulls.size()) > options_.keep) {
@@ -519,8 +544,8 @@ LoadedCheckpoint ReadCheckpointFile(const std::string& path) {
   at = sizeof kMagic;
   const auto version = Take<uint32_t>(in, &at, who);
   if (version != kVersion)
-    throw Error(ErrorCode::kProtocol, who + ": format version " + std::to_string(version) + ", this build reads " +
-                                          std::to_string(kVersion));
+    throw Error(ErrorCode::kProtocol, who + ": format version " + std::to_string(version) +
+                                          ", this build reads " + std::to_string(kVersion));
   const auto kind = Take<uint8_t>(in, &at, who);
   const auto codec = static_cast<Codec>(Take<uint8_t>(in, &at, who));
   Take<uint16_t>(in, &at, who);
@@ -531,7 +556,8 @@ LoadedCheckpoint ReadCheckpointFile(const std::string& path) {
   const auto chunks = Take<uint32_t>(in, &at, who);
   const auto state_crc = Take<uint32_t>(in, &at, who);
   const uint32_t header_crc = Crc(in.data(), at);
-  if (Take<uint32_t>(in, &at, who) != header_crc) throw Error(ErrorCode::kProtocol, who + ": header checksum mismatch");
+  if (Take<uint32_t>(in, &at, who) != header_crc)
+    throw Error(ErrorCode::kProtocol, who + ": header checksum mismatch");
   if (codec > kLz4 || kind > 1 || chunk == 0 ||
       static_cast<uint64_t>(chunks) != (state_bytes + chunk - 1) / chunk)
     throw Error(ErrorCode::kProtocol, who + ": inconsistent header");
@@ -539,8 +565,8 @@ LoadedCheckpoint ReadCheckpointFile(const std::string& path) {
   if (kind == 1) {
     const std::string base_path = (fs::path(path).parent_path() / FileName(base_step, -1)).string();
     if (!fs::exists(base_path))
-      throw Error(ErrorCode::kProtocol, who + ": its base, full checkpoint of step " + std::to_string(base_step) +
-                                            ", is missing");
+      throw Error(ErrorCode::kProtocol, who + ": its base, full checkpoint of step " +
+                                            std::to_string(base_step) + ", is missing");
     base = ReadCheckpointFile(base_path);
   }
   LoadedCheckpoint out;
@@ -569,10 +595,12 @@ LoadedCheckpoint ReadCheckpointFile(const std::string& path) {
       if (encoding == kSameAsBase) {
         data = base.state.substr(begin, len);
       } else if (encoding == kQuantisedDelta) {
-        data = RestoreQuantisedChunk(in.substr(at, payload_len), base.state.data() + begin, len, codec, rwho);
+        data = RestoreQuantisedChunk(in.substr(at, payload_len), base.state.data() + begin, len,
+                                     codec, rwho);
       } else {
         data = Unshuffle(Decompress(codec, in.data() + at, payload_len, len, rwho));
-        for (size_t k = 0; k < len; ++k) data[k] = static_cast<char>(data[k] ^ base.state[begin + k]);
+        for (size_t k = 0; k < len; ++k)
+          data[k] = static_cast<char>(data[k] ^ base.state[begin + k]);
       }
     } else if (encoding == kLiteral) {
       data = Unshuffle(Decompress(codec, in.data() + at, payload_len, len, rwho));
@@ -591,11 +619,13 @@ LoadedCheckpoint ReadCheckpointFile(const std::string& path) {
   return out;
 }
 
-std::optional<LoadedCheckpoint> LoadNewestCheckpoint(const std::string& dir, std::vector<std::string>* skipped) {
+std::optional<LoadedCheckpoint> LoadNewestCheckpoint(const std::string& dir,
+                                                     std::vector<std::string>* skipped) {
   std::vector<std::pair<int64_t, std::string>> files;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec))
-    if (const auto parsed = ParseName(e.path().filename().string())) files.push_back({parsed->first, e.path().string()});
+    if (const auto parsed = ParseName(e.path().filename().string()))
+      files.push_back({parsed->first, e.path().string()});
   std::sort(files.rbegin(), files.rend());
   std::vector<std::string> warnings;
   for (const auto& [step, path] : files) {

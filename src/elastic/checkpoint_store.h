@@ -45,12 +45,12 @@ namespace cdt::elastic {
 
 struct CheckpointOptions {
   std::string dir;
-  std::string codec = "zstd";   // zstd | lz4 | none
+  std::string codec = "zstd";  // zstd | lz4 | none
   int zstd_level = 3;
   bool incremental = false;
-  int full_every = 10;          // with incremental: every Nth checkpoint is full
+  int full_every = 10;  // with incremental: every Nth checkpoint is full
   size_t chunk_bytes = 64 << 10;
-  int keep = 2;                 // full checkpoints kept (with their increments)
+  int keep = 2;                   // full checkpoints kept (with their increments)
   std::string quantize = "none";  // none | int8: increments quantise the float spans (above)
 };
 
@@ -65,11 +65,11 @@ struct CheckpointRecord {
   int64_t step = -1;
   std::string path;
   bool full = true;
-  size_t state_bytes = 0;       // the state's size
-  size_t file_bytes = 0;        // what reached the disk
+  size_t state_bytes = 0;  // the state's size
+  size_t file_bytes = 0;   // what reached the disk
   size_t chunks = 0, chunks_unchanged = 0;
-  size_t floats_quantised = 0;  // float32 values stored as int8 differences (lossy)
-  double max_abs_error = 0;     // the largest |restored - saved| among them
+  size_t floats_quantised = 0;       // float32 values stored as int8 differences (lossy)
+  double max_abs_error = 0;          // the largest |restored - saved| among them
   double encode_s = 0, write_s = 0;  // on the background thread
 };
 
@@ -95,7 +95,8 @@ class CheckpointWriter {
 
  private:
   void Run();
-  CheckpointRecord Write(int64_t step, const std::string& state, const std::vector<FloatSpan>& floats);
+  CheckpointRecord Write(int64_t step, const std::string& state,
+                         const std::vector<FloatSpan>& floats);
 
   CheckpointOptions options_;
   mutable std::mutex mu_;

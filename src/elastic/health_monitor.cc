@@ -9,7 +9,8 @@
 
 namespace cdt::elastic {
 
-std::optional<HealthWarning> FailurePredictor::Fire(Armed& a, bool condition, const HealthWarning& w) {
+std::optional<HealthWarning> FailurePredictor::Fire(Armed& a, bool condition,
+                                                    const HealthWarning& w) {
   if (!condition) {
     if (a.fired && ++a.quiet >= o_.baseline_samples) a = {};
     return std::nullopt;
@@ -38,8 +39,9 @@ std::optional<HealthWarning> FailurePredictor::Observe(const HealthSample& s) {
     } else {
       ewma_ = o_.ewma_alpha * s.step_time_s + (1 - o_.ewma_alpha) * ewma_;
       slow_run_ = ewma_ > o_.slow_factor * baseline_ ? slow_run_ + 1 : 0;
-      std::snprintf(detail, sizeof detail, "step time %.3f s (moving average) against %.3f s at the start",
-                    ewma_, baseline_);
+      std::snprintf(detail, sizeof detail,
+                    "step time %.3f s (moving average) against %.3f s at the start", ewma_,
+                    baseline_);
       keep(Fire(slow_, slow_run_ >= o_.slow_patience, {s.t, "slowdown", detail}));
     }
   }
@@ -61,7 +63,8 @@ std::optional<HealthWarning> FailurePredictor::Observe(const HealthSample& s) {
         heading = eta < o_.memory_horizon_s;
       }
     }
-    std::snprintf(detail, sizeof detail, "resident memory %.0f MB, at this rate at the %.0f MB limit in %.0f s",
+    std::snprintf(detail, sizeof detail,
+                  "resident memory %.0f MB, at this rate at the %.0f MB limit in %.0f s",
                   s.rss_bytes / 1e6, o_.memory_limit_bytes / 1e6, eta);
     keep(Fire(memory_, heading, {s.t, "memory", detail}));
   }
@@ -69,11 +72,13 @@ std::optional<HealthWarning> FailurePredictor::Observe(const HealthSample& s) {
   if (last_ && s.t > last_->t) {
     const double rate = std::max(0.0, s.tcp_retrans - last_->tcp_retrans) / (s.t - last_->t);
     net_run_ = rate > o_.retrans_per_s ? net_run_ + 1 : 0;
-    std::snprintf(detail, sizeof detail, "%.0f TCP retransmissions/s (threshold %.0f)", rate, o_.retrans_per_s);
+    std::snprintf(detail, sizeof detail, "%.0f TCP retransmissions/s (threshold %.0f)", rate,
+                  o_.retrans_per_s);
     keep(Fire(network_, net_run_ >= o_.retrans_patience, {s.t, "network", detail}));
   }
   if (s.temperature_c >= 0) {
-    std::snprintf(detail, sizeof detail, "%.0f °C (limit %.0f °C)", s.temperature_c, o_.temperature_limit_c);
+    std::snprintf(detail, sizeof detail, "%.0f °C (limit %.0f °C)", s.temperature_c,
+                  o_.temperature_limit_c);
     keep(Fire(heat_, s.temperature_c >= o_.temperature_limit_c, {s.t, "temperature", detail}));
   }
   last_ = s;
@@ -137,8 +142,9 @@ std::optional<double> ReadDiskBusyMs(const std::string& path) {
     in >> major >> minor >> name;
     // Whole disks only (sda, vda, nvme0n1), not partitions or loop devices.
     if (name.rfind("loop", 0) == 0 || name.rfind("ram", 0) == 0) continue;
-    const bool partition = (name.rfind("nvme", 0) == 0) ? name.find('p', 4) != std::string::npos
-                                                        : std::isdigit(static_cast<unsigned char>(name.back()));
+    const bool partition = (name.rfind("nvme", 0) == 0)
+                               ? name.find('p', 4) != std::string::npos
+                               : std::isdigit(static_cast<unsigned char>(name.back()));
     if (partition) continue;
     double field[10];
     bool ok = true;

@@ -27,11 +27,11 @@
 namespace cdt::elastic {
 
 struct HealthSample {
-  double t = 0;                 // seconds (any origin, increasing)
-  double step_time_s = 0;       // the last step's duration (0 = none this interval)
-  double rss_bytes = 0;         // resident memory of the worker
-  double tcp_retrans = 0;       // cumulative TCP RetransSegs of the host
-  double temperature_c = -1;    // hottest thermal zone; < 0 = not available
+  double t = 0;               // seconds (any origin, increasing)
+  double step_time_s = 0;     // the last step's duration (0 = none this interval)
+  double rss_bytes = 0;       // resident memory of the worker
+  double tcp_retrans = 0;     // cumulative TCP RetransSegs of the host
+  double temperature_c = -1;  // hottest thermal zone; < 0 = not available
 };
 
 struct PredictorOptions {
@@ -39,7 +39,7 @@ struct PredictorOptions {
   double slow_factor = 1.5;
   int slow_patience = 5;
   double ewma_alpha = 0.3;
-  double memory_limit_bytes = 0;   // 0 = memory rule off
+  double memory_limit_bytes = 0;  // 0 = memory rule off
   double memory_horizon_s = 60;
   int memory_window = 20;
   double retrans_per_s = 50;
@@ -88,7 +88,9 @@ struct PredictionScore {
   int true_warnings = 0, false_warnings = 0, failures = 0, predicted_failures = 0;
   std::vector<double> lead_times_s;
   double precision() const {
-    return true_warnings + false_warnings > 0 ? double(true_warnings) / (true_warnings + false_warnings) : 0;
+    return true_warnings + false_warnings > 0
+               ? double(true_warnings) / (true_warnings + false_warnings)
+               : 0;
   }
   double recall() const { return failures > 0 ? double(predicted_failures) / failures : 0; }
 };

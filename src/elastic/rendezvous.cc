@@ -11,9 +11,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string Round(const std::string& job, int64_t g) { return job + "/elastic/g" + std::to_string(g) + "/"; }
-std::string GoneKey(const std::string& job, int w) { return job + "/elastic/gone/" + std::to_string(w); }
-std::string FaultKey(const std::string& job, int w) { return job + "/elastic/fault/" + std::to_string(w); }
+std::string Round(const std::string& job, int64_t g) {
+  return job + "/elastic/g" + std::to_string(g) + "/";
+}
+std::string GoneKey(const std::string& job, int w) {
+  return job + "/elastic/gone/" + std::to_string(w);
+}
+std::string FaultKey(const std::string& job, int w) {
+  return job + "/elastic/fault/" + std::to_string(w);
+}
 std::string SparesKey(const std::string& job) { return job + "/elastic/spares_waiting"; }
 
 int ParseInt(const std::string& s, const std::string& key) {
@@ -52,7 +58,8 @@ Membership JoinRound(Store& store, const RendezvousOptions& o, int64_t generatio
   };
   std::string closed;
   bool paused = false;
-  for (auto pause = std::chrono::microseconds(200);; pause = std::min(pause * 2, std::chrono::microseconds(5000))) {
+  for (auto pause = std::chrono::microseconds(200);;
+       pause = std::min(pause * 2, std::chrono::microseconds(5000))) {
     if (store.Check(round + "closed")) {
       closed = store.Get(round + "closed", o.timeout);
       break;
@@ -87,21 +94,26 @@ Membership JoinRound(Store& store, const RendezvousOptions& o, int64_t generatio
         o.on_pause(present);
       }
     }
-    if (Clock::now() - arrived_at >= (paused && o.pause_timeout.count() > 0 ? o.pause_timeout : o.timeout)) {
+    if (Clock::now() - arrived_at >=
+        (paused && o.pause_timeout.count() > 0 ? o.pause_timeout : o.timeout)) {
       std::string who;
       for (int w : missing) who += (who.empty() ? "" : ", ") + std::to_string(w);
-      throw Error(ErrorCode::kTimeout,
-                  "elastic rendezvous: worker " + std::to_string(o.worker_id) + ": generation " +
-                      std::to_string(generation) + " did not close within " +
-                      std::to_string((paused && o.pause_timeout.count() > 0 ? o.pause_timeout : o.timeout).count()) +
-                      " ms" + (paused ? " (paused below --min-workers)" : "") + ": " + std::to_string(count) +
-                      " worker(s) arrived, fewer than --min-workers " + std::to_string(o.min_workers) +
-                      (who.empty() ? "" : "; not heard from worker(s) " + who));
+      throw Error(
+          ErrorCode::kTimeout,
+          "elastic rendezvous: worker " + std::to_string(o.worker_id) + ": generation " +
+              std::to_string(generation) + " did not close within " +
+              std::to_string(
+                  (paused && o.pause_timeout.count() > 0 ? o.pause_timeout : o.timeout).count()) +
+              " ms" + (paused ? " (paused below --min-workers)" : "") + ": " +
+              std::to_string(count) + " worker(s) arrived, fewer than --min-workers " +
+              std::to_string(o.min_workers) +
+              (who.empty() ? "" : "; not heard from worker(s) " + who));
     }
     std::this_thread::sleep_for(pause);
   }
   const int arrived = ParseInt(closed, round + "closed");
-  const bool spare = std::find(previous.begin(), previous.end(), o.worker_id) == previous.end() && generation > 0;
+  const bool spare =
+      std::find(previous.begin(), previous.end(), o.worker_id) == previous.end() && generation > 0;
   if (my_arrival >= arrived && !spare)
     throw Error(ErrorCode::kAborted, "elastic rendezvous: worker " + std::to_string(o.worker_id) +
                                          " arrived late: generation " + std::to_string(generation) +
@@ -112,13 +124,15 @@ Membership JoinRound(Store& store, const RendezvousOptions& o, int64_t generatio
     if (arrivals[static_cast<size_t>(i)] >= 0) ids.push_back(arrivals[static_cast<size_t>(i)]);
   auto order = [&](int w) {
     auto it = std::find(previous.begin(), previous.end(), w);
-    return std::make_pair(it == previous.end() ? 1 : 0, it == previous.end() ? w : static_cast<int>(it - previous.begin()));
+    return std::make_pair(it == previous.end() ? 1 : 0,
+                          it == previous.end() ? w : static_cast<int>(it - previous.begin()));
   };
   std::sort(ids.begin(), ids.end(), [&](int a, int b) { return order(a) < order(b); });
   if (o.target_world > 0) {
     // Previous members always stay; spares only up to the target.
     int keep = 0;
-    while (keep < static_cast<int>(ids.size()) && (order(ids[static_cast<size_t>(keep)]).first == 0 || keep < o.target_world))
+    while (keep < static_cast<int>(ids.size()) &&
+           (order(ids[static_cast<size_t>(keep)]).first == 0 || keep < o.target_world))
       ++keep;
     ids.resize(static_cast<size_t>(keep));
   }
@@ -177,7 +191,8 @@ std::vector<std::string> QueuedFaults(Store& store, const std::string& job_id, i
   std::vector<std::string> out;
   const int64_t n = store.Add(job_id + "/elastic/injections", 0);
   for (; *seen < n; ++*seen)
-    out.push_back(store.Get(job_id + "/elastic/injection/" + std::to_string(*seen), std::chrono::milliseconds(2000)));
+    out.push_back(store.Get(job_id + "/elastic/injection/" + std::to_string(*seen),
+                            std::chrono::milliseconds(2000)));
   return out;
 }
 
@@ -201,7 +216,9 @@ void ReportFinished(Store& store, const std::string& job_id, int64_t generation)
   store.Set(job_id + "/elastic/finished", std::to_string(generation));
 }
 
-bool IsFinished(Store& store, const std::string& job_id) { return store.Check(job_id + "/elastic/finished"); }
+bool IsFinished(Store& store, const std::string& job_id) {
+  return store.Check(job_id + "/elastic/finished");
+}
 
 void ReportFault(Store& store, const std::string& job_id, int worker_id, const std::string& cause,
                  double unix_time) {

@@ -37,9 +37,9 @@ namespace cdt::elastic {
 
 struct RendezvousOptions {
   std::string job_id = "cdt";
-  int worker_id = 0;             // stable across generations (the rank a worker started with)
+  int worker_id = 0;  // stable across generations (the rank a worker started with)
   int min_workers = 1;
-  int target_world = 0;          // >0: bring the group back to this size with waiting spares
+  int target_world = 0;  // >0: bring the group back to this size with waiting spares
   // After arriving, close without the missing once this long has passed (hung workers).
   std::chrono::milliseconds last_call{1000};
   // Give up (kTimeout naming who is missing) when the round has not closed after this long.
@@ -55,7 +55,7 @@ struct Membership {
   int64_t generation = 0;
   int rank = 0;
   int world = 0;
-  std::vector<int> workers;   // worker ids, by rank
+  std::vector<int> workers;  // worker ids, by rank
 };
 
 // Joins round `generation`; `previous` are the worker ids of the generation before (ordered by

@@ -76,7 +76,8 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>
     ::signal(SIGCHLD, SIG_DFL);
     ::pthread_sigmask(SIG_SETMASK, &original_mask, nullptr);
     ::execvpe(args[0], args.data(), envp.data());
-    std::fprintf(stderr, "cann-dist-train: cannot execute '%s': %s\n", args[0], std::strerror(errno));
+    std::fprintf(stderr, "cann-dist-train: cannot execute '%s': %s\n", args[0],
+                 std::strerror(errno));
     ::_exit(127);
   }
   return pid;
@@ -94,7 +95,8 @@ GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>&
                                                  " is outside 0.." + std::to_string(c.nnodes - 1));
   const bool etcd = c.rdzv_backend == "etcd";
   if (!etcd && c.rdzv_backend != "tcp")
-    throw Error(ErrorCode::kInvalidArgument, "--rdzv-backend '" + c.rdzv_backend + "': use tcp or etcd");
+    throw Error(ErrorCode::kInvalidArgument,
+                "--rdzv-backend '" + c.rdzv_backend + "': use tcp or etcd");
   // etcd keeps keys across runs: a job on one node gets its own namespace per run; on several
   // nodes every agent must agree, so the --job-id must be new (checked below).
   std::string job = c.job_id;
@@ -102,15 +104,17 @@ GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>&
   std::string secret = c.job_secret;
   if (secret.empty()) {
     if (c.nnodes > 1 && !etcd)
-      throw Error(ErrorCode::kInvalidArgument,
-                  "a job on several nodes needs a shared secret: set CDT_JOB_SECRET (or --job-secret)"
-                  " to the same value on every node");
+      throw Error(
+          ErrorCode::kInvalidArgument,
+          "a job on several nodes needs a shared secret: set CDT_JOB_SECRET (or --job-secret)"
+          " to the same value on every node");
     secret = Hex(store::RandomBytes(16));
   }
   std::string endpoint = c.rdzv_endpoint;
   if (endpoint.empty() && etcd)
-    throw Error(ErrorCode::kInvalidArgument, "--rdzv-backend etcd needs --rdzv-endpoint HOST:PORT (etcd's client URL, "
-                                             "e.g. 127.0.0.1:2379)");
+    throw Error(ErrorCode::kInvalidArgument,
+                "--rdzv-backend etcd needs --rdzv-endpoint HOST:PORT (etcd's client URL, "
+                "e.g. 127.0.0.1:2379)");
   if (endpoint.empty()) {
     if (c.nnodes > 1)
       throw Error(ErrorCode::kInvalidArgument,
@@ -146,8 +150,9 @@ GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>&
   Store& store = *store_owner;
   const std::string prefix = job + "/agent/";
   if (etcd && c.node_rank == 0 && store.Check(prefix + "node/0/nproc"))
-    throw Error(ErrorCode::kInvalidArgument, "etcd at " + rdzv.ToString() + " already holds job '" + job +
-                                                 "' from an earlier run: give this run a new --job-id");
+    throw Error(ErrorCode::kInvalidArgument,
+                "etcd at " + rdzv.ToString() + " already holds job '" + job +
+                    "' from an earlier run: give this run a new --job-id");
   store.Set(prefix + "node/" + std::to_string(c.node_rank) + "/nproc",
             std::to_string(c.nproc_per_node));
   int base = 0, world = 0, target = 0;
@@ -178,7 +183,8 @@ GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>&
     std::filesystem::create_directories(std::filesystem::path(c.job_file).parent_path(), ec);
     const int fd = ::open(c.job_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd >= 0) {
-      const std::string text = c.rdzv_backend + "\n" + rdzv.ToString() + "\n" + job + "\n" + secret + "\n";
+      const std::string text =
+          c.rdzv_backend + "\n" + rdzv.ToString() + "\n" + job + "\n" + secret + "\n";
       const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
       ::close(fd);
       if (ok) job_file.path = c.job_file;
@@ -222,7 +228,8 @@ GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>&
       env["RANK"] = std::to_string(target + c.node_rank * c.spares + s);
       env["LOCAL_RANK"] = std::to_string(c.nproc_per_node + s);
       env["CDT_SPARE"] = "1";
-      children.push_back({Spawn(argv, BuildEnvironment(env), original), c.nproc_per_node + s, true});
+      children.push_back(
+          {Spawn(argv, BuildEnvironment(env), original), c.nproc_per_node + s, true});
     }
   } catch (...) {
     stop_all(SIGKILL);
@@ -233,11 +240,13 @@ GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>&
   size_t running = children.size();
   bool finished = false;  // elastic: the job's last generation finished
   while (running > 0) {
-    timespec tick{0, 100 * 1000 * 1000};  // SIGCHLD wakes us at once; the tick paces the finished check
+    timespec tick{
+        0, 100 * 1000 * 1000};  // SIGCHLD wakes us at once; the tick paces the finished check
     siginfo_t info;
     int sig = ::sigtimedwait(&supervised, &info, &tick);
     if (sig == SIGINT || sig == SIGTERM) {
-      std::fprintf(stderr, "cann-dist-train agent (node %d): got signal %d, forwarding to workers\n",
+      std::fprintf(stderr,
+                   "cann-dist-train agent (node %d): got signal %d, forwarding to workers\n",
                    c.node_rank, sig);
       stop_all(sig);
       if (!kill_at) kill_at = std::chrono::steady_clock::now() + c.stop_grace;
@@ -260,24 +269,26 @@ GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>&
         if (ex.exit_code != 0 && c.elastic && !finished) {
           // The others re-form the group without it: tell them it is gone, so that their
           // rendezvous round need not wait for it.
-          std::fprintf(stderr, "cann-dist-train agent (node %d): worker %d (pid %d) %s; the others "
-                               "re-form the group without it\n",
+          std::fprintf(stderr,
+                       "cann-dist-train agent (node %d): worker %d (pid %d) %s; the others "
+                       "re-form the group without it\n",
                        c.node_rank, ex.global_rank, static_cast<int>(pid), ex.how.c_str());
           try {
             elastic::ReportGone(store, job, ex.global_rank, ex.how);
           } catch (const Error& e) {
-            std::fprintf(stderr, "cann-dist-train agent (node %d): cannot report worker %d gone: %s\n",
+            std::fprintf(stderr,
+                         "cann-dist-train agent (node %d): cannot report worker %d gone: %s\n",
                          c.node_rank, ex.global_rank, e.what());
           }
           if (result.exit_code == 0) result.exit_code = ex.exit_code;
-          result.summary += "worker " + std::to_string(ex.global_rank) + " (pid " + std::to_string(pid) +
-                            ") " + ex.how + "\n";
+          result.summary += "worker " + std::to_string(ex.global_rank) + " (pid " +
+                            std::to_string(pid) + ") " + ex.how + "\n";
         } else if (ex.exit_code != 0 && !kill_at && !c.elastic) {
           // First failure: stop the others (SIGTERM, then SIGKILL after the grace period).
           result.exit_code = ex.exit_code;
           result.summary += "rank " + std::to_string(ex.global_rank) + " (local rank " +
-                            std::to_string(ex.local_rank) + ", pid " + std::to_string(pid) +
-                            ") " + ex.how + "; stopping the other workers of node " +
+                            std::to_string(ex.local_rank) + ", pid " + std::to_string(pid) + ") " +
+                            ex.how + "; stopping the other workers of node " +
                             std::to_string(c.node_rank) + "\n";
           stop_all(SIGTERM);
           kill_at = std::chrono::steady_clock::now() + c.stop_grace;
@@ -312,7 +323,8 @@ GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>&
 
   // Node 0 keeps the store up until every node's workers are done with it.
   try {
-    store.Set(prefix + "node/" + std::to_string(c.node_rank) + "/done", std::to_string(result.exit_code));
+    store.Set(prefix + "node/" + std::to_string(c.node_rank) + "/done",
+              std::to_string(result.exit_code));
     if (server) {
       std::vector<std::string> keys;
       for (int n = 0; n < c.nnodes; ++n)  // nodes past MIN that never came are not waited for

@@ -1,6 +1,6 @@
 // WorkerGroup: the per-node agent's process supervisor (torchrun's LocalElasticAgent, minus the
-// restarts for now). It hosts the rendezvous store on node 0, agrees with the other nodes' agents on
-// global rank offsets (nodes may run different numbers of workers), starts K workers with
+// restarts for now). It hosts the rendezvous store on node 0, agrees with the other nodes' agents
+// on global rank offsets (nodes may run different numbers of workers), starts K workers with
 // torchrun-compatible variables, forwards SIGINT/SIGTERM to them, and on the first worker failure
 // stops the rest and reports that worker's status.
 //
@@ -28,10 +28,11 @@ struct AgentConfig {
   int min_nodes = 0;  // 0 = nnodes
   int node_rank = 0;
   std::string rdzv_endpoint;  // HOST:PORT; empty on a single node = 127.0.0.1 on a free port
-  std::string rdzv_backend = "tcp";  // tcp (node 0's agent hosts the store) | etcd (at rdzv_endpoint)
+  std::string rdzv_backend =
+      "tcp";  // tcp (node 0's agent hosts the store) | etcd (at rdzv_endpoint)
   std::string job_id = "cdt";
-  std::string job_secret;     // empty on a single node = a random one
-  std::string node_addr;      // CDT_NODE_ADDR handed to workers (what they bind and advertise)
+  std::string job_secret;  // empty on a single node = a random one
+  std::string node_addr;   // CDT_NODE_ADDR handed to workers (what they bind and advertise)
   std::chrono::milliseconds rdzv_timeout{60000};
   std::chrono::milliseconds stop_grace{3000};  // SIGTERM -> SIGKILL delay when stopping workers
   bool elastic = false;
@@ -47,8 +48,8 @@ struct WorkerExit {
   int local_rank = -1;
   int global_rank = -1;
   int pid = -1;
-  int exit_code = 0;   // exit status, or 128 + signal number
-  std::string how;     // "exited with status 3" / "killed by signal 9 (Killed)"
+  int exit_code = 0;  // exit status, or 128 + signal number
+  std::string how;    // "exited with status 3" / "killed by signal 9 (Killed)"
 };
 
 struct GroupResult {

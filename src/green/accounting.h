@@ -19,9 +19,9 @@ struct EnergySample {
 struct CarbonAccount {
   double energy_kwh = 0;
   double carbon_kg = 0;
-  double carbon_free_kwh = 0;         // energy times the carbon-free share of its interval
-  bool carbon_free_known = true;      // false when a used interval had no share
-  double seconds = 0;                 // time covered
+  double carbon_free_kwh = 0;     // energy times the carbon-free share of its interval
+  bool carbon_free_known = true;  // false when a used interval had no share
+  double seconds = 0;             // time covered
 };
 
 // Sum over consecutive samples. Samples must be in time order with non-decreasing energy.
@@ -33,7 +33,7 @@ CarbonAccount Account(const CarbonTrace& trace, const std::vector<EnergySample>&
 // so the accounting stays that of a real-time run.
 struct Timebase {
   double wall_start = 0, trace_start = 0;
-  double seconds_per_hour = 3600;     // 3600 = real time
+  double seconds_per_hour = 3600;  // 3600 = real time
   double Stretch() const { return 3600.0 / seconds_per_hour; }
   double ToTrace(double wall) const { return trace_start + (wall - wall_start) * Stretch(); }
   double ToWall(double trace) const { return wall_start + (trace - trace_start) / Stretch(); }

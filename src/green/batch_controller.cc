@@ -7,10 +7,11 @@
 
 namespace cdt::green {
 
-BatchDecision DecideBatch(const BatchControlConfig& c, int batch, double spent_kg, double remaining_samples,
-                          double kwh_per_sample, double intensity) {
+BatchDecision DecideBatch(const BatchControlConfig& c, int batch, double spent_kg,
+                          double remaining_samples, double kwh_per_sample, double intensity) {
   if (!(c.carbon_cap_kg > 0) || c.min_batch < 1 || c.max_batch < c.min_batch || batch < 1)
-    throw Error(ErrorCode::kInvalidArgument, "batch control needs a carbon cap > 0 and 1 <= min batch <= max batch");
+    throw Error(ErrorCode::kInvalidArgument,
+                "batch control needs a carbon cap > 0 and 1 <= min batch <= max batch");
   BatchDecision d;
   d.batch = batch;
   const double remaining_g = (c.carbon_cap_kg - spent_kg) * 1000.0;

@@ -21,16 +21,16 @@ struct BatchControlConfig {
 
 struct BatchDecision {
   int batch = 0;
-  double lr_scale = 1;           // new batch / old batch
-  double threshold_gco2 = 0;     // gCO2/kWh the budget allows from here on
-  double projected_kg = 0;       // spent + remaining steps at the current intensity
-  bool alert = false;            // projected >= alert_share x cap
-  std::string reason;            // "dirty grid", "clean grid", "within band", "budget spent"
+  double lr_scale = 1;        // new batch / old batch
+  double threshold_gco2 = 0;  // gCO2/kWh the budget allows from here on
+  double projected_kg = 0;    // spent + remaining steps at the current intensity
+  bool alert = false;         // projected >= alert_share x cap
+  std::string reason;         // "dirty grid", "clean grid", "within band", "budget spent"
 };
 
 // `remaining_samples`: samples the job still has to see; `kwh_per_sample`: measured energy per
 // sample; `intensity`: the grid now.
-BatchDecision DecideBatch(const BatchControlConfig& config, int batch, double spent_kg, double remaining_samples,
-                          double kwh_per_sample, double intensity_gco2);
+BatchDecision DecideBatch(const BatchControlConfig& config, int batch, double spent_kg,
+                          double remaining_samples, double kwh_per_sample, double intensity_gco2);
 
 }  // namespace cdt::green

@@ -50,7 +50,8 @@ std::vector<std::string> SplitCsv(const std::string& line) {
 // nullopt for an empty field (a gap); throws for anything else that is not a finite number.
 std::optional<double> Number(const std::string& field, const std::string& path, size_t line,
                              const std::string& column) {
-  if (field.empty() || AsciiLower(field) == "nan" || AsciiLower(field) == "null") return std::nullopt;
+  if (field.empty() || AsciiLower(field) == "nan" || AsciiLower(field) == "null")
+    return std::nullopt;
   try {
     size_t used = 0;
     const double v = std::stod(field, &used);
@@ -69,7 +70,8 @@ struct Row {
 };
 
 std::string RegionFromPath(const std::string& path) {
-  std::string base = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
+  std::string base =
+      path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
   base = base.substr(0, base.find('.'));
   const size_t u = base.find('_');
   return u == std::string::npos ? base : base.substr(0, u);
@@ -88,15 +90,18 @@ CarbonTrace Assemble(std::vector<Row> rows, double interval_s, const std::string
   std::vector<Row> full;
   for (size_t i = 0; i < rows.size(); ++i) {
     if (!rows[i].ci && o.gaps == GapPolicy::kFail)
-      Bad(path, rows[i].line, "no intensity for " + FormatIsoTime(rows[i].t) + " (gap policy: fail)");
+      Bad(path, rows[i].line,
+          "no intensity for " + FormatIsoTime(rows[i].t) + " (gap policy: fail)");
     if (i > 0) {
       const double gap = rows[i].t - rows[i - 1].t;
       const double n = std::round(gap / interval_s);
       if (n > 1 && std::abs(gap - n * interval_s) < 1e-6 * interval_s) {
         if (o.gaps == GapPolicy::kFail)
-          Bad(path, rows[i].line, std::to_string(static_cast<long>(n) - 1) + " interval(s) missing before " +
-                                      FormatIsoTime(rows[i].t) + " (gap policy: fail)");
-        for (long k = 1; k < static_cast<long>(n); ++k) full.push_back({rows[i - 1].t + k * interval_s, {}, -1, rows[i].line});
+          Bad(path, rows[i].line,
+              std::to_string(static_cast<long>(n) - 1) + " interval(s) missing before " +
+                  FormatIsoTime(rows[i].t) + " (gap policy: fail)");
+        for (long k = 1; k < static_cast<long>(n); ++k)
+          full.push_back({rows[i - 1].t + k * interval_s, {}, -1, rows[i].line});
       }
     }
     full.push_back(rows[i]);
@@ -104,7 +109,9 @@ CarbonTrace Assemble(std::vector<Row> rows, double interval_s, const std::string
   size_t missing = 0;
   for (size_t i = 0; i < full.size(); ++i) {
     if (full[i].ci) continue;
-    if (o.gaps == GapPolicy::kFail) Bad(path, full[i].line, "no intensity for " + FormatIsoTime(full[i].t) + " (gap policy: fail)");
+    if (o.gaps == GapPolicy::kFail)
+      Bad(path, full[i].line,
+          "no intensity for " + FormatIsoTime(full[i].t) + " (gap policy: fail)");
     size_t j = i;
     while (j < full.size() && !full[j].ci) ++j;  // [i, j) is the gap
     const bool has_before = i > 0, has_after = j < full.size();
@@ -113,14 +120,19 @@ CarbonTrace Assemble(std::vector<Row> rows, double interval_s, const std::string
     const double after = has_after ? full[j].ci.value_or(0) : 0;
     for (size_t k = i; k < j; ++k) {
       double v;
-      if (o.gaps == GapPolicy::kHoldPrevious || !has_after) v = has_before ? before : after;
-      else if (!has_before) v = after;
-      else v = before + (after - before) * static_cast<double>(k - i + 1) / static_cast<double>(j - i + 1);
+      if (o.gaps == GapPolicy::kHoldPrevious || !has_after)
+        v = has_before ? before : after;
+      else if (!has_before)
+        v = after;
+      else
+        v = before +
+            (after - before) * static_cast<double>(k - i + 1) / static_cast<double>(j - i + 1);
       full[k].ci = v;
     }
-    const std::string s = path + ":" + std::to_string(full[i].line) + ": " + std::to_string(j - i) +
-                          " interval(s) without intensity from " + FormatIsoTime(full[i].t) + ", " +
-                          (o.gaps == GapPolicy::kHoldPrevious ? "held the previous value" : "interpolated");
+    const std::string s =
+        path + ":" + std::to_string(full[i].line) + ": " + std::to_string(j - i) +
+        " interval(s) without intensity from " + FormatIsoTime(full[i].t) + ", " +
+        (o.gaps == GapPolicy::kHoldPrevious ? "held the previous value" : "interpolated");
     notes.push_back(s);
     log(s);
     missing += j - i;
@@ -148,11 +160,13 @@ double MedianSpacing(const std::vector<Row>& rows) {
 void CheckOrder(const std::vector<Row>& rows, const std::string& path) {
   for (size_t i = 1; i < rows.size(); ++i) {
     if (rows[i].t == rows[i - 1].t)
-      Bad(path, rows[i].line, "duplicate timestamp " + FormatIsoTime(rows[i].t) + " (also on line " +
-                                  std::to_string(rows[i - 1].line) + ")");
+      Bad(path, rows[i].line,
+          "duplicate timestamp " + FormatIsoTime(rows[i].t) + " (also on line " +
+              std::to_string(rows[i - 1].line) + ")");
     if (rows[i].t < rows[i - 1].t)
-      Bad(path, rows[i].line, "timestamp " + FormatIsoTime(rows[i].t) + " is earlier than line " +
-                                  std::to_string(rows[i - 1].line) + "'s (the file must be in time order)");
+      Bad(path, rows[i].line,
+          "timestamp " + FormatIsoTime(rows[i].t) + " is earlier than line " +
+              std::to_string(rows[i - 1].line) + "'s (the file must be in time order)");
   }
 }
 
@@ -179,12 +193,13 @@ CarbonTrace ParseCsv(const std::string& text, const std::string& path, const Tra
   if (ts < 0 && dcrl >= 0 && header[0].empty()) {
     // pandas wrote its index without a name (dc-rl's WAAT file): the first column is the time.
     ts = 0;
-    header_notes.push_back(path + ":" + std::to_string(header_line) + ": the first column has no name; read as the timestamp");
+    header_notes.push_back(path + ":" + std::to_string(header_line) +
+                           ": the first column has no name; read as the timestamp");
     if (o.log) o.log(header_notes.back());
   }
   const int ci = !o.value_column.empty() ? column({o.value_column.c_str()})
                  : dcrl >= 0             ? dcrl
-                                         : column({"gco2_per_kwh", "carbon_intensity", "gco2/kwh", "rating"});
+                             : column({"gco2_per_kwh", "carbon_intensity", "gco2/kwh", "rating"});
   if (ci < 0 && !o.value_column.empty())
     Bad(path, header_line,
         "missing column `" + o.value_column + "`; header is '" + Printable(line) + "'");
@@ -198,9 +213,11 @@ CarbonTrace ParseCsv(const std::string& text, const std::string& path, const Tra
   if (dcrl >= 0) {
     for (const char* f : fuels) {
       const int c = column({f});
-      if (c < 0) Bad(path, header_line, std::string("missing column ") + f + " of the dc-rl format");
+      if (c < 0)
+        Bad(path, header_line, std::string("missing column ") + f + " of the dc-rl format");
       all.push_back(c);
-      if (std::string(f) == "WND" || std::string(f) == "SUN" || std::string(f) == "WAT" || std::string(f) == "NUC")
+      if (std::string(f) == "WND" || std::string(f) == "SUN" || std::string(f) == "WAT" ||
+          std::string(f) == "NUC")
         clean.push_back(c);
     }
   }
@@ -210,7 +227,8 @@ CarbonTrace ParseCsv(const std::string& text, const std::string& path, const Tra
     if (Trim(line).empty()) continue;
     const std::vector<std::string> f = SplitCsv(line);
     if (f.size() < header.size())
-      Bad(path, n, std::to_string(f.size()) + " fields, the header has " + std::to_string(header.size()));
+      Bad(path, n,
+          std::to_string(f.size()) + " fields, the header has " + std::to_string(header.size()));
     Row r;
     r.line = n;
     const std::optional<double> t = ParseIsoTime(f[static_cast<size_t>(ts)]);
@@ -219,17 +237,24 @@ CarbonTrace ParseCsv(const std::string& text, const std::string& path, const Tra
           "timestamp '" + Printable(f[static_cast<size_t>(ts)]) + "' is not an ISO 8601 time");
     r.t = *t;
     r.ci = Number(f[static_cast<size_t>(ci)], path, n, header[static_cast<size_t>(ci)]);
-    if (r.ci && *r.ci < 0) Bad(path, n, "negative value " + f[static_cast<size_t>(ci)] + " in column " + header[static_cast<size_t>(ci)]);
+    if (r.ci && *r.ci < 0)
+      Bad(path, n,
+          "negative value " + f[static_cast<size_t>(ci)] + " in column " +
+              header[static_cast<size_t>(ci)]);
     if (dcrl >= 0 && o.value_column.empty()) {
       double total = 0, free = 0;
       bool ok = true;
       for (int c : all) {
-        const std::optional<double> v = Number(f[static_cast<size_t>(c)], path, n, header[static_cast<size_t>(c)]);
-        if (!v) ok = false;
-        else total += std::max(0.0, *v);
+        const std::optional<double> v =
+            Number(f[static_cast<size_t>(c)], path, n, header[static_cast<size_t>(c)]);
+        if (!v)
+          ok = false;
+        else
+          total += std::max(0.0, *v);
       }
       for (int c : clean) {
-        const std::optional<double> v = Number(f[static_cast<size_t>(c)], path, n, header[static_cast<size_t>(c)]);
+        const std::optional<double> v =
+            Number(f[static_cast<size_t>(c)], path, n, header[static_cast<size_t>(c)]);
         if (v) free += std::max(0.0, *v);
       }
       if (ok && total > 0) r.cfe = free / total;
@@ -258,24 +283,32 @@ double ParseDuration(const std::string& s, const std::string& path, size_t index
       if (num.empty()) break;
       v = std::stod(num);
       num.clear();
-      if (s[i] == 'H') total += v * 3600;
-      else if (s[i] == 'M') total += v * 60;
-      else if (s[i] == 'S') total += v;
-      else break;
+      if (s[i] == 'H')
+        total += v * 3600;
+      else if (s[i] == 'M')
+        total += v * 60;
+      else if (s[i] == 'S')
+        total += v;
+      else
+        break;
       if (i + 1 == s.size()) return total;
     }
   }
-  Bad(path, 0, "element " + std::to_string(index) + ": duration '" + s + "' is neither hh:mm:ss nor PT#H#M#S");
+  Bad(path, 0,
+      "element " + std::to_string(index) + ": duration '" + s +
+          "' is neither hh:mm:ss nor PT#H#M#S");
 }
 
-CarbonTrace ParseCarbonAwareJson(const std::string& text, const std::string& path, const TraceReadOptions& o) {
+CarbonTrace ParseCarbonAwareJson(const std::string& text, const std::string& path,
+                                 const TraceReadOptions& o) {
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     Bad(path, 0, std::string("not JSON: ") + e.what());
   }
-  if (doc.is_object() && doc.contains("emissionsData")) doc = doc["emissionsData"];  // forecast shape
+  if (doc.is_object() && doc.contains("emissionsData"))
+    doc = doc["emissionsData"];  // forecast shape
   if (doc.is_object() && doc.contains("forecastData")) doc = doc["forecastData"];
   if (!doc.is_array()) Bad(path, 0, "expected an array of {location, time, rating, duration}");
   std::vector<Row> rows;
@@ -289,7 +322,8 @@ CarbonTrace ParseCarbonAwareJson(const std::string& text, const std::string& pat
         if (AsciiLower(it.key()) == key) return &it.value();
       return nullptr;
     };
-    const nlohmann::json *time = get("time"), *rating = get("rating"), *duration = get("duration"), *loc = get("location");
+    const nlohmann::json *time = get("time"), *rating = get("rating"), *duration = get("duration"),
+                         *loc = get("location");
     if (!time || !rating || !time->is_string())
       Bad(path, 0, "element " + std::to_string(i) + ": needs `time` (string) and `rating`");
     Row r;
@@ -306,7 +340,9 @@ CarbonTrace ParseCarbonAwareJson(const std::string& text, const std::string& pat
     } else if (!rating->is_null()) {
       Bad(path, 0, "element " + std::to_string(i) + ": rating is not a number");
     }
-    ends.push_back(duration && duration->is_string() ? ParseDuration(duration->get<std::string>(), path, i) : 0);
+    ends.push_back(duration && duration->is_string()
+                       ? ParseDuration(duration->get<std::string>(), path, i)
+                       : 0);
     if (region.empty() && loc && loc->is_string()) region = loc->get<std::string>();
     rows.push_back(r);
   }
@@ -323,10 +359,12 @@ GapPolicy ParseGapPolicy(const std::string& name) {
   if (name == "fail") return GapPolicy::kFail;
   if (name == "interpolate") return GapPolicy::kInterpolate;
   if (name == "hold") return GapPolicy::kHoldPrevious;
-  throw Error(ErrorCode::kInvalidArgument, "--gap-policy must be fail, interpolate or hold, not '" + name + "'");
+  throw Error(ErrorCode::kInvalidArgument,
+              "--gap-policy must be fail, interpolate or hold, not '" + name + "'");
 }
 
-CarbonTrace ParseCarbonTrace(const std::string& text, const std::string& path, const TraceReadOptions& o) {
+CarbonTrace ParseCarbonTrace(const std::string& text, const std::string& path,
+                             const TraceReadOptions& o) {
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first == std::string::npos) Bad(path, 0, "empty file");
   if (text[first] == '[' || text[first] == '{') return ParseCarbonAwareJson(text, path, o);
@@ -335,13 +373,16 @@ CarbonTrace ParseCarbonTrace(const std::string& text, const std::string& path, c
 
 CarbonTrace ReadCarbonTrace(const std::string& path, const TraceReadOptions& o) {
   const std::optional<std::string> text = ReadWholeFile(path);
-  if (!text) throw Error(ErrorCode::kInvalidArgument, "cannot read carbon trace " + path + " (does it exist?)");
+  if (!text)
+    throw Error(ErrorCode::kInvalidArgument,
+                "cannot read carbon trace " + path + " (does it exist?)");
   return ParseCarbonTrace(*text, path, o);
 }
 
 CarbonTrace ConstantCarbonTrace(const std::string& region, const std::string& table_path) {
   std::ifstream in(table_path);
-  if (!in) throw Error(ErrorCode::kInvalidArgument, "cannot read the annual-average table " + table_path);
+  if (!in)
+    throw Error(ErrorCode::kInvalidArgument, "cannot read the annual-average table " + table_path);
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(in);
@@ -352,8 +393,9 @@ CarbonTrace ConstantCarbonTrace(const std::string& region, const std::string& ta
   std::string key = region;
   for (char& c : key) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   if (!values.contains(key) || !values[key].is_number())
-    throw Error(ErrorCode::kInvalidArgument, "region '" + region + "' is not in " + table_path +
-                                                 " (use an ISO 3166-1 alpha-3 code like FRA, or WORLD)");
+    throw Error(ErrorCode::kInvalidArgument,
+                "region '" + region + "' is not in " + table_path +
+                    " (use an ISO 3166-1 alpha-3 code like FRA, or WORLD)");
   return CarbonTrace::Constant(table_path, key, values[key].get<double>());
 }
 

@@ -23,12 +23,12 @@ enum class GapPolicy {
   kInterpolate,   // linear between the neighbours (default; hold the nearest at either end)
   kHoldPrevious,  // repeat the last known value
 };
-GapPolicy ParseGapPolicy(const std::string& name);   // fail | interpolate | hold
+GapPolicy ParseGapPolicy(const std::string& name);  // fail | interpolate | hold
 
 struct TraceReadOptions {
   GapPolicy gaps = GapPolicy::kInterpolate;
-  std::function<void(const std::string&)> log;   // one line per gap policy decision
-  std::string region;                             // "" = from the file name / content
+  std::function<void(const std::string&)> log;  // one line per gap policy decision
+  std::string region;                           // "" = from the file name / content
   // Generic CSV only: read this column instead of the intensity (e.g. "price_per_kwh" for an
   // hourly price series, which then reuses the same checks and gap policy).
   std::string value_column;
@@ -38,7 +38,8 @@ struct TraceReadOptions {
 // the generic CSV.
 CarbonTrace ReadCarbonTrace(const std::string& path, const TraceReadOptions& options = {});
 // The same from text in memory (`path` names it in errors).
-CarbonTrace ParseCarbonTrace(const std::string& text, const std::string& path, const TraceReadOptions& options = {});
+CarbonTrace ParseCarbonTrace(const std::string& text, const std::string& path,
+                             const TraceReadOptions& options = {});
 
 // The annual average of `region` (ISO 3166-1 alpha-3 like "FRA", or "WORLD", "EU") from the table.
 CarbonTrace ConstantCarbonTrace(const std::string& region, const std::string& table_path);

@@ -13,7 +13,7 @@ struct CarbonInterval {
   double start_unix = 0;
   double end_unix = 0;
   double gco2_per_kwh = 0;
-  double carbon_free_share = -1;   // 0..1; -1 = the source does not say
+  double carbon_free_share = -1;  // 0..1; -1 = the source does not say
 };
 
 class CarbonTrace {
@@ -24,7 +24,7 @@ class CarbonTrace {
   // One intensity for all time (an annual average), carbon-free share unknown.
   static CarbonTrace Constant(std::string source, std::string region, double gco2_per_kwh);
 
-  const std::string& source() const { return source_; }   // file (or table) it came from
+  const std::string& source() const { return source_; }  // file (or table) it came from
   const std::string& region() const { return region_; }
   bool constant() const { return constant_; }
   double start_unix() const;
@@ -34,7 +34,7 @@ class CarbonTrace {
   // Intensity at `t`. Throws cdt::Error(kInvalidArgument) naming the source and its range when
   // `t` is outside it.
   double IntensityAt(double unix_s) const;
-  double CarbonFreeShareAt(double unix_s) const;   // -1 = unknown
+  double CarbonFreeShareAt(double unix_s) const;  // -1 = unknown
   // Hourly means over [start, start + hours h): what planners and forecasters work on.
   std::vector<double> Hourly(double start_unix, int hours) const;
 
@@ -48,7 +48,7 @@ class CarbonTrace {
   std::vector<std::string> notes;
 
  private:
-  size_t Find(double unix_s) const;   // index of the interval holding t; throws outside
+  size_t Find(double unix_s) const;  // index of the interval holding t; throws outside
 
   std::string source_, region_;
   std::vector<CarbonInterval> intervals_;

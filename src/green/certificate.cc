@@ -8,8 +8,8 @@
 #include <sstream>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <sodium.h>
+#include <nlohmann/json.hpp>
 
 #include "cdt/error.h"
 #include "common/unix_time.h"
@@ -20,8 +20,10 @@ namespace {
 
 constexpr const char* kFormat = "cann-dist-train-certificate/1";
 constexpr const char* kStatement =
-    "Self-attested carbon report of a cann-dist-train run, following GSF SCI (ISO/IEC 21031:2024) and ISO "
-    "14064-style accounting. The signature shows the report is unchanged since the key holder issued it; it is "
+    "Self-attested carbon report of a cann-dist-train run, following GSF SCI (ISO/IEC 21031:2024) "
+    "and ISO "
+    "14064-style accounting. The signature shows the report is unchanged since the key holder "
+    "issued it; it is "
     "not a certification by any third party.";
 
 void Init() {
@@ -58,7 +60,8 @@ std::vector<unsigned char> LoadSecretKey(const std::string& path) {
   std::ifstream in(path);
   std::string text;
   if (!in || !std::getline(in, text))
-    throw Error(ErrorCode::kInvalidArgument, "cannot read signing key " + path + " (create one with `cert keygen`)");
+    throw Error(ErrorCode::kInvalidArgument,
+                "cannot read signing key " + path + " (create one with `cert keygen`)");
   std::vector<unsigned char> sk;
   if (!FromB64(text, &sk, crypto_sign_SECRETKEYBYTES))
     throw Error(ErrorCode::kInvalidArgument, path + " is not an Ed25519 secret key in base64");
@@ -76,7 +79,8 @@ std::string EnsureSigningKey(const std::string& path) {
     const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
     if (fd < 0) throw Error(ErrorCode::kIo, "cannot create signing key " + path);
     const std::string text = B64(sk, sizeof sk) + "\n";
-    const bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && fsync(fd) == 0;
+    const bool ok =
+        write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && fsync(fd) == 0;
     close(fd);
     sodium_memzero(sk, sizeof sk);
     if (!ok) throw Error(ErrorCode::kIo, "cannot write signing key " + path);
@@ -89,13 +93,15 @@ std::string EnsureSigningKey(const std::string& path) {
   return B64(pk, sizeof pk);
 }
 
-std::string IssueCertificate(const std::string& report, const std::string& name, const std::string& key_path) {
+std::string IssueCertificate(const std::string& report, const std::string& name,
+                             const std::string& key_path) {
   Init();
   std::vector<unsigned char> sk = LoadSecretKey(key_path);
   unsigned char pk[crypto_sign_PUBLICKEYBYTES];
   crypto_sign_ed25519_sk_to_pk(pk, sk.data());
   unsigned char sig[crypto_sign_BYTES];
-  crypto_sign_detached(sig, nullptr, reinterpret_cast<const unsigned char*>(report.data()), report.size(), sk.data());
+  crypto_sign_detached(sig, nullptr, reinterpret_cast<const unsigned char*>(report.data()),
+                       report.size(), sk.data());
   sodium_memzero(sk.data(), sk.size());
   nlohmann::json c = {{"format", kFormat},
                       {"statement", kStatement},
@@ -109,7 +115,8 @@ std::string IssueCertificate(const std::string& report, const std::string& name,
   return c.dump(1) + "\n";
 }
 
-Verification VerifyCertificate(const std::string& report, const std::string& cert_text, const std::string& trusted) {
+Verification VerifyCertificate(const std::string& report, const std::string& cert_text,
+                               const std::string& trusted) {
   Init();
   Verification v;
   nlohmann::json c;
@@ -119,7 +126,8 @@ Verification VerifyCertificate(const std::string& report, const std::string& cer
     v.why = std::string("the certificate is not JSON: ") + e.what();
     return v;
   }
-  if (!c.is_object() || c.value("format", "") != kFormat || !c.contains("public_key") || !c.contains("signature")) {
+  if (!c.is_object() || c.value("format", "") != kFormat || !c.contains("public_key") ||
+      !c.contains("signature")) {
     v.why = std::string("not a ") + kFormat + " certificate";
     return v;
   }
@@ -138,13 +146,16 @@ Verification VerifyCertificate(const std::string& report, const std::string& cer
     v.why = "the report's SHA-256 differs from the certified one: the report was changed";
     return v;
   }
-  if (crypto_sign_verify_detached(sig.data(), reinterpret_cast<const unsigned char*>(report.data()), report.size(),
-                                  pk.data()) != 0) {
+  if (crypto_sign_verify_detached(sig.data(), reinterpret_cast<const unsigned char*>(report.data()),
+                                  report.size(), pk.data()) != 0) {
     v.why = "the signature does not match the report";
     return v;
   }
   v.ok = true;
-  v.why = "report unchanged, Ed25519 signature valid" + std::string(trusted.empty() ? " (signer not pinned: pass --public-key to require a known signer)" : ", signer is the trusted key");
+  v.why = "report unchanged, Ed25519 signature valid" +
+          std::string(trusted.empty()
+                          ? " (signer not pinned: pass --public-key to require a known signer)"
+                          : ", signer is the trusted key");
   return v;
 }
 

@@ -18,8 +18,8 @@ std::string IssueCertificate(const std::string& report_bytes, const std::string&
 
 struct Verification {
   bool ok = false;
-  std::string public_key;   // base64 of the key that signed
-  std::string why;          // what failed, or what was checked
+  std::string public_key;  // base64 of the key that signed
+  std::string why;         // what failed, or what was checked
 };
 // Checks the report against the certificate; `trusted_public_key` (base64), when given, must be
 // the signer's (otherwise anyone could re-sign a changed report with their own key).

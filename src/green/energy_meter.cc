@@ -31,7 +31,7 @@ MeterSet::MeterSet(const MeterSetOptions& o) {
     if (!cpu) {
       m.cpu = FindProfile(profiles, "cpu", CpuModelName(o.proc_root));
     } else {
-      m.cpu = FindProfile(profiles, "cpu", "");   // unused: RAPL measures the CPU
+      m.cpu = FindProfile(profiles, "cpu", "");  // unused: RAPL measures the CPU
       m.cpu.tdp_w = m.cpu.idle_w = 0;
     }
     if (model_accel) {
@@ -57,7 +57,8 @@ EnergyReading MeterSet::Read() {
 
 std::string MeterSet::Describe() const {
   std::ostringstream s;
-  for (size_t i = 0; i < meters_.size(); ++i) s << (i ? "; " : "") << meters_[i]->name() << ": " << meters_[i]->measures();
+  for (size_t i = 0; i < meters_.size(); ++i)
+    s << (i ? "; " : "") << meters_[i]->name() << ": " << meters_[i]->measures();
   return s.str();
 }
 

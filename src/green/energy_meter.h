@@ -22,17 +22,18 @@
 namespace cdt::green {
 
 struct EnergyReading {
-  double cpu_j = 0, gpu_j = 0, ram_j = 0;   // gpu_j: every accelerator (GPU or NPU)
+  double cpu_j = 0, gpu_j = 0, ram_j = 0;  // gpu_j: every accelerator (GPU or NPU)
   double total() const { return cpu_j + gpu_j + ram_j; }
 };
 
 class EnergyMeter {
  public:
   virtual ~EnergyMeter() = default;
-  virtual std::string name() const = 0;       // rapl | nvml | npu-smi | model
-  virtual std::string measures() const = 0;   // one line: what, on which devices, measured or modelled
+  virtual std::string name() const = 0;  // rapl | nvml | npu-smi | model
+  virtual std::string measures()
+      const = 0;  // one line: what, on which devices, measured or modelled
   virtual bool modelled() const = 0;
-  virtual bool covers_ram() const { return false; }   // RAPL with a dram zone
+  virtual bool covers_ram() const { return false; }  // RAPL with a dram zone
   // Cumulative energy since the meter was created. Never decreases.
   virtual EnergyReading Read() = 0;
 };
@@ -48,17 +49,17 @@ std::unique_ptr<EnergyMeter> OpenNpuSmiMeter(std::vector<int> card_ids = {});
 double ParseNpuSmiPower(const std::string& output);
 
 struct ModelMeterOptions {
-  enum class Scope { kHost, kProcess } scope = Scope::kHost;   // whole machine, or this process
-  std::string proc_root = "/proc";      // tests pass a fake tree
-  HardwareProfile cpu;                  // per package
-  int cpus_visible = 0;                 // 0 = from proc_root/stat
+  enum class Scope { kHost, kProcess } scope = Scope::kHost;  // whole machine, or this process
+  std::string proc_root = "/proc";                            // tests pass a fake tree
+  HardwareProfile cpu;                                        // per package
+  int cpus_visible = 0;                                       // 0 = from proc_root/stat
   double ram_w_per_gib = 0.375;
   bool include_ram = true;
-  HardwareProfile accelerator;          // with accelerator_count > 0
+  HardwareProfile accelerator;  // with accelerator_count > 0
   int accelerator_count = 0;
-  double accelerator_utilisation = 1.0; // no counter: the share of TDP above idle assumed in use
-  int processes_sharing = 1;            // process scope: ranks on this host share the idle power
-  std::function<double()> clock;        // seconds; empty = steady_clock (tests pass a fake clock)
+  double accelerator_utilisation = 1.0;  // no counter: the share of TDP above idle assumed in use
+  int processes_sharing = 1;             // process scope: ranks on this host share the idle power
+  std::function<double()> clock;         // seconds; empty = steady_clock (tests pass a fake clock)
 };
 std::unique_ptr<EnergyMeter> OpenModelMeter(const ModelMeterOptions& options);
 
@@ -66,13 +67,13 @@ std::unique_ptr<EnergyMeter> OpenModelMeter(const ModelMeterOptions& options);
 std::string CpuModelName(const std::string& proc_root = "/proc");
 
 struct MeterSetOptions {
-  std::string profiles_path;            // knowledge_base/hardware_profiles/devices.json
+  std::string profiles_path;  // knowledge_base/hardware_profiles/devices.json
   std::string powercap_root = "/sys/class/powercap";
   std::string proc_root = "/proc";
-  bool try_hardware = true;             // false: the model only (tests, reproducible reports)
+  bool try_hardware = true;  // false: the model only (tests, reproducible reports)
   ModelMeterOptions::Scope scope = ModelMeterOptions::Scope::kHost;
   int processes_sharing = 1;
-  std::string accelerator_model;        // e.g. "A100" to model accelerators NVML cannot see
+  std::string accelerator_model;  // e.g. "A100" to model accelerators NVML cannot see
   int accelerator_count = 0;
 };
 

@@ -5,7 +5,8 @@
 
 namespace cdt::green {
 
-std::vector<double> ForecastHourly(const CarbonTrace& trace, double now, int horizon, const ForecastOptions& o) {
+std::vector<double> ForecastHourly(const CarbonTrace& trace, double now, int horizon,
+                                   const ForecastOptions& o) {
   // Hour of day h of the profile = mean of the same hour on the previous days.
   const int days = std::max(1, o.history_days);
   double profile[24];
@@ -21,14 +22,16 @@ std::vector<double> ForecastHourly(const CarbonTrace& trace, double now, int hor
     }
     profile[h] = n > 0 ? sum / n : std::nan("");
   }
-  const double last = now - 3600 >= trace.start_unix() ? trace.GramsPerKw(now - 3600, now) : trace.IntensityAt(now);
+  const double last =
+      now - 3600 >= trace.start_unix() ? trace.GramsPerKw(now - 3600, now) : trace.IntensityAt(now);
   // The deviation now: last hour against its profile value (profile[23] is the hour before now).
   const double deviation = std::isnan(profile[23]) ? 0 : last - profile[23];
   std::vector<double> f(static_cast<size_t>(std::max(0, horizon)));
   for (int l = 0; l < horizon; ++l) {
     const double p = profile[l % 24];
     const double base = std::isnan(p) ? last : p;
-    f[static_cast<size_t>(l)] = std::max(0.0, base + deviation * std::exp(-(l + 1) / o.persistence_hours));
+    f[static_cast<size_t>(l)] =
+        std::max(0.0, base + deviation * std::exp(-(l + 1) / o.persistence_hours));
   }
   return f;
 }
@@ -44,7 +47,8 @@ double ForecastMape(const CarbonTrace& trace, double first, int origins, int spa
     const std::vector<double> actual = trace.Hourly(now, horizon);
     for (int l = 0; l < horizon; ++l) {
       if (actual[static_cast<size_t>(l)] <= 0) continue;
-      sum += std::abs(f[static_cast<size_t>(l)] - actual[static_cast<size_t>(l)]) / actual[static_cast<size_t>(l)];
+      sum += std::abs(f[static_cast<size_t>(l)] - actual[static_cast<size_t>(l)]) /
+             actual[static_cast<size_t>(l)];
       ++n;
     }
   }

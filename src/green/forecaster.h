@@ -15,7 +15,7 @@ struct ForecastOptions {
   // Chosen by the sweep in docs/benchmarks.md ("Green"): 14 days and 12 h lost least reduction
   // on the nine 2022 traces (ERCO, wind-driven, stays the hardest).
   int history_days = 14;
-  double persistence_hours = 12;   // tau
+  double persistence_hours = 12;  // tau
 };
 
 // Hourly forecast for [now, now + horizon h) using only the trace before `now` (now must be a

@@ -33,17 +33,19 @@ std::vector<HardwareProfile> LoadHardwareProfiles(const std::string& path) {
       p.threads = d.value("threads", 0);
       p.source = d.value("source", "");
       if (d.contains("match")) p.match = d["match"].get<std::vector<std::string>>();
-      if (p.tdp_w <= 0 || p.idle_w < 0 || p.idle_w > p.tdp_w) throw std::invalid_argument("need 0 <= idle_w <= tdp_w, tdp_w > 0");
+      if (p.tdp_w <= 0 || p.idle_w < 0 || p.idle_w > p.tdp_w)
+        throw std::invalid_argument("need 0 <= idle_w <= tdp_w, tdp_w > 0");
       out.push_back(std::move(p));
     } catch (const std::exception& e) {
-      throw Error(ErrorCode::kInvalidArgument, path + ": device " + std::to_string(i) + ": " + e.what());
+      throw Error(ErrorCode::kInvalidArgument,
+                  path + ": device " + std::to_string(i) + ": " + e.what());
     }
   }
   return out;
 }
 
-const HardwareProfile& FindProfile(const std::vector<HardwareProfile>& profiles, const std::string& kind,
-                                   const std::string& model) {
+const HardwareProfile& FindProfile(const std::vector<HardwareProfile>& profiles,
+                                   const std::string& kind, const std::string& model) {
   const std::string m = AsciiLower(model);
   for (const HardwareProfile& p : profiles) {
     if (p.kind != kind) continue;
@@ -53,7 +55,8 @@ const HardwareProfile& FindProfile(const std::vector<HardwareProfile>& profiles,
   }
   for (const HardwareProfile& p : profiles)
     if (p.kind == kind && p.name == "default " + kind) return p;
-  throw Error(ErrorCode::kInvalidArgument, "no hardware profile of kind " + kind + " for '" + model + "'");
+  throw Error(ErrorCode::kInvalidArgument,
+              "no hardware profile of kind " + kind + " for '" + model + "'");
 }
 
 }  // namespace cdt::green

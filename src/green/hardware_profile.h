@@ -8,19 +8,19 @@
 namespace cdt::green {
 
 struct HardwareProfile {
-  std::string name;                 // "Intel Xeon (generic)", "NVIDIA A100 SXM", ...
-  std::string kind;                 // cpu | gpu | npu
-  std::vector<std::string> match;   // substrings of the model name that select it
-  double tdp_w = 0;                 // design power (per package / per device)
-  double idle_w = 0;                // at rest
-  int threads = 0;                  // cpu: hardware threads per package (to scale a VM's share)
-  std::string source;               // where the figures come from
+  std::string name;                // "Intel Xeon (generic)", "NVIDIA A100 SXM", ...
+  std::string kind;                // cpu | gpu | npu
+  std::vector<std::string> match;  // substrings of the model name that select it
+  double tdp_w = 0;                // design power (per package / per device)
+  double idle_w = 0;               // at rest
+  int threads = 0;                 // cpu: hardware threads per package (to scale a VM's share)
+  std::string source;              // where the figures come from
 };
 
 std::vector<HardwareProfile> LoadHardwareProfiles(const std::string& path);
 // The first profile of `kind` whose match strings occur in `model` (case-insensitive), else the
 // one named "default <kind>"; throws when neither exists.
-const HardwareProfile& FindProfile(const std::vector<HardwareProfile>& profiles, const std::string& kind,
-                                   const std::string& model);
+const HardwareProfile& FindProfile(const std::vector<HardwareProfile>& profiles,
+                                   const std::string& kind, const std::string& model);
 
 }  // namespace cdt::green

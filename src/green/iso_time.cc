@@ -25,8 +25,8 @@ std::optional<double> ParseIsoTime(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '"')) s.remove_prefix(1);
   std::tm tm{};
   int year, mon, day, hour = 0, min = 0, sec = 0;
-  if (!Digits(s, 0, 4, &year) || s.size() < 10 || s[4] != '-' || !Digits(s, 5, 2, &mon) || s[7] != '-' ||
-      !Digits(s, 8, 2, &day))
+  if (!Digits(s, 0, 4, &year) || s.size() < 10 || s[4] != '-' || !Digits(s, 5, 2, &mon) ||
+      s[7] != '-' || !Digits(s, 8, 2, &day))
     return std::nullopt;
   if (mon < 1 || mon > 12 || day < 1 || day > 31) return std::nullopt;
   size_t at = 10;
@@ -41,7 +41,8 @@ std::optional<double> ParseIsoTime(std::string_view s) {
       at += 3;
       if (at < s.size() && s[at] == '.') {
         double scale = 0.1;
-        for (++at; at < s.size() && s[at] >= '0' && s[at] <= '9'; ++at, scale /= 10) frac += (s[at] - '0') * scale;
+        for (++at; at < s.size() && s[at] >= '0' && s[at] <= '9'; ++at, scale /= 10)
+          frac += (s[at] - '0') * scale;
       }
     }
     if (hour > 23 || min > 59 || sec > 60) return std::nullopt;

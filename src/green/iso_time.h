@@ -7,9 +7,9 @@
 
 namespace cdt::green {
 
-// "2022-03-14T05:00:00Z", "2022-01-01 00:00:00+00:00", "2022-03-14T05:00Z", "2022-03-14T07:00:00+02:00"
-// (offsets are applied), "2022-03-14" (midnight UTC). Fractional seconds are accepted. Returns
-// Unix seconds, or nullopt when `text` is not such a time.
+// "2022-03-14T05:00:00Z", "2022-01-01 00:00:00+00:00", "2022-03-14T05:00Z",
+// "2022-03-14T07:00:00+02:00" (offsets are applied), "2022-03-14" (midnight UTC). Fractional
+// seconds are accepted. Returns Unix seconds, or nullopt when `text` is not such a time.
 std::optional<double> ParseIsoTime(std::string_view text);
 
 // "2022-03-14T05:00:00Z" (whole seconds, UTC).

@@ -11,8 +11,8 @@
 
 #include "cdt/error.h"
 #include "common/unix_time.h"
-#include "green/text.h"
 #include "green/energy_meter.h"
+#include "green/text.h"
 
 namespace cdt::green {
 namespace {
@@ -30,13 +30,14 @@ bool HostJiffies(const std::string& root, double* busy, double* total, int* cpus
       std::istringstream f(line.substr(4));
       double v, sum = 0, idle = 0;
       for (int i = 0; f >> v; ++i) {
-        if (i < 8) sum += v;            // user nice system idle iowait irq softirq steal
+        if (i < 8) sum += v;  // user nice system idle iowait irq softirq steal
         if (i == 3 || i == 4) idle += v;
       }
       *busy = sum - idle;
       *total = sum;
       found = true;
-    } else if (line.rfind("cpu", 0) == 0 && line.size() > 3 && std::isdigit(static_cast<unsigned char>(line[3]))) {
+    } else if (line.rfind("cpu", 0) == 0 && line.size() > 3 &&
+               std::isdigit(static_cast<unsigned char>(line[3]))) {
       ++*cpus;
     }
   }
@@ -87,14 +88,17 @@ class ModelMeter final : public EnergyMeter {
   bool modelled() const override { return true; }
   std::string measures() const override {
     std::ostringstream s;
-    const double share = o_.cpu.threads > 0 ? static_cast<double>(o_.cpus_visible) / o_.cpu.threads : 1.0;
-    s << "modelled, not measured: " << (o_.scope == ModelMeterOptions::Scope::kHost ? "this host's" : "this process's")
-      << " CPU utilisation x profile '" << o_.cpu.name << "' (" << o_.cpu.idle_w << "-" << o_.cpu.tdp_w
-      << " W per package, this machine's " << o_.cpus_visible << " CPU(s) = " << share << " of it)";
+    const double share =
+        o_.cpu.threads > 0 ? static_cast<double>(o_.cpus_visible) / o_.cpu.threads : 1.0;
+    s << "modelled, not measured: "
+      << (o_.scope == ModelMeterOptions::Scope::kHost ? "this host's" : "this process's")
+      << " CPU utilisation x profile '" << o_.cpu.name << "' (" << o_.cpu.idle_w << "-"
+      << o_.cpu.tdp_w << " W per package, this machine's " << o_.cpus_visible
+      << " CPU(s) = " << share << " of it)";
     if (o_.include_ram) s << " + memory in use x " << o_.ram_w_per_gib << " W/GiB";
     if (o_.accelerator_count > 0)
-      s << " + " << o_.accelerator_count << " x '" << o_.accelerator.name << "' at " << o_.accelerator_utilisation
-        << " utilisation";
+      s << " + " << o_.accelerator_count << " x '" << o_.accelerator.name << "' at "
+        << o_.accelerator_utilisation << " utilisation";
     return s.str();
   }
 
@@ -108,16 +112,21 @@ class ModelMeter final : public EnergyMeter {
       if (o_.scope == ModelMeterOptions::Scope::kHost)
         util = total > last_total_ ? (busy - last_busy_) / (total - last_total_) : 0;
       else
-        util = (busy - last_busy_) / (dt * o_.cpus_visible);  // CPU seconds over the machine's capacity
+        util = (busy - last_busy_) /
+               (dt * o_.cpus_visible);  // CPU seconds over the machine's capacity
       util = std::clamp(util, 0.0, 1.0);
-      const double share = o_.cpu.threads > 0 ? static_cast<double>(o_.cpus_visible) / o_.cpu.threads : 1.0;
-      const double idle = o_.scope == ModelMeterOptions::Scope::kHost ? o_.cpu.idle_w
-                                                                       : o_.cpu.idle_w / std::max(1, o_.processes_sharing);
+      const double share =
+          o_.cpu.threads > 0 ? static_cast<double>(o_.cpus_visible) / o_.cpu.threads : 1.0;
+      const double idle = o_.scope == ModelMeterOptions::Scope::kHost
+                              ? o_.cpu.idle_w
+                              : o_.cpu.idle_w / std::max(1, o_.processes_sharing);
       r_.cpu_j += share * (idle + (o_.cpu.tdp_w - o_.cpu.idle_w) * util) * dt;
       if (o_.include_ram) r_.ram_j += RamGib() * o_.ram_w_per_gib * dt;
       if (o_.accelerator_count > 0)
         r_.gpu_j += o_.accelerator_count *
-                    (o_.accelerator.idle_w + (o_.accelerator.tdp_w - o_.accelerator.idle_w) * o_.accelerator_utilisation) * dt;
+                    (o_.accelerator.idle_w +
+                     (o_.accelerator.tdp_w - o_.accelerator.idle_w) * o_.accelerator_utilisation) *
+                    dt;
     }
     last_t_ = t;
     last_busy_ = busy;

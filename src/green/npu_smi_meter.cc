@@ -21,7 +21,8 @@ std::string RunCommand(const std::string& cmd) {
 }
 
 double CardPower(int id) {
-  return ParseNpuSmiPower(RunCommand("npu-smi info -t power -i " + std::to_string(id) + " 2>/dev/null"));
+  return ParseNpuSmiPower(
+      RunCommand("npu-smi info -t power -i " + std::to_string(id) + " 2>/dev/null"));
 }
 
 class NpuSmiMeter final : public EnergyMeter {
@@ -33,7 +34,8 @@ class NpuSmiMeter final : public EnergyMeter {
   std::string name() const override { return "npu-smi"; }
   bool modelled() const override { return false; }
   std::string measures() const override {
-    return "measured: npu-smi power of " + std::to_string(ids_.size()) + " Ascend NPU(s), integrated between readings";
+    return "measured: npu-smi power of " + std::to_string(ids_.size()) +
+           " Ascend NPU(s), integrated between readings";
   }
   EnergyReading Read() override {
     const double t = SteadySeconds(), w = Power();

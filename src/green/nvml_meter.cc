@@ -31,13 +31,15 @@ class NvmlMeter final : public EnergyMeter {
   std::string name() const override { return "nvml"; }
   bool modelled() const override { return false; }
   std::string measures() const override {
-    return "measured: NVML total energy counter of " + std::to_string(devices_.size()) + " GPU(s):" + names_;
+    return "measured: NVML total energy counter of " + std::to_string(devices_.size()) +
+           " GPU(s):" + names_;
   }
   EnergyReading Read() override {
     EnergyReading r;
     for (size_t i = 0; i < devices_.size(); ++i) {
       unsigned long long mj = 0;
-      if (energy_(devices_[i], &mj) == 0 && mj >= start_[i]) last_[i] = static_cast<double>(mj - start_[i]) / 1000.0;
+      if (energy_(devices_[i], &mj) == 0 && mj >= start_[i])
+        last_[i] = static_cast<double>(mj - start_[i]) / 1000.0;
       r.gpu_j += last_[i];
     }
     return r;

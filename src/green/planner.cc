@@ -23,7 +23,8 @@ std::string Num(double v) {
 const WorkerPoint& Base(const JobSpec& job) {
   for (const WorkerPoint& p : job.scaling)
     if (p.workers == job.base_workers) return p;
-  throw Error(ErrorCode::kInvalidArgument, "the base worker count " + std::to_string(job.base_workers) +
+  throw Error(ErrorCode::kInvalidArgument, "the base worker count " +
+                                               std::to_string(job.base_workers) +
                                                " is not in the job's scaling table");
 }
 
@@ -34,13 +35,16 @@ void Validate(const JobSpec& job, const std::vector<double>& intensity) {
     const WorkerPoint& p = job.scaling[i];
     if (p.workers < 1 || !(p.work_per_hour > 0) || p.power_kw < 0 ||
         (i > 0 && p.workers <= job.scaling[i - 1].workers))
-      throw Error(ErrorCode::kInvalidArgument, "scaling table entry " + std::to_string(i) +
-                                                   " must have ascending workers, positive throughput and power >= 0");
+      throw Error(ErrorCode::kInvalidArgument,
+                  "scaling table entry " + std::to_string(i) +
+                      " must have ascending workers, positive throughput and power >= 0");
   }
-  if (job.deadline_hours < 1) throw Error(ErrorCode::kInvalidArgument, "the deadline must be at least one hour");
+  if (job.deadline_hours < 1)
+    throw Error(ErrorCode::kInvalidArgument, "the deadline must be at least one hour");
   if (static_cast<int>(intensity.size()) < job.deadline_hours)
-    throw Error(ErrorCode::kInvalidArgument, "the carbon series has " + std::to_string(intensity.size()) +
-                                                 " hours, the deadline needs " + std::to_string(job.deadline_hours));
+    throw Error(ErrorCode::kInvalidArgument,
+                "the carbon series has " + std::to_string(intensity.size()) +
+                    " hours, the deadline needs " + std::to_string(job.deadline_hours));
 }
 
 PlanSlot Slot(int hour, double offset, double fraction, const WorkerPoint& p, double gco2) {
@@ -64,10 +68,12 @@ void Finish(Plan* plan, const JobSpec& job, const PlanOptions& o) {
     plan->work += s.work;
     plan->energy_kwh += s.energy_kwh;
     plan->carbon_kg += s.carbon_kg;
-    if (static_cast<size_t>(s.hour) < o.price_per_kwh.size()) plan->cost += s.energy_kwh * o.price_per_kwh[static_cast<size_t>(s.hour)];
+    if (static_cast<size_t>(s.hour) < o.price_per_kwh.size())
+      plan->cost += s.energy_kwh * o.price_per_kwh[static_cast<size_t>(s.hour)];
     plan->finish_hours = std::max(plan->finish_hours, s.hour + s.offset + s.fraction);
   }
-  if (plan->feasible && job.carbon_cap_kg > 0 && plan->carbon_kg > job.carbon_cap_kg * (1 + 1e-12)) {
+  if (plan->feasible && job.carbon_cap_kg > 0 &&
+      plan->carbon_kg > job.carbon_cap_kg * (1 + 1e-12)) {
     plan->feasible = false;
     plan->reason = "carbon cap " + Num(job.carbon_cap_kg) + " kg cannot be met: the best " +
                    plan->strategy + " plan needs " + Num(plan->carbon_kg) + " kg";
@@ -81,14 +87,16 @@ Plan Agnostic(const JobSpec& job, const std::vector<double>& I) {
   double left = job.work;
   for (int h = 0; left > kEps; ++h) {
     if (h >= static_cast<int>(I.size()))
-      throw Error(ErrorCode::kInvalidArgument, "the carbon series ends before the carbon-agnostic run does (" +
-                                                   std::to_string(I.size()) + " hours); give a longer one");
+      throw Error(ErrorCode::kInvalidArgument,
+                  "the carbon series ends before the carbon-agnostic run does (" +
+                      std::to_string(I.size()) + " hours); give a longer one");
     const double f = std::min(1.0, left / b.work_per_hour);
     plan.slots.push_back(Slot(h, 0, f, b, I[static_cast<size_t>(h)]));
     left -= b.work_per_hour * f;
   }
   if (plan.slots.size() > static_cast<size_t>(job.deadline_hours) ||
-      (!plan.slots.empty() && plan.slots.back().hour + plan.slots.back().fraction > job.deadline_hours + kEps)) {
+      (!plan.slots.empty() &&
+       plan.slots.back().hour + plan.slots.back().fraction > job.deadline_hours + kEps)) {
     plan.feasible = false;
     plan.reason = "running without pause from the start needs " + Num(job.work / b.work_per_hour) +
                   " h on " + std::to_string(b.workers) + " worker(s); the deadline is " +
@@ -104,8 +112,9 @@ Plan SuspendResume(const JobSpec& job, const std::vector<double>& I, bool contig
   const double hours = job.work / b.work_per_hour;
   std::vector<int> order(static_cast<size_t>(job.deadline_hours));
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int c) { return I[static_cast<size_t>(a)] < I[static_cast<size_t>(c)]; });
+  std::stable_sort(order.begin(), order.end(), [&](int a, int c) {
+    return I[static_cast<size_t>(a)] < I[static_cast<size_t>(c)];
+  });
   double left = hours;
   std::vector<bool> chosen(order.size(), false);
   for (int h : order) {
@@ -130,17 +139,18 @@ Plan SuspendResume(const JobSpec& job, const std::vector<double>& I, bool contig
       }
     }
     if (best >= 0) {
-      const bool before_only = !(best > 0 && chosen[static_cast<size_t>(best) - 1]) && best + 1 < n &&
-                               chosen[static_cast<size_t>(best) + 1];
-      plan.slots.push_back(Slot(best, before_only ? 1 - left : 0, left, b, I[static_cast<size_t>(best)]));
+      const bool before_only = !(best > 0 && chosen[static_cast<size_t>(best) - 1]) &&
+                               best + 1 < n && chosen[static_cast<size_t>(best) + 1];
+      plan.slots.push_back(
+          Slot(best, before_only ? 1 - left : 0, left, b, I[static_cast<size_t>(best)]));
       left = 0;
     }
   }
   if (left > kEps) {
     plan.feasible = false;
     plan.reason = "the job needs " + Num(hours) + " h on " + std::to_string(b.workers) +
-                  " worker(s); the deadline is " + std::to_string(job.deadline_hours) + " h (best: " +
-                  Num(100 * (hours - left) / hours) + "% of the work by then)";
+                  " worker(s); the deadline is " + std::to_string(job.deadline_hours) +
+                  " h (best: " + Num(100 * (hours - left) / hours) + "% of the work by then)";
   }
   return plan;
 }
@@ -153,12 +163,15 @@ Plan Greedy(const JobSpec& job, const std::vector<double>& I, const char* name, 
     double score;
     int hour, level;
     bool operator>(const Inc& o) const {
-      return score != o.score ? score > o.score : (hour != o.hour ? hour > o.hour : level > o.level);
+      return score != o.score ? score > o.score
+                              : (hour != o.hour ? hour > o.hour : level > o.level);
     }
   };
   auto delta = [&](int k) {
-    const double dw = c[static_cast<size_t>(k)].work_per_hour - (k > 0 ? c[static_cast<size_t>(k) - 1].work_per_hour : 0);
-    const double dp = c[static_cast<size_t>(k)].power_kw - (k > 0 ? c[static_cast<size_t>(k) - 1].power_kw : 0);
+    const double dw = c[static_cast<size_t>(k)].work_per_hour -
+                      (k > 0 ? c[static_cast<size_t>(k) - 1].work_per_hour : 0);
+    const double dp =
+        c[static_cast<size_t>(k)].power_kw - (k > 0 ? c[static_cast<size_t>(k) - 1].power_kw : 0);
     return std::make_pair(dw, dp);
   };
   std::priority_queue<Inc, std::vector<Inc>, std::greater<Inc>> q;
@@ -215,25 +228,33 @@ Strategy ParseStrategy(const std::string& name) {
   if (name == "suspend-resume") return Strategy::kSuspendResume;
   if (name == "elastic") return Strategy::kElastic;
   if (name == "weighted") return Strategy::kWeighted;
-  throw Error(ErrorCode::kInvalidArgument,
-              "--strategy must be agnostic, suspend-resume, elastic or weighted, not '" + name + "'");
+  throw Error(
+      ErrorCode::kInvalidArgument,
+      "--strategy must be agnostic, suspend-resume, elastic or weighted, not '" + name + "'");
 }
 
 const char* StrategyName(Strategy s) {
   switch (s) {
-    case Strategy::kAgnostic: return "agnostic";
-    case Strategy::kSuspendResume: return "suspend-resume";
-    case Strategy::kElastic: return "elastic";
-    case Strategy::kWeighted: return "weighted";
+    case Strategy::kAgnostic:
+      return "agnostic";
+    case Strategy::kSuspendResume:
+      return "suspend-resume";
+    case Strategy::kElastic:
+      return "elastic";
+    case Strategy::kWeighted:
+      return "weighted";
   }
   return "?";
 }
 
-std::vector<WorkerPoint> ScalingCurve(int min_w, int max_w, int base, double base_work, double base_kw, double e) {
+std::vector<WorkerPoint> ScalingCurve(int min_w, int max_w, int base, double base_work,
+                                      double base_kw, double e) {
   if (min_w < 1 || max_w < min_w || base < min_w || base > max_w)
-    throw Error(ErrorCode::kInvalidArgument, "worker range " + std::to_string(min_w) + ".." + std::to_string(max_w) +
-                                                 " must be >= 1 and hold the base count " + std::to_string(base));
-  if (!(e > 0 && e <= 1)) throw Error(ErrorCode::kInvalidArgument, "scaling efficiency must be in (0, 1]");
+    throw Error(ErrorCode::kInvalidArgument,
+                "worker range " + std::to_string(min_w) + ".." + std::to_string(max_w) +
+                    " must be >= 1 and hold the base count " + std::to_string(base));
+  if (!(e > 0 && e <= 1))
+    throw Error(ErrorCode::kInvalidArgument, "scaling efficiency must be in (0, 1]");
   const double exponent = 1 + std::log2(e);
   const double unit = base_work / std::pow(base, exponent);
   std::vector<WorkerPoint> out;
@@ -242,14 +263,21 @@ std::vector<WorkerPoint> ScalingCurve(int min_w, int max_w, int base, double bas
   return out;
 }
 
-Plan MakePlan(Strategy strategy, const JobSpec& job, const std::vector<double>& I, const PlanOptions& o) {
+Plan MakePlan(Strategy strategy, const JobSpec& job, const std::vector<double>& I,
+              const PlanOptions& o) {
   Validate(job, I);
   Plan plan;
   switch (strategy) {
-    case Strategy::kAgnostic: plan = Agnostic(job, I); break;
-    case Strategy::kSuspendResume: plan = SuspendResume(job, I, o.contiguous_partial); break;
+    case Strategy::kAgnostic:
+      plan = Agnostic(job, I);
+      break;
+    case Strategy::kSuspendResume:
+      plan = SuspendResume(job, I, o.contiguous_partial);
+      break;
     case Strategy::kElastic: {
-      plan = Greedy(job, I, "elastic", [&](int h, double dw, double dp) { return dp * I[static_cast<size_t>(h)] / dw; });
+      plan = Greedy(job, I, "elastic", [&](int h, double dw, double dp) {
+        return dp * I[static_cast<size_t>(h)] / dw;
+      });
       Plan sr = SuspendResume(job, I, o.contiguous_partial);
       Finish(&sr, job, o);
       Finish(&plan, job, o);
@@ -264,14 +292,17 @@ Plan MakePlan(Strategy strategy, const JobSpec& job, const std::vector<double>& 
       const WorkerPoint& b = Base(job);
       const double base_epw = b.power_kw / b.work_per_hour;
       double mean_i = 0, mean_p = 0;
-      for (int h = 0; h < job.deadline_hours; ++h) mean_i += I[static_cast<size_t>(h)] / job.deadline_hours;
+      for (int h = 0; h < job.deadline_hours; ++h)
+        mean_i += I[static_cast<size_t>(h)] / job.deadline_hours;
       const bool priced = o.price_per_kwh.size() >= static_cast<size_t>(job.deadline_hours);
-      for (int h = 0; priced && h < job.deadline_hours; ++h) mean_p += o.price_per_kwh[static_cast<size_t>(h)] / job.deadline_hours;
+      for (int h = 0; priced && h < job.deadline_hours; ++h)
+        mean_p += o.price_per_kwh[static_cast<size_t>(h)] / job.deadline_hours;
       const PlanWeights w = o.weights;
       plan = Greedy(job, I, "weighted", [&](int h, double dw, double dp) {
         const double epw = dp / dw / std::max(1e-12, base_epw);
         const double carbon = mean_i > 0 ? I[static_cast<size_t>(h)] / mean_i : 1;
-        const double price = priced && mean_p > 0 ? o.price_per_kwh[static_cast<size_t>(h)] / mean_p : 1;
+        const double price =
+            priced && mean_p > 0 ? o.price_per_kwh[static_cast<size_t>(h)] / mean_p : 1;
         return w.efficiency * epw + w.carbon * epw * carbon + w.cost * epw * price;
       });
       break;

@@ -23,13 +23,13 @@
 namespace cdt::green {
 
 enum class Strategy { kAgnostic, kSuspendResume, kElastic, kWeighted };
-Strategy ParseStrategy(const std::string& name);   // agnostic | suspend-resume | elastic | weighted
+Strategy ParseStrategy(const std::string& name);  // agnostic | suspend-resume | elastic | weighted
 const char* StrategyName(Strategy s);
 
 struct WorkerPoint {
   int workers = 1;
-  double work_per_hour = 1;    // job units per hour at this count
-  double power_kw = 0;         // the whole allocation's power
+  double work_per_hour = 1;  // job units per hour at this count
+  double power_kw = 0;       // the whole allocation's power
 };
 
 struct JobSpec {
@@ -42,8 +42,9 @@ struct JobSpec {
 
 // Throughput w^(1 + log2 e) (efficiency e per doubling, concave for e <= 1), power linear in w:
 // a scaling curve when only one worker count was measured. base: throughput and power at `base`.
-std::vector<WorkerPoint> ScalingCurve(int min_workers, int max_workers, int base, double base_work_per_hour,
-                                      double base_power_kw, double efficiency_per_doubling);
+std::vector<WorkerPoint> ScalingCurve(int min_workers, int max_workers, int base,
+                                      double base_work_per_hour, double base_power_kw,
+                                      double efficiency_per_doubling);
 
 struct PlanWeights {
   double efficiency = 0.6, carbon = 0.3, cost = 0.1;
@@ -51,28 +52,28 @@ struct PlanWeights {
 
 struct PlanOptions {
   PlanWeights weights;
-  std::vector<double> price_per_kwh;   // hourly, for `weighted`; empty = flat
+  std::vector<double> price_per_kwh;  // hourly, for `weighted`; empty = flat
   // suspend-resume: put the partial hour next to a running stretch (each stretch costs a restart
   // at run time), not in the cheapest hour anywhere. Slightly above the optimum.
   bool contiguous_partial = false;
 };
 
 struct PlanSlot {
-  int hour = 0;            // from the start
-  double offset = 0;       // where in the hour the slot starts (0..1)
-  double fraction = 1;     // of the hour it lasts
+  int hour = 0;         // from the start
+  double offset = 0;    // where in the hour the slot starts (0..1)
+  double fraction = 1;  // of the hour it lasts
   int workers = 0;
   double work = 0, energy_kwh = 0, carbon_kg = 0;
 };
 
 struct Plan {
   std::string strategy;
-  std::vector<PlanSlot> slots;       // running slots in hour order (pauses are the hours missing)
+  std::vector<PlanSlot> slots;  // running slots in hour order (pauses are the hours missing)
   double work = 0, energy_kwh = 0, carbon_kg = 0, cost = 0;
-  double finish_hours = 0;           // end of the last running slot
+  double finish_hours = 0;  // end of the last running slot
   bool feasible = true;
-  std::string reason;                // why not feasible
-  std::string note;                  // e.g. which candidate won
+  std::string reason;  // why not feasible
+  std::string note;    // e.g. which candidate won
 };
 
 // `intensity`: gCO2/kWh per hour from the start, at least deadline_hours long (throws otherwise).

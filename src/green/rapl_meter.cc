@@ -80,7 +80,8 @@ std::unique_ptr<EnergyMeter> OpenRaplMeter(const std::string& root) {
     const bool sub = n.find(':', 11) != std::string::npos;
     z.dram = z.name == "dram";
     if (sub && !z.dram) continue;  // core/uncore are inside the package figure
-    if (!ReadNumber(z.path + "/energy_uj", &z.last_uj) || !ReadNumber(z.path + "/max_energy_range_uj", &z.max_uj))
+    if (!ReadNumber(z.path + "/energy_uj", &z.last_uj) ||
+        !ReadNumber(z.path + "/max_energy_range_uj", &z.max_uj))
       continue;  // unreadable (root-only since CVE-2020-8694) or not a zone
     if (z.name.empty()) z.name = n;
     zones.push_back(z);

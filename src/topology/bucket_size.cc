@@ -7,7 +7,8 @@ size_t RecommendedBucketBytes(const CostModel& model, double efficiency) {
   const double big = double(1 << 30);
   const double full_rate = big / BestAllreduceUs(model, big);  // bytes per microsecond
   for (size_t n = kMinBucketBytes; n < kMaxBucketBytes; n *= 2)
-    if (static_cast<double>(n) / BestAllreduceUs(model, static_cast<double>(n)) >= efficiency * full_rate)
+    if (static_cast<double>(n) / BestAllreduceUs(model, static_cast<double>(n)) >=
+        efficiency * full_rate)
       return n;
   return kMaxBucketBytes;
 }

@@ -23,11 +23,11 @@
 namespace cdt::topology {
 
 struct CompressionCandidate {
-  std::string name;        // "none", "fp16", "int8", "powersgd", "topk"
-  std::string setting;     // e.g. "rank 4", "ratio 0.01"
-  double wire_bytes = 0;   // bytes each rank hands to the network per step
-  double comm_us = 0;      // predicted
-  double encode_us = 0;    // measured kernel time, scaled to the gradient size
+  std::string name;       // "none", "fp16", "int8", "powersgd", "topk"
+  std::string setting;    // e.g. "rank 4", "ratio 0.01"
+  double wire_bytes = 0;  // bytes each rank hands to the network per step
+  double comm_us = 0;     // predicted
+  double encode_us = 0;   // measured kernel time, scaled to the gradient size
   double total_us() const { return comm_us + encode_us; }
 };
 
@@ -38,12 +38,11 @@ struct CompressionAdvice {
 };
 
 struct CompressionAdviceOptions {
-  double gradient_bytes = 100e6;          // f32 gradient per step
+  double gradient_bytes = 100e6;            // f32 gradient per step
   std::optional<double> compute_budget_us;  // backward time that can hide communication
   double topk_ratio = 0.01;
   int powersgd_rank = 4;
 };
-
 
 // Measures the kernels (about 0.1 s) and builds the advice.
 CompressionAdvice AdviseCompression(const CostModel& model, const CompressionAdviceOptions& o);

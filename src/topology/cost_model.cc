@@ -53,7 +53,8 @@ double CostModel::PredictUs(AllreduceAlgorithm algo, double n) const {
   // Ranks as the launcher places them: node by node.
   std::vector<int> node_of;
   for (int node = 0; node < N; ++node)
-    node_of.insert(node_of.end(), static_cast<size_t>(shape.ranks_per_node[static_cast<size_t>(node)]), node);
+    node_of.insert(node_of.end(),
+                   static_cast<size_t>(shape.ranks_per_node[static_cast<size_t>(node)]), node);
   // Power-of-two fold (comm/collectives/power_of_two_fold.h): the first 2·rem ranks pair up, the
   // odd one of each pair stays; survivor i is rank 2i+1 for i < rem, else i + rem.
   const int rem = p - pof2;
@@ -69,20 +70,23 @@ double CostModel::PredictUs(AllreduceAlgorithm algo, double n) const {
         ++crossing[static_cast<size_t>(node_of[static_cast<size_t>(a)])];
     }
     const int busiest = *std::max_element(crossing.begin(), crossing.end());
-    return busiest > 0 ? std::max(Step(inter, busiest * bytes), intra_step(bytes)) : intra_step(bytes);
+    return busiest > 0 ? std::max(Step(inter, busiest * bytes), intra_step(bytes))
+                       : intra_step(bytes);
   };
   double fold = 0;
   if (rem > 0) {
     bool fold_crosses = false;
     for (int i = 0; i < rem; ++i)
-      fold_crosses |= node_of[static_cast<size_t>(2 * i)] != node_of[static_cast<size_t>(2 * i + 1)];
+      fold_crosses |=
+          node_of[static_cast<size_t>(2 * i)] != node_of[static_cast<size_t>(2 * i + 1)];
     fold = 2 * (fold_crosses ? Step(inter, n) : intra_step(n));
   }
 
   switch (algo) {
     case AllreduceAlgorithm::kRing:
       // 2(p-1) steps of n/p; on several nodes each step crosses an uplink with one stream.
-      return 2.0 * (p - 1) * (multi ? std::max(Step(inter, n / p), intra_step(n / p)) : intra_step(n / p));
+      return 2.0 * (p - 1) *
+             (multi ? std::max(Step(inter, n / p), intra_step(n / p)) : intra_step(n / p));
     case AllreduceAlgorithm::kRecursiveDoubling: {
       // lg p exchanges of the whole buffer between partners `mask` apart.
       double t = fold;
@@ -103,7 +107,8 @@ double CostModel::PredictUs(AllreduceAlgorithm algo, double n) const {
       // Two phases, each moving about n through the busiest node plus the pipeline fill.
       const int depth = std::max(1, FloorLog2(p));
       const double seg = std::min(static_cast<double>(segment_bytes), n / 2);
-      const double body = multi ? n / (std::max(inter.beta_GBps, 1e-6) * 1e3) : intra_step(n) - intra.alpha_us;
+      const double body =
+          multi ? n / (std::max(inter.beta_GBps, 1e-6) * 1e3) : intra_step(n) - intra.alpha_us;
       return 2.0 * (depth * (multi ? Step(inter, seg) : intra_step(seg)) + body);
     }
     case AllreduceAlgorithm::kHierarchical: {
@@ -114,7 +119,8 @@ double CostModel::PredictUs(AllreduceAlgorithm algo, double n) const {
         // Every shard's owners allreduce across nodes; the node's uplink carries 2(N-1)/N·n in all.
         const double shard = n / k;
         if (shard >= (64 << 10))
-          t += 2.0 * (N - 1) * inter.alpha_us + 2.0 * (N - 1) / N * n / (std::max(inter.beta_GBps, 1e-6) * 1e3);
+          t += 2.0 * (N - 1) * inter.alpha_us +
+               2.0 * (N - 1) / N * n / (std::max(inter.beta_GBps, 1e-6) * 1e3);
         else
           t += std::ceil(std::log2(N)) * Step(inter, n);
       }

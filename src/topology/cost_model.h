@@ -19,9 +19,9 @@
 namespace cdt::topology {
 
 struct LinkLevel {
-  std::string name;       // "intra" (same node) or "inter" (between nodes)
-  double alpha_us = 0;    // one-way latency of a small message
-  double beta_GBps = 0;   // bandwidth of one stream, 1e9 bytes/s
+  std::string name;      // "intra" (same node) or "inter" (between nodes)
+  double alpha_us = 0;   // one-way latency of a small message
+  double beta_GBps = 0;  // bandwidth of one stream, 1e9 bytes/s
   // Intra only: what all streams inside one node achieve together (copies share the node's cores
   // and memory). 0 = unknown, treated as beta_GBps.
   double node_GBps = 0;
@@ -36,8 +36,8 @@ struct ClusterShape {
 
 struct CostModel {
   ClusterShape shape;
-  LinkLevel intra;  // used when some node has >= 2 ranks
-  LinkLevel inter;  // used when there are >= 2 nodes
+  LinkLevel intra;                   // used when some node has >= 2 ranks
+  LinkLevel inter;                   // used when there are >= 2 nodes
   size_t segment_bytes = 256 << 10;  // pipelining granularity of tree / chain
 
   // Predicted time of one allreduce of `bytes` with `algo` (not kAuto), in microseconds.

@@ -25,7 +25,8 @@ Discovery Discover(Communicator& comm, const DiscoveryOptions& o) {
       cached[3] = hit->inter.alpha_us;
       cached[4] = hit->inter.beta_GBps;
       cached[5] = hit->intra.node_GBps;
-      d.cache_note = "reused " + StrategyPath(o.cache_dir, d.fingerprint) + " (fingerprint matches; probes skipped)";
+      d.cache_note = "reused " + StrategyPath(o.cache_dir, d.fingerprint) +
+                     " (fingerprint matches; probes skipped)";
     }
   }
   comm.Broadcast(cached, 6, DataType::kFloat64, 0)->Wait();

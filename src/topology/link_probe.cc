@@ -95,7 +95,8 @@ double ProbeStream(Communicator& comm, int to, int from, const ProbeOptions& o) 
       auto start = Clock::now();
       comm.Send(&go, 1, from)->Wait();
       for (int i = 0; i < o.stream_iters; ++i) comm.Recv(data.data(), data.size(), from)->Wait();
-      beta = static_cast<double>(o.stream_bytes) * o.stream_iters / Micros(Clock::now() - start) / 1e3;
+      beta =
+          static_cast<double>(o.stream_bytes) * o.stream_iters / Micros(Clock::now() - start) / 1e3;
     } else {
       comm.Recv(&go, 1, to)->Wait();
       for (int i = 0; i < o.stream_iters; ++i) comm.Send(data.data(), data.size(), to)->Wait();
@@ -136,7 +137,8 @@ ProbeResult ProbeLinks(Communicator& comm, const ProbeOptions& o) {
     ProbePair(comm, ia, ib, o, &r.intra);
     std::vector<int> local;
     for (int rank = 0; rank < comm.size(); ++rank)
-      if (node_of[static_cast<size_t>(rank)] == node_of[static_cast<size_t>(ia)]) local.push_back(rank);
+      if (node_of[static_cast<size_t>(rank)] == node_of[static_cast<size_t>(ia)])
+        local.push_back(rank);
     r.intra.node_GBps = ProbeNode(comm, local, o);
   }
   if (comm.layout().num_nodes > 1) {
@@ -150,10 +152,12 @@ ProbeResult ProbeLinks(Communicator& comm, const ProbeOptions& o) {
     // The slowest uplink bounds every algorithm that crosses nodes: stream from the first rank of
     // each further node (up to kMaxInterProbes) to rank `ea` and keep the minimum.
     std::vector<int> leader(static_cast<size_t>(comm.layout().num_nodes), -1);
-    for (int rank = comm.size() - 1; rank >= 0; --rank) leader[static_cast<size_t>(node_of[static_cast<size_t>(rank)])] = rank;
+    for (int rank = comm.size() - 1; rank >= 0; --rank)
+      leader[static_cast<size_t>(node_of[static_cast<size_t>(rank)])] = rank;
     const int last = std::min(comm.layout().num_nodes, 1 + kMaxInterProbes);
     for (int node = 2; node < last; ++node)
-      r.inter.beta_GBps = std::min(r.inter.beta_GBps, ProbeStream(comm, ea, leader[static_cast<size_t>(node)], o));
+      r.inter.beta_GBps =
+          std::min(r.inter.beta_GBps, ProbeStream(comm, ea, leader[static_cast<size_t>(node)], o));
   }
   // A level that does not exist borrows the other's numbers, so formulas never divide by zero.
   if (!r.has_intra) r.intra = {"intra", r.inter.alpha_us, r.inter.beta_GBps};

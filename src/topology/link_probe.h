@@ -1,8 +1,8 @@
 // Measures each link level with point-to-point probes over a communicator: α (latency) from a
-// ping-pong of 8-byte messages (median round trip / 2), β (bandwidth) from a one-way stream (bytes /
-// time until the receiver's acknowledgement), and for the intra level also the node bandwidth, with
-// the node's ranks streaming in pairs (0->1, 2->3, ...) at once. "intra" is measured on the first
-// node that has two ranks; "inter" α between the lowest ranks of nodes 0 and 1, and β as the
+// ping-pong of 8-byte messages (median round trip / 2), β (bandwidth) from a one-way stream (bytes
+// / time until the receiver's acknowledgement), and for the intra level also the node bandwidth,
+// with the node's ranks streaming in pairs (0->1, 2->3, ...) at once. "intra" is measured on the
+// first node that has two ranks; "inter" α between the lowest ranks of nodes 0 and 1, and β as the
 // minimum over streams from nodes 1, 2, ... (at most kMaxInterProbes of them) to node 0 — the
 // slowest uplink bounds every algorithm that crosses nodes (--link-of on the emulated cluster).
 // Collective: every rank must call it; results are broadcast so every rank returns the same.

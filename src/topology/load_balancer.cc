@@ -17,7 +17,8 @@ namespace {
 class SteadyClock : public StepClock {
  public:
   double NowSeconds() override {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
   }
 };
 
@@ -48,7 +49,8 @@ StepTimeModel ProbeStepTime(const std::function<void(int)>& step, StepClock& clo
                             const ProbeOptions& o) {
   std::map<int, double> median_at;
   for (int b : o.batch_sizes) {
-    if (b < 1) throw Error(ErrorCode::kInvalidArgument, "load balancer probe: batch sizes must be >= 1");
+    if (b < 1)
+      throw Error(ErrorCode::kInvalidArgument, "load balancer probe: batch sizes must be >= 1");
     for (int i = 0; i < o.warmup; ++i) step(b);
     std::vector<double> times;
     for (int i = 0; i < std::max(1, o.repeats); ++i) {
@@ -59,9 +61,10 @@ StepTimeModel ProbeStepTime(const std::function<void(int)>& step, StepClock& clo
     median_at[b] = Median(times);
   }
   if (median_at.size() < 2)
-    throw Error(ErrorCode::kInvalidArgument,
-                "load balancer probe: needs at least two distinct batch sizes to separate the fixed "
-                "cost from the per-sample cost");
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        "load balancer probe: needs at least two distinct batch sizes to separate the fixed "
+        "cost from the per-sample cost");
   // Least squares of t = fixed + b · per_sample over the per-size medians.
   double n = 0, sb = 0, st = 0, sbb = 0, sbt = 0;
   for (auto [b, t] : median_at) {
@@ -106,7 +109,8 @@ BatchSplit ProposeMicroBatches(const std::vector<StepTimeModel>& ranks, int glob
   s.batch.assign(static_cast<size_t>(p), min_per_rank);
   using Entry = std::pair<double, int>;  // time after one more sample, rank
   std::priority_queue<Entry, std::vector<Entry>, std::greater<>> next;
-  for (int r = 0; r < p; ++r) next.push({ranks[static_cast<size_t>(r)].Predict(min_per_rank + 1), r});
+  for (int r = 0; r < p; ++r)
+    next.push({ranks[static_cast<size_t>(r)].Predict(min_per_rank + 1), r});
   for (long long left = global_batch - static_cast<long long>(min_per_rank) * p; left > 0; --left) {
     auto [t, r] = next.top();
     next.pop();
@@ -127,7 +131,8 @@ BatchSplit BalanceAcrossRanks(Communicator& comm, const StepTimeModel& mine, int
   const int p = comm.size();
   std::vector<double> all(2 * static_cast<size_t>(p));
   const double own[2] = {mine.fixed_s, mine.per_sample_s};
-  comm.Allgatherv(own, all.data(), std::vector<size_t>(static_cast<size_t>(p), 2), DataType::kFloat64)
+  comm.Allgatherv(own, all.data(), std::vector<size_t>(static_cast<size_t>(p), 2),
+                  DataType::kFloat64)
       ->Wait();
   std::vector<StepTimeModel> models;
   for (int r = 0; r < p; ++r) models.push_back({all[2 * r], all[2 * r + 1]});

@@ -64,7 +64,8 @@ std::vector<NicInfo> ScanNics(const std::string& sysfs_root) {
       nics.push_back(nic);
     }
   }
-  std::sort(nics.begin(), nics.end(), [](const NicInfo& a, const NicInfo& b) { return a.name < b.name; });
+  std::sort(nics.begin(), nics.end(),
+            [](const NicInfo& a, const NicInfo& b) { return a.name < b.name; });
   return nics;
 }
 

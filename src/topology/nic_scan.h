@@ -8,10 +8,10 @@
 namespace cdt::topology {
 
 struct NicInfo {
-  std::string name;        // "eth0", "ib0", "lo"
-  std::string kind;        // "Loopback", "Ethernet", "InfiniBand", "RoCE", "Other"
-  double speed_gbps = 0;   // from .../speed (Mb/s); 0 when unknown (virtual NICs report -1)
-  bool up = false;         // operstate "up" (or "unknown", which veth and lo report)
+  std::string name;       // "eth0", "ib0", "lo"
+  std::string kind;       // "Loopback", "Ethernet", "InfiniBand", "RoCE", "Other"
+  double speed_gbps = 0;  // from .../speed (Mb/s); 0 when unknown (virtual NICs report -1)
+  bool up = false;        // operstate "up" (or "unknown", which veth and lo report)
 };
 
 // Reads <sysfs_root>/class/net/*/{type,speed,operstate} and, for RDMA devices,

@@ -44,7 +44,8 @@ class TopologyPlanner : public AllreduceSelector {
  private:
   CostModel model_;
   std::vector<PlanEntry> plan_;  // sorted, contiguous, covering 0 .. SIZE_MAX
-  // Per power-of-two size class from 1 KiB (index 0) to 1 GiB: the runner-up worth timing, or kAuto.
+  // Per power-of-two size class from 1 KiB (index 0) to 1 GiB: the runner-up worth timing, or
+  // kAuto.
   std::vector<AllreduceAlgorithm> runner_up_;
 };
 

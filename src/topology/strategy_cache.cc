@@ -27,15 +27,20 @@ uint64_t Fnv1a(const std::string& s) {
 }
 
 json LevelJson(const LinkLevel& l) {
-  return {{"name", l.name}, {"alpha_us", l.alpha_us}, {"beta_GBps", l.beta_GBps}, {"node_GBps", l.node_GBps}};
+  return {{"name", l.name},
+          {"alpha_us", l.alpha_us},
+          {"beta_GBps", l.beta_GBps},
+          {"node_GBps", l.node_GBps}};
 }
 }  // namespace
 
 std::string Fingerprint(const ClusterShape& shape, const std::string& network_type,
                         double nic_speed_gbps) {
-  std::string f = "v1;net=" + network_type + ";speed_class=" +
-                  std::to_string(nic_speed_gbps > 0 ? static_cast<int>(std::round(std::log2(nic_speed_gbps))) : -99) +
-                  ";nodes=" + std::to_string(shape.nodes()) + ";ranks_per_node=";
+  std::string f =
+      "v1;net=" + network_type + ";speed_class=" +
+      std::to_string(nic_speed_gbps > 0 ? static_cast<int>(std::round(std::log2(nic_speed_gbps)))
+                                        : -99) +
+      ";nodes=" + std::to_string(shape.nodes()) + ";ranks_per_node=";
   for (size_t i = 0; i < shape.ranks_per_node.size(); ++i)
     f += (i ? "," : "") + std::to_string(shape.ranks_per_node[i]);
   return f;
@@ -97,12 +102,17 @@ void SaveStrategy(const std::string& dir, const std::string& fingerprint, const 
   if (probe.has_inter) levels.push_back(LevelJson(probe.inter));
   json entries = json::array();
   for (const auto& e : plan)
-    entries.push_back({{"min_bytes", e.min_bytes}, {"max_bytes", e.max_bytes},
+    entries.push_back({{"min_bytes", e.min_bytes},
+                       {"max_bytes", e.max_bytes},
                        {"algorithm", AllreduceAlgorithmName(e.algorithm)},
                        {"predicted_us", e.predicted_us}});
-  json doc = {{"format", "cdt-strategy"}, {"version", kFormatVersion}, {"fingerprint", fingerprint},
-              {"hierarchy", {{"nodes", probe.shape.nodes()}, {"ranks_per_node", probe.shape.ranks_per_node}}},
-              {"levels", levels}, {"plan", entries}};
+  json doc = {{"format", "cdt-strategy"},
+              {"version", kFormatVersion},
+              {"fingerprint", fingerprint},
+              {"hierarchy",
+               {{"nodes", probe.shape.nodes()}, {"ranks_per_node", probe.shape.ranks_per_node}}},
+              {"levels", levels},
+              {"plan", entries}};
   std::error_code ec;
   fs::create_directories(dir, ec);
   const std::string path = StrategyPath(dir, fingerprint);

@@ -1,5 +1,6 @@
-// Strategy cache: measured link levels and the resulting plan, saved under a topology fingerprint so
-// the next start on the same cluster skips the probes (docs/strategy_cache.md, format version 1).
+// Strategy cache: measured link levels and the resulting plan, saved under a topology fingerprint
+// so the next start on the same cluster skips the probes (docs/strategy_cache.md, format version
+// 1).
 //
 // The fingerprint holds what is known *before* measuring: network type, NIC speed class, nodes and
 // ranks per node. A fabric change that sysfs cannot see (a shaped link, congestion) keeps the

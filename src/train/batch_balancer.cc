@@ -8,8 +8,12 @@
 namespace cdt::train {
 
 BatchBalancer::BatchBalancer(int world, int rank, int per_rank_batch, int64_t interval)
-    : world_(world), rank_(rank), per_rank_(per_rank_batch), interval_(interval),
-      batches_(static_cast<size_t>(world), per_rank_batch), report_(static_cast<size_t>(world), 0.0) {}
+    : world_(world),
+      rank_(rank),
+      per_rank_(per_rank_batch),
+      interval_(interval),
+      batches_(static_cast<size_t>(world), per_rank_batch),
+      report_(static_cast<size_t>(world), 0.0) {}
 
 void BatchBalancer::Observe(double compute_s, size_t samples) {
   compute_s_ += compute_s;
@@ -21,7 +25,8 @@ bool BatchBalancer::IntervalEnded(int64_t step) {
   std::fill(report_.begin(), report_.end(), 0.0);
   // No sample this interval (a short last step): report the even share's rate of nobody — zero
   // keeps this rank's model at "free", and Apply then keeps the current split.
-  report_[static_cast<size_t>(rank_)] = samples_ > 0 ? compute_s_ / static_cast<double>(samples_) : 0.0;
+  report_[static_cast<size_t>(rank_)] =
+      samples_ > 0 ? compute_s_ / static_cast<double>(samples_) : 0.0;
   compute_s_ = 0;
   samples_ = 0;
   return true;

@@ -59,7 +59,8 @@ BlasLibrary LoadedBlas() {
 std::string BlasWarning(const BlasLibrary& blas) {
   if (!blas.reference) return "";
   return "matrix products run on the reference BLAS (" + blas.path +
-         "), about 10x slower than OpenBLAS: install libopenblas0-openmp (scripts/install-deps.sh does) "
+         "), about 10x slower than OpenBLAS: install libopenblas0-openmp (scripts/install-deps.sh "
+         "does) "
          "or select an optimised libblas.so.3 with update-alternatives";
 }
 

@@ -41,12 +41,15 @@ std::vector<elastic::FloatSpan> LocateFloats(const std::string& bytes, torch::nn
     return false;
   };
   for (const torch::Tensor& t : tensors) {
-    if (!t.defined() || t.scalar_type() != torch::kFloat32 || t.numel() < 1024 || !t.is_contiguous()) continue;
+    if (!t.defined() || t.scalar_type() != torch::kFloat32 || t.numel() < 1024 ||
+        !t.is_contiguous())
+      continue;
     const char* data = static_cast<const char*>(t.data_ptr());
     const size_t n = static_cast<size_t>(t.numel()) * 4;
     const char* from = bytes.data();
     for (int tries = 0; tries < 4; ++tries) {
-      const void* hit = ::memmem(from, static_cast<size_t>(bytes.data() + bytes.size() - from), data, n);
+      const void* hit =
+          ::memmem(from, static_cast<size_t>(bytes.data() + bytes.size() - from), data, n);
       if (!hit) break;
       const auto at = static_cast<uint64_t>(static_cast<const char*>(hit) - bytes.data());
       if (at % 4 == 0 && !taken(at, n)) {
@@ -56,7 +59,8 @@ std::vector<elastic::FloatSpan> LocateFloats(const std::string& bytes, torch::nn
       from = static_cast<const char*>(hit) + 4;
     }
   }
-  std::sort(spans.begin(), spans.end(), [](const auto& a, const auto& b) { return a.offset < b.offset; });
+  std::sort(spans.begin(), spans.end(),
+            [](const auto& a, const auto& b) { return a.offset < b.offset; });
   return spans;
 }
 
@@ -88,8 +92,9 @@ std::string CaptureState(torch::nn::Module& model, torch::optim::Optimizer& opt,
   return bytes;
 }
 
-Position RestoreState(const std::string& bytes, torch::nn::Module& model, torch::optim::Optimizer& opt,
-                      const TrainOptions& o, const std::string& source) {
+Position RestoreState(const std::string& bytes, torch::nn::Module& model,
+                      torch::optim::Optimizer& opt, const TrainOptions& o,
+                      const std::string& source) {
   torch::serialize::InputArchive archive, model_ar, opt_ar;
   std::istringstream in(bytes);
   try {
@@ -125,8 +130,10 @@ Position RestoreState(const std::string& bytes, torch::nn::Module& model, torch:
     gen.set_state(t);
     return p;
   } catch (const c10::Error& e) {
-    throw Error(ErrorCode::kProtocol, "checkpoint '" + source + "' cannot be loaded (does it belong to "
-                                      "this model, its --linear-blocks and this optimizer?): " + e.what_without_backtrace());
+    throw Error(ErrorCode::kProtocol, "checkpoint '" + source +
+                                          "' cannot be loaded (does it belong to "
+                                          "this model, its --linear-blocks and this optimizer?): " +
+                                          e.what_without_backtrace());
   }
 }
 
@@ -142,7 +149,8 @@ std::string NewestCheckpoint(const std::string& dir, bool log, std::string* sour
   std::optional<elastic::LoadedCheckpoint> c = elastic::LoadNewestCheckpoint(dir, &skipped);
   if (c) skipped = c->warnings;
   if (log)
-    for (const auto& w : skipped) std::fprintf(stderr, "cann-dist-train train: warning: %s\n", w.c_str());
+    for (const auto& w : skipped)
+      std::fprintf(stderr, "cann-dist-train train: warning: %s\n", w.c_str());
   if (c) {
     *source = c->path;
     return std::move(c->state);
@@ -153,18 +161,22 @@ std::string NewestCheckpoint(const std::string& dir, bool log, std::string* sour
   return ReadFile(legacy);
 }
 
-CheckpointSchedule::CheckpointSchedule(const TrainOptions& o, bool writer) : o_(o), writer_rank_(writer) {
+CheckpointSchedule::CheckpointSchedule(const TrainOptions& o, bool writer)
+    : o_(o), writer_rank_(writer) {
   elastic::PredictorOptions po;
-  po.memory_limit_bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  po.memory_limit_bytes =
+      static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
   predictor_ = elastic::FailurePredictor(po);
 }
 
 bool CheckpointSchedule::ObserveHealth(double step_s, int64_t step, int rank) {
   // One sample a second: the mean step time since the last one.
-  const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  const double now =
+      std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   health_step_s_ += step_s;
   ++health_steps_;
-  if (o_.health_interval_s <= 0 || (health_t_ >= 0 && now - health_t_ < o_.health_interval_s)) return false;
+  if (o_.health_interval_s <= 0 || (health_t_ >= 0 && now - health_t_ < o_.health_interval_s))
+    return false;
   health_t_ = now;
   elastic::HealthSample s;
   s.t = now;
@@ -176,8 +188,8 @@ bool CheckpointSchedule::ObserveHealth(double step_s, int64_t step, int rank) {
   s.temperature_c = elastic::ReadMaxTemperatureC().value_or(-1);
   const std::optional<elastic::HealthWarning> w = predictor_.Observe(s);
   if (!w) return false;
-  std::fprintf(stderr, "\rhealth: rank %d, step %lld: %s: %s%s\n", rank, static_cast<long long>(step),
-               w->rule.c_str(), w->detail.c_str(),
+  std::fprintf(stderr, "\rhealth: rank %d, step %lld: %s: %s%s\n", rank,
+               static_cast<long long>(step), w->rule.c_str(), w->detail.c_str(),
                o_.checkpoint_dir.empty() ? "" : "; checkpointing now");
   return true;
 }
@@ -188,9 +200,9 @@ bool CheckpointSchedule::Due(int64_t step) const {
   return o_.checkpoint_every > 0 && (step + 1) % o_.checkpoint_every == 0;
 }
 
-void CheckpointSchedule::Take(int64_t next_step,
-                              const std::function<std::string(std::vector<elastic::FloatSpan>*)>& capture,
-                              double step_s) {
+void CheckpointSchedule::Take(
+    int64_t next_step, const std::function<std::string(std::vector<elastic::FloatSpan>*)>& capture,
+    double step_s) {
   if (requested_) ++health_checkpoints_;
   requested_ = false;
   if (!writer_rank_) return;
@@ -207,7 +219,8 @@ void CheckpointSchedule::Take(int64_t next_step,
   const auto t = std::chrono::steady_clock::now();
   std::vector<elastic::FloatSpan> floats;
   std::string state = capture(o_.checkpoint_quantize != "none" ? &floats : nullptr);
-  const double captured = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  const double captured =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   const double blocked_before = writer_->blocked_seconds();
   writer_->Submit(next_step, std::move(state), std::move(floats));
   capture_s_ += captured;
@@ -269,7 +282,8 @@ std::string CaptureCompressionState(const std::vector<std::vector<float>>& state
   for (size_t b = 0; b < states.size(); ++b)
     archive.write("bucket" + std::to_string(b),
                   torch::from_blob(const_cast<float*>(states[b].data()),
-                                   {static_cast<int64_t>(states[b].size())}, torch::kFloat32).clone());
+                                   {static_cast<int64_t>(states[b].size())}, torch::kFloat32)
+                      .clone());
   std::ostringstream out;
   archive.save_to(out);
   return out.str();
@@ -284,7 +298,8 @@ std::vector<std::vector<float>> RestoreCompressionState(const std::string& path,
     if (why_not) *why_not = why;
     return std::vector<std::vector<float>>();
   };
-  if (!std::filesystem::exists(path)) return refuse("no compression state in the checkpoint directory");
+  if (!std::filesystem::exists(path))
+    return refuse("no compression state in the checkpoint directory");
   torch::serialize::InputArchive archive;
   std::istringstream in(ReadFile(path));
   try {
@@ -297,7 +312,8 @@ std::vector<std::vector<float>> RestoreCompressionState(const std::string& path,
     // A residual belongs to one bucket's elements: restored into another layout (another
     // --bucket-mb, --linear-blocks, or a version that buckets differently) it would be wrong.
     if (!archive.try_read("bucket_elements", layout) ||
-        std::vector<int64_t>(layout.data_ptr<int64_t>(), layout.data_ptr<int64_t>() + layout.numel()) !=
+        std::vector<int64_t>(layout.data_ptr<int64_t>(),
+                             layout.data_ptr<int64_t>() + layout.numel()) !=
             std::vector<int64_t>(bucket_elements.begin(), bucket_elements.end()))
       return refuse("the compression state was written for another bucket layout");
     torch::Tensor name;
@@ -314,8 +330,8 @@ std::vector<std::vector<float>> RestoreCompressionState(const std::string& path,
       states.emplace_back(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());
     }
   } catch (const c10::Error& e) {
-    throw Error(ErrorCode::kProtocol, "compression state '" + path + "' cannot be loaded: " +
-                                          e.what_without_backtrace());
+    throw Error(ErrorCode::kProtocol,
+                "compression state '" + path + "' cannot be loaded: " + e.what_without_backtrace());
   }
   return states;
 }

@@ -21,7 +21,7 @@ struct Position {
   int64_t step = 0;
   uint64_t epoch = 0;
   size_t pos = 0;
-  int64_t global_batch = 0;   // of the run that wrote it (0 = not recorded: older checkpoints)
+  int64_t global_batch = 0;  // of the run that wrote it (0 = not recorded: older checkpoints)
 };
 
 // Everything needed to continue exactly: model, optimizer, position, RNG. Every rank holds the
@@ -32,8 +32,9 @@ std::string CaptureState(torch::nn::Module& model, torch::optim::Optimizer& opt,
                          const TrainOptions& o, std::vector<elastic::FloatSpan>* floats = nullptr);
 // Throws cdt::Error(kProtocol) naming `source` if the bytes do not fit this model and optimizer,
 // (kInvalidArgument) if they were written with another --seed.
-Position RestoreState(const std::string& bytes, torch::nn::Module& model, torch::optim::Optimizer& opt,
-                      const TrainOptions& o, const std::string& source);
+Position RestoreState(const std::string& bytes, torch::nn::Module& model,
+                      torch::optim::Optimizer& opt, const TrainOptions& o,
+                      const std::string& source);
 
 // The state of the newest valid checkpoint in `dir` (elastic/checkpoint_store.h; falling back
 // past corrupt ones, each reported on stderr when `log`), else a checkpoint.pt written by an
@@ -55,7 +56,8 @@ class CheckpointSchedule {
   // Snapshot (`capture`) and hand to the writer (nothing on other ranks); `step_s` is the mean
   // step time so far (for the Young/Daly interval in steps).
   // `capture` fills the float spans it is given (CaptureState's `floats`).
-  void Take(int64_t next_step, const std::function<std::string(std::vector<elastic::FloatSpan>*)>& capture,
+  void Take(int64_t next_step,
+            const std::function<std::string(std::vector<elastic::FloatSpan>*)>& capture,
             double step_s);
   // Waits for the last write; fills r->checkpoints and r->checkpoint.
   void Finish(TrainResult* r);

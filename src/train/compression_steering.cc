@@ -15,7 +15,8 @@ CompressionSetup MakeCompressionSetup(const TrainOptions& o) {
   s.options.powersgd_rank = o.powersgd_rank;
   s.options.powersgd_min_saved_bytes = o.powersgd_min_saved_bytes;
   s.options.seed = o.seed;
-  s.options.error_feedback = false;  // the reducer wraps each bucket, so that swaps keep the residual
+  s.options.error_feedback =
+      false;  // the reducer wraps each bucket, so that swaps keep the residual
   if (o.compress != "none") {
     // Adaptive starts at PowerSGD of the controller's low rank (its warmup choice).
     const bool adaptive = o.compress == "adaptive";
@@ -30,11 +31,12 @@ CompressionSetup MakeCompressionSetup(const TrainOptions& o) {
 }
 
 CompressionSteering::CompressionSteering(const TrainOptions& o, const CompressionSetup& setup,
-                                         Communicator& comm, GradientReducer& reducer, int64_t first_step,
-                                         TrainResult* r)
+                                         Communicator& comm, GradientReducer& reducer,
+                                         int64_t first_step, TrainResult* r)
     : progress_(o.progress), setup_(setup), reducer_(reducer), r_(*r), rank_(comm.rank()) {
   if (o.compress != "adaptive") {
-    r_.compression_phases.push_back({first_step, "fixed", o.compress, ParameterOf(o.compress, o.powersgd_rank)});
+    r_.compression_phases.push_back(
+        {first_step, "fixed", o.compress, ParameterOf(o.compress, o.powersgd_rank)});
     return;
   }
   // What uncompressed communication costs here: one allreduce of the whole gradient on the bulk
@@ -55,19 +57,22 @@ CompressionSteering::CompressionSteering(const TrainOptions& o, const Compressio
     for (int rank = 1; rank <= std::max(ao.low_rank, ao.high_rank); ++rank)
       wire[b].push_back(static_cast<double>(compress::PowerSgdWireBytes(
           reducer_.bucket_tensors(b), rank, setup_.options.powersgd_min_saved_bytes)));
-  controller_ = std::make_unique<compress::AdaptiveController>(ao, reducer_.num_buckets(), std::move(wire));
+  controller_ =
+      std::make_unique<compress::AdaptiveController>(ao, reducer_.num_buckets(), std::move(wire));
   interval_norms_.assign(reducer_.num_buckets(), 0.0);
   const compress::Decision d = controller_->Initial();
-  r_.compression_phases.push_back({first_step, d.phase, d.buckets[0].compressor, double(ao.low_rank)});
+  r_.compression_phases.push_back(
+      {first_step, d.phase, d.buckets[0].compressor, double(ao.low_rank)});
   if (rank_ == 0)
-    std::fprintf(stderr, "compress: adaptive; an uncompressed allreduce of the gradient takes %.1f ms "
-                         "here; step %lld phase %s powersgd rank %d (%s)\n",
-                 1e3 * plain_comm_s_, static_cast<long long>(first_step), d.phase.c_str(), ao.low_rank,
-                 d.reason.c_str());
+    std::fprintf(stderr,
+                 "compress: adaptive; an uncompressed allreduce of the gradient takes %.1f ms "
+                 "here; step %lld phase %s powersgd rank %d (%s)\n",
+                 1e3 * plain_comm_s_, static_cast<long long>(first_step), d.phase.c_str(),
+                 ao.low_rank, d.reason.c_str());
 }
 
 double CompressionSteering::ParameterOf(const std::string& compressor, int rank) const {
-  return compressor == "powersgd"          ? double(rank)
+  return compressor == "powersgd"         ? double(rank)
          : compress::IsSparse(compressor) ? setup_.ratio
                                           : 0.0;
 }
@@ -75,7 +80,8 @@ double CompressionSteering::ParameterOf(const std::string& compressor, int rank)
 void CompressionSteering::AfterBackward(int64_t step, int64_t end_step, double comm_wait_s,
                                         double optimizer_s, double lr_fraction) {
   if (!controller_) return;
-  for (size_t b = 0; b < reducer_.num_buckets(); ++b) interval_norms_[b] += reducer_.gradient_norm(b);
+  for (size_t b = 0; b < reducer_.num_buckets(); ++b)
+    interval_norms_[b] += reducer_.gradient_norm(b);
   const int64_t interval = controller_->options().interval;
   if ((step + 1) % interval != 0 || step + 1 >= end_step) return;
   const ReducerStats& rs = reducer_.stats();
@@ -93,7 +99,8 @@ void CompressionSteering::AfterBackward(int64_t step, int64_t end_step, double c
   interval_last_step_ = step;
   interval_lr_ = lr_fraction;
   interval_work_ = reducer_.SubmitInOrder(true, [this](Communicator& c) {
-    return c.Allreduce(interval_sum_.data(), interval_sum_.size(), DataType::kFloat64, ReduceOp::kSum);
+    return c.Allreduce(interval_sum_.data(), interval_sum_.size(), DataType::kFloat64,
+                       ReduceOp::kSum);
   });
 }
 
@@ -105,7 +112,8 @@ void CompressionSteering::DecideIfDue() {
   compress::IntervalObservation obs;
   obs.last_step = interval_last_step_;
   obs.steps = interval_sum_[0];
-  obs.bucket_norms.assign(interval_sum_.begin() + 1, interval_sum_.begin() + 1 + static_cast<long>(nb));
+  obs.bucket_norms.assign(interval_sum_.begin() + 1,
+                          interval_sum_.begin() + 1 + static_cast<long>(nb));
   obs.compute_s = interval_sum_[1 + nb];
   obs.wait_s = interval_sum_[2 + nb];
   obs.comm_s = interval_sum_[3 + nb];
@@ -119,23 +127,27 @@ void CompressionSteering::DecideIfDue() {
   if (rank_ != 0) return;
   const ReducerStats& rs = reducer_.stats();
   const auto& first = d.buckets[0];
-  std::fprintf(stderr,
-               "%scompress: step %lld  phase %s  %s%s  %.2f MB -> %.2f MB per rank per step  "
-               "residual %.1f%%  overlap %.2f  (%s)\n",
-               progress_ ? "\r" : "", static_cast<long long>(d.from_step), d.phase.c_str(),
-               first.compressor.c_str(),
-               first.compressor == "powersgd" ? (" rank " + std::to_string(first.powersgd_rank)).c_str() : "",
-               obs.bytes_fp32 / std::max(1.0, obs.steps) / 1e6, obs.bytes_wire / std::max(1.0, obs.steps) / 1e6,
-               rs.compressed_sq > 0 ? 100 * std::sqrt(rs.residual_sq / rs.compressed_sq) : 0.0,
-               rs.comm_seconds > 0 ? std::clamp(1 - rs.wait_seconds / rs.comm_seconds, 0.0, 1.0) : 0.0,
-               d.reason.c_str());
+  std::fprintf(
+      stderr,
+      "%scompress: step %lld  phase %s  %s%s  %.2f MB -> %.2f MB per rank per step  "
+      "residual %.1f%%  overlap %.2f  (%s)\n",
+      progress_ ? "\r" : "", static_cast<long long>(d.from_step), d.phase.c_str(),
+      first.compressor.c_str(),
+      first.compressor == "powersgd" ? (" rank " + std::to_string(first.powersgd_rank)).c_str()
+                                     : "",
+      obs.bytes_fp32 / std::max(1.0, obs.steps) / 1e6,
+      obs.bytes_wire / std::max(1.0, obs.steps) / 1e6,
+      rs.compressed_sq > 0 ? 100 * std::sqrt(rs.residual_sq / rs.compressed_sq) : 0.0,
+      rs.comm_seconds > 0 ? std::clamp(1 - rs.wait_seconds / rs.comm_seconds, 0.0, 1.0) : 0.0,
+      d.reason.c_str());
 }
 
 void CompressionSteering::Apply(const compress::Decision& d) {
   for (size_t b = 0; b < reducer_.num_buckets(); ++b) {
     compress::CompressorOptions c = setup_.options;
     c.powersgd_rank = std::max(1, d.buckets[b].powersgd_rank);
-    reducer_.SetCompressor(b, compress::MakeCompressor(d.buckets[b].compressor, c, reducer_.bucket_tensors(b)));
+    reducer_.SetCompressor(
+        b, compress::MakeCompressor(d.buckets[b].compressor, c, reducer_.bucket_tensors(b)));
   }
   const auto& first = d.buckets[0];
   const auto& last = r_.compression_phases.back();

@@ -64,18 +64,21 @@ void TakeMemorySnapshot(torch::nn::Module& model, torch::optim::Optimizer& opt, 
   into->rng = gen.get_state();
 }
 
-void ApplyMemorySnapshot(const MemorySnapshot& s, torch::nn::Module& model, torch::optim::Optimizer& opt) {
+void ApplyMemorySnapshot(const MemorySnapshot& s, torch::nn::Module& model,
+                         torch::optim::Optimizer& opt) {
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> state = model.parameters();
   for (const auto& b : model.buffers()) state.push_back(b);
   if (state.size() != s.model.size())
-    throw Error(ErrorCode::kProtocol, "elastic snapshot: it holds " + std::to_string(s.model.size()) +
-                                          " tensors, the model has " + std::to_string(state.size()));
+    throw Error(ErrorCode::kProtocol,
+                "elastic snapshot: it holds " + std::to_string(s.model.size()) +
+                    " tensors, the model has " + std::to_string(state.size()));
   for (size_t i = 0; i < state.size(); ++i) state[i].copy_(s.model[i]);
   const std::vector<torch::Tensor> params = model.parameters();
   const bool sgd = dynamic_cast<torch::optim::SGD*>(&opt) != nullptr;
   if (!sgd && !dynamic_cast<torch::optim::AdamW*>(&opt))
-    throw Error(ErrorCode::kInvalidArgument, "elastic snapshots support the sgd and adamw optimizers");
+    throw Error(ErrorCode::kInvalidArgument,
+                "elastic snapshots support the sgd and adamw optimizers");
   const size_t slots = sgd ? 1 : 3;
   for (size_t i = 0; i < params.size(); ++i) {
     const torch::Tensor* slot = &s.optimizer[slots * i];
@@ -108,7 +111,9 @@ int64_t StepsToFinish(int64_t n, double epochs, Position at, int64_t global_batc
     at.pos = 0;
   }
   auto steps_for = [&](double samples) {
-    return samples <= 0 ? 0 : static_cast<int64_t>(std::ceil(samples / static_cast<double>(global_batch)));
+    return samples <= 0
+               ? 0
+               : static_cast<int64_t>(std::ceil(samples / static_cast<double>(global_batch)));
   };
   const double whole = std::floor(epochs), part = epochs - whole;
   const auto epoch = static_cast<double>(at.epoch), pos = static_cast<double>(at.pos);
@@ -138,9 +143,10 @@ void RecordRecovery(ElasticSession& s, int64_t step, int world, bool log) {
   if (log) {
     std::string lost;
     for (int w : rec.lost) lost += (lost.empty() ? "" : ", ") + std::to_string(w);
-    std::fprintf(stderr, "\relastic: generation %lld: world %d -> %d (lost worker(s) %s); resumed at step "
-                         "%lld (%lld step(s) done again); detected after %.3f s, first step done %.3f s "
-                         "after the failure\n",
+    std::fprintf(stderr,
+                 "\relastic: generation %lld: world %d -> %d (lost worker(s) %s); resumed at step "
+                 "%lld (%lld step(s) done again); detected after %.3f s, first step done %.3f s "
+                 "after the failure\n",
                  static_cast<long long>(rec.generation), rec.world_before, rec.world_after,
                  lost.empty() ? "none" : lost.c_str(), static_cast<long long>(rec.resumed_step),
                  static_cast<long long>(rec.lost_steps), rec.detected_after_s, rec.rto_s);
@@ -164,9 +170,10 @@ bool RestoreCommittedState(Communicator& comm, ElasticSession& s, torch::nn::Mod
       if (snapshot.step == agreed) found = &snapshot;
     if (!found)
       throw Error(ErrorCode::kProtocol,
-                  "rank " + std::to_string(comm.rank()) + ": holds no committed state of step " + std::to_string(agreed) +
-                      " (newest " + std::to_string(s.snapshots[0].step) + ", older " +
-                      std::to_string(s.snapshots[1].step) + "); the group cannot resume");
+                  "rank " + std::to_string(comm.rank()) + ": holds no committed state of step " +
+                      std::to_string(agreed) + " (newest " + std::to_string(s.snapshots[0].step) +
+                      ", older " + std::to_string(s.snapshots[1].step) +
+                      "); the group cannot resume");
     // Into the new group's model and optimizer, then serialised for the others.
     const auto& mem = *static_cast<const MemorySnapshot*>(found->memory.get());
     ApplyMemorySnapshot(mem, model, opt);
@@ -178,14 +185,17 @@ bool RestoreCommittedState(Communicator& comm, ElasticSession& s, torch::nn::Mod
   comm.Broadcast(header, 2, DataType::kInt64, 0)->Wait();
   bytes.resize(static_cast<size_t>(header[0]));
   comm.Broadcast(bytes.data(), bytes.size(), DataType::kInt8, 0)->Wait();
-  if (comm.rank() != 0) *at = RestoreState(bytes, model, opt, o, "the committed state of step " + std::to_string(agreed));
+  if (comm.rank() != 0)
+    *at =
+        RestoreState(bytes, model, opt, o, "the committed state of step " + std::to_string(agreed));
   auto mem = std::make_shared<MemorySnapshot>();
   TakeMemorySnapshot(model, opt, *at, mem.get());
   s.snapshots[0] = {agreed, mem, static_cast<int>(header[1])};
   s.snapshots[1] = {};
   // What the broken group recorded past the committed step is done again.
   auto drop_from = [agreed](std::vector<std::pair<int64_t, double>>& curve) {
-    curve.erase(std::remove_if(curve.begin(), curve.end(), [agreed](const auto& p) { return p.first >= agreed; }),
+    curve.erase(std::remove_if(curve.begin(), curve.end(),
+                               [agreed](const auto& p) { return p.first >= agreed; }),
                 curve.end());
   };
   drop_from(s.result.loss_curve);

@@ -20,15 +20,17 @@ namespace cdt::train {
 // millisecond for the cnn, where serialising it (CaptureState) cost 12% of the step time.
 struct MemorySnapshot {
   Position at;
-  std::vector<torch::Tensor> model;      // parameters, then buffers
-  std::vector<torch::Tensor> optimizer;  // per parameter, a fixed number of slots (undefined = none)
-  std::vector<int64_t> steps;            // AdamW: per parameter; -1 = no state
+  std::vector<torch::Tensor> model;  // parameters, then buffers
+  std::vector<torch::Tensor>
+      optimizer;               // per parameter, a fixed number of slots (undefined = none)
+  std::vector<int64_t> steps;  // AdamW: per parameter; -1 = no state
   torch::Tensor rng;
 };
 void TakeMemorySnapshot(torch::nn::Module& model, torch::optim::Optimizer& opt, const Position& at,
                         MemorySnapshot* into);
 // Throws cdt::Error(kInvalidArgument) for an optimizer other than SGD and AdamW.
-void ApplyMemorySnapshot(const MemorySnapshot& s, torch::nn::Module& model, torch::optim::Optimizer& opt);
+void ApplyMemorySnapshot(const MemorySnapshot& s, torch::nn::Module& model,
+                         torch::optim::Optimizer& opt);
 
 // Steps left in an --epochs run from `at` with a global batch of `global_batch` (a changed world
 // size changes it; each epoch ends with a short step, as the sampler cuts it).

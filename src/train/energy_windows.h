@@ -19,8 +19,8 @@ class EnergyWindows {
   // Off (every call a no-op) when options.energy_profiles is empty.
   EnergyWindows(const TrainOptions& options, TrainResult::Energy* out, bool keep_steps);
   ~EnergyWindows();
-  void StepEnded();                   // closes this step's window, opens the next
-  void Finish(Communicator& comm);    // sums the ranks' joules (a collective: every rank calls it)
+  void StepEnded();                 // closes this step's window, opens the next
+  void Finish(Communicator& comm);  // sums the ranks' joules (a collective: every rank calls it)
 
  private:
   std::unique_ptr<green::MeterSet> meter_;

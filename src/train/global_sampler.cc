@@ -74,9 +74,9 @@ std::vector<int> GlobalSampler::Shares(size_t pos, const std::vector<int>& batch
 std::vector<int64_t> GlobalSampler::Indices(uint64_t epoch, size_t pos,
                                             const std::vector<int>& batch, int rank) const {
   if (rank < 0 || static_cast<size_t>(rank) >= batch.size())
-    throw Error(ErrorCode::kInvalidArgument,
-                "sampler: rank " + std::to_string(rank) + " outside a world of " +
-                    std::to_string(batch.size()));
+    throw Error(ErrorCode::kInvalidArgument, "sampler: rank " + std::to_string(rank) +
+                                                 " outside a world of " +
+                                                 std::to_string(batch.size()));
   const std::vector<int> share = Shares(pos, batch);
   size_t start = pos;
   for (int r = 0; r < rank; ++r) start += static_cast<size_t>(share[static_cast<size_t>(r)]);

@@ -45,8 +45,8 @@ GradientReducer::GradientReducer(Communicator& comm, Communicator* priority,
   for (size_t k = params_.size(); k-- > 0;) {
     const torch::Tensor& p = params_[k];
     if (p.scalar_type() != torch::kFloat32)
-      throw Error(ErrorCode::kInvalidArgument, "gradient reducer: parameter " + std::to_string(k) +
-                                                   " is not float32");
+      throw Error(ErrorCode::kInvalidArgument,
+                  "gradient reducer: parameter " + std::to_string(k) + " is not float32");
     const size_t bytes = static_cast<size_t>(p.numel()) * 4;
     // Early layers (the last quarter of the bytes in backward order) go first in the next forward.
     // Only a quarter: what rides the priority channel is what the next forward waits for before it
@@ -65,8 +65,8 @@ GradientReducer::GradientReducer(Communicator& comm, Communicator* priority,
       full = false;
     } else if (!full && bytes_in_bucket > 0 && k > 0 && bytes < cap / 64) {
       const size_t next = static_cast<size_t>(params_[k - 1].numel()) * 4;
-      with_successor = priority_at(before + p.numel()) == in_priority &&
-                       bytes_in_bucket + bytes + next > cap;
+      with_successor =
+          priority_at(before + p.numel()) == in_priority && bytes_in_bucket + bytes + next > cap;
       full = with_successor;
     }
     if (buckets_.empty() || full || in_priority != buckets_.back().priority) {
@@ -88,7 +88,8 @@ GradientReducer::GradientReducer(Communicator& comm, Communicator* priority,
   stats_.buckets = static_cast<int>(buckets_.size());
   for (size_t i = 0; i < buckets_.size(); ++i) launch_order_.push_back(i);
   if (factory_) {
-    // Bounds Work::Wait of a whole compressed reduction; each collective inside has its own timeout.
+    // Bounds Work::Wait of a whole compressed reduction; each collective inside has its own
+    // timeout.
     const auto limit = std::chrono::minutes(10);
     runner_ = std::make_unique<TaskRunner>("cdt-compress", limit);
     if (priority_) priority_runner_ = std::make_unique<TaskRunner>("cdt-compress-pri", limit);
@@ -101,8 +102,8 @@ GradientReducer::GradientReducer(Communicator& comm, Communicator* priority,
   stats_.bucket_wait_seconds.assign(buckets_.size(), 0);
   for (size_t k = 0; k < params_.size(); ++k) {
     if (!params_[k].requires_grad()) continue;
-    hooks_.push_back(
-        {k, params_[k].register_hook([this, k](const torch::Tensor& grad) { OnGradient(k, grad); })});
+    hooks_.push_back({k, params_[k].register_hook(
+                             [this, k](const torch::Tensor& grad) { OnGradient(k, grad); })});
   }
 }
 
@@ -111,7 +112,8 @@ std::vector<compress::TensorView> GradientReducer::bucket_tensors(size_t b) cons
   for (size_t k : buckets_[b].params) {
     const torch::Tensor& p = params_[k];
     const size_t rows = p.dim() == 0 ? 1 : static_cast<size_t>(p.size(0));
-    out.push_back({static_cast<size_t>(slots_[k].offset), rows, static_cast<size_t>(p.numel()) / std::max<size_t>(1, rows)});
+    out.push_back({static_cast<size_t>(slots_[k].offset), rows,
+                   static_cast<size_t>(p.numel()) / std::max<size_t>(1, rows)});
   }
   return out;
 }
@@ -146,7 +148,8 @@ std::string GradientReducer::compressor_name(size_t b) const {
 
 std::vector<std::vector<float>> GradientReducer::CompressorStates() const {
   std::vector<std::vector<float>> out;
-  for (const Bucket& b : buckets_) out.push_back(b.compressor ? b.compressor->GetState() : std::vector<float>{});
+  for (const Bucket& b : buckets_)
+    out.push_back(b.compressor ? b.compressor->GetState() : std::vector<float>{});
   return out;
 }
 
@@ -196,10 +199,12 @@ void GradientReducer::SetLaunchOrder(std::vector<size_t> order) {
     if (valid) seen[b] = true;
   }
   if (!valid)
-    throw Error(ErrorCode::kInvalidArgument, "gradient reducer: a launch order must name each of the " +
-                                                 std::to_string(buckets_.size()) + " buckets once");
+    throw Error(ErrorCode::kInvalidArgument,
+                "gradient reducer: a launch order must name each of the " +
+                    std::to_string(buckets_.size()) + " buckets once");
   if (armed_)
-    throw Error(ErrorCode::kInvalidArgument, "gradient reducer: launch order changed during a backward");
+    throw Error(ErrorCode::kInvalidArgument,
+                "gradient reducer: launch order changed during a backward");
   launch_order_ = std::move(order);
 }
 
@@ -222,11 +227,16 @@ void GradientReducer::PrepareForBackward(bool sync) {
   if (!factory_) return;
   bool direct[2] = {ef_momentum_ == 0, ef_momentum_ == 0};
   for (const Bucket& b : buckets_)
-    direct[b.priority ? 1 : 0] &= b.compressor && b.compressor->name() == "none" && b.plain_runs > 0;
+    direct[b.priority ? 1 : 0] &=
+        b.compressor && b.compressor->name() == "none" && b.plain_runs > 0;
   for (int c = 0; c < 2; ++c) {
     TaskRunner* runner = c == 1 ? priority_runner_.get() : runner_.get();
     // When idle: after everything queued, the buckets' Ends included.
-    if (direct[c] && !direct_[c] && runner) runner->Submit("drain", [] {}, true)->Wait();
+    if (direct[c] && !direct_[c] && runner)
+      runner
+          ->Submit(
+              "drain", [] {}, true)
+          ->Wait();
     direct_[c] = direct[c];
   }
   for (Bucket& b : buckets_) b.direct = direct_[b.priority ? 1 : 0];

@@ -20,14 +20,15 @@
 // into the bucket.
 //
 // Two channels (optional): buckets that start past the first three quarters of the gradient bytes
-// in index order — the layers nearest the input, which the next forward needs first — run on a second
-// communicator, so that they are not queued behind the big late-used buckets (ByteScheduler's
-// priorities, SOSP'19, with two levels). That region starts a bucket of its own and is cut into
-// buckets of an eighth of the size (a small parameter joins the next one), so that the input
-// layer travels alone and the layers before it are reduced while its backward still runs. Each channel keeps its own submission order, identical on
-// every rank; TCP shares the link between them. Collecting results bucket by bucket
-// (LaunchRemaining, then Collect per bucket) lets the trainer apply each bucket's update just
-// before the next forward uses it (train/update_scheduler.h).
+// in index order — the layers nearest the input, which the next forward needs first — run on a
+// second communicator, so that they are not queued behind the big late-used buckets
+// (ByteScheduler's priorities, SOSP'19, with two levels). That region starts a bucket of its own
+// and is cut into buckets of an eighth of the size (a small parameter joins the next one), so that
+// the input layer travels alone and the layers before it are reduced while its backward still runs.
+// Each channel keeps its own submission order, identical on every rank; TCP shares the link between
+// them. Collecting results bucket by bucket (LaunchRemaining, then Collect per bucket) lets the
+// trainer apply each bucket's update just before the next forward uses it
+// (train/update_scheduler.h).
 #pragma once
 
 #include <torch/torch.h>
@@ -59,13 +60,13 @@ using CompressorFactory = std::function<std::unique_ptr<compress::Compressor>(
 
 struct ReducerStats {
   int buckets = 0;
-  double bytes_fp32 = 0;     // gradient bytes reduced (all steps)
-  double bytes_wire = 0;     // bytes handed to the network (= fp32 without compression)
+  double bytes_fp32 = 0;  // gradient bytes reduced (all steps)
+  double bytes_wire = 0;  // bytes handed to the network (= fp32 without compression)
   // Error feedback: squared norms of the residual left and of what was compressed, summed over
   // buckets and steps (collected buckets only).
   double residual_sq = 0, compressed_sq = 0;
-  double comm_seconds = 0;   // sum of the buckets' run time on the communicator thread
-  double wait_seconds = 0;   // training thread blocked on buckets (exposed communication)
+  double comm_seconds = 0;  // sum of the buckets' run time on the communicator thread
+  double wait_seconds = 0;  // training thread blocked on buckets (exposed communication)
   std::vector<double> bucket_comm_seconds;  // per bucket, totals of the two above
   std::vector<double> bucket_wait_seconds;
   // Bucket reductions that took the plain allreduce path although compression was on (their
@@ -131,8 +132,8 @@ class GradientReducer {
   // channel's collectives are submitted by its runner thread — another thread submitting at the
   // same time could interleave differently on different ranks — so `op` then runs as a task
   // there; otherwise it is submitted at once.
-  std::shared_ptr<Work> SubmitInOrder(bool priority_channel,
-                                      const std::function<std::shared_ptr<Work>(Communicator&)>& op);
+  std::shared_ptr<Work> SubmitInOrder(
+      bool priority_channel, const std::function<std::shared_ptr<Work>(Communicator&)>& op);
 
   // Compression (only with a factory). Between steps: swap bucket b's compressor, keeping its
   // error-feedback residual; its name; the bucket's tensors.
@@ -154,19 +155,19 @@ class GradientReducer {
     int64_t offset = 0;  // in the bucket's flat buffer
   };
   struct Bucket {
-    std::vector<size_t> params;  // indices into params_
-    torch::Tensor flat;          // f32, contiguous
-    size_t pending = 0;          // gradients still to arrive this backward
-    bool priority = false;       // runs on the priority channel
-    std::shared_ptr<Work> work;  // set once launched
+    std::vector<size_t> params;   // indices into params_
+    torch::Tensor flat;           // f32, contiguous
+    size_t pending = 0;           // gradients still to arrive this backward
+    bool priority = false;        // runs on the priority channel
+    std::shared_ptr<Work> work;   // set once launched
     std::shared_ptr<Work> begun;  // compressed: its Begin (work is then its End)
-    bool collected = false;      // its result was written into .grad
+    bool collected = false;       // its result was written into .grad
     std::unique_ptr<compress::Compressor> compressor;  // null without compression
-    std::vector<float> local;    // the compressor's scratch: this rank's contribution
-    size_t wire = 0;             // bytes the last reduction handed over (set by its task)
-    int64_t plain_runs = 0;      // reductions in a row with the "none" compressor (rank-independent)
-    bool direct = false;         // this backward: plain allreduce, no compression thread
-    double grad_norm = 0;        // of the local gradient at launch
+    std::vector<float> local;  // the compressor's scratch: this rank's contribution
+    size_t wire = 0;           // bytes the last reduction handed over (set by its task)
+    int64_t plain_runs = 0;    // reductions in a row with the "none" compressor (rank-independent)
+    bool direct = false;       // this backward: plain allreduce, no compression thread
+    double grad_norm = 0;      // of the local gradient at launch
     std::chrono::steady_clock::time_point ready, launched;  // this backward (timeline)
   };
 
@@ -186,11 +187,11 @@ class GradientReducer {
   std::vector<Slot> slots_;
   std::vector<std::pair<size_t, unsigned>> hooks_;  // (parameter, hook handle), removed at the end
   std::vector<Bucket> buckets_;
-  std::vector<bool> ready_;     // per parameter, this backward
+  std::vector<bool> ready_;           // per parameter, this backward
   std::vector<size_t> launch_order_;  // bucket indices
-  size_t next_launch_ = 0;        // position in launch_order_
+  size_t next_launch_ = 0;            // position in launch_order_
   bool sync_ = true;
-  bool armed_ = false;          // between PrepareForBackward(true) and LaunchRemaining
+  bool armed_ = false;  // between PrepareForBackward(true) and LaunchRemaining
   ReducerStats stats_;
   Timeline* timeline_ = nullptr;
 };

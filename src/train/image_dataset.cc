@@ -40,11 +40,12 @@ uint32_t BigEndian32(const std::vector<uint8_t>& b, size_t at) {
 }
 
 // Checks the header and returns the dimensions; the payload starts at 4 + 4 * dims.
-std::vector<uint32_t> IdxDims(const std::vector<uint8_t>& b, uint32_t magic, const std::string& path) {
+std::vector<uint32_t> IdxDims(const std::vector<uint8_t>& b, uint32_t magic,
+                              const std::string& path) {
   const size_t want_dims = magic & 0xff;
   if (b.size() < 4 + 4 * want_dims)
-    throw Error(ErrorCode::kProtocol, "'" + path + "': truncated idx header (" +
-                                          std::to_string(b.size()) + " bytes)");
+    throw Error(ErrorCode::kProtocol,
+                "'" + path + "': truncated idx header (" + std::to_string(b.size()) + " bytes)");
   if (BigEndian32(b, 0) != magic) {
     char got[16];
     std::snprintf(got, sizeof got, "0x%08x", BigEndian32(b, 0));
@@ -85,8 +86,9 @@ ImageDataset LoadIdx(const std::string& images_path, const std::string& labels_p
   d.labels.assign(lab.begin() + 8, lab.end());
   for (size_t i = 0; i < d.labels.size(); ++i)
     if (d.labels[i] >= d.classes)
-      throw Error(ErrorCode::kProtocol, "'" + labels_path + "': label " + std::to_string(d.labels[i]) +
-                                            " of sample " + std::to_string(i) + " is not a class 0..9");
+      throw Error(ErrorCode::kProtocol, "'" + labels_path + "': label " +
+                                            std::to_string(d.labels[i]) + " of sample " +
+                                            std::to_string(i) + " is not a class 0..9");
   return d;
 }
 
@@ -123,7 +125,8 @@ ImageDataset SyntheticImages(int64_t count, uint64_t seed) {
     for (int64_t j = 0; j < pixels; ++j) {
       const int noisy = pattern[static_cast<size_t>(c)][static_cast<size_t>(j)] +
                         static_cast<int>(rng() % 97) - 48;
-      d.pixels[static_cast<size_t>(i * pixels + j)] = static_cast<uint8_t>(std::clamp(noisy, 0, 255));
+      d.pixels[static_cast<size_t>(i * pixels + j)] =
+          static_cast<uint8_t>(std::clamp(noisy, 0, 255));
     }
   }
   return d;

@@ -13,11 +13,12 @@ double LrSchedule::Peak() const {
 
 double LrSchedule::At(int64_t step) const {
   const double peak = Peak();
-  if (step < warmup_steps) return peak * static_cast<double>(step + 1) / static_cast<double>(warmup_steps);
+  if (step < warmup_steps)
+    return peak * static_cast<double>(step + 1) / static_cast<double>(warmup_steps);
   if (!cosine || total_steps <= warmup_steps) return peak;
-  const double t = std::clamp(static_cast<double>(step - warmup_steps) /
-                                  static_cast<double>(total_steps - warmup_steps),
-                              0.0, 1.0);
+  const double t = std::clamp(
+      static_cast<double>(step - warmup_steps) / static_cast<double>(total_steps - warmup_steps),
+      0.0, 1.0);
   return peak * 0.5 * (1 + std::cos(std::numbers::pi * t));
 }
 

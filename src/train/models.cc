@@ -28,8 +28,10 @@ class RowBlockedLinear : public nn::Module {
     for (int i = 0; i < blocks; ++i) {
       const int64_t rows = out / blocks + (i < out % blocks ? 1 : 0);
       const std::string n = std::to_string(i);
-      weights_.push_back(register_parameter("weight" + n, whole->weight.detach().narrow(0, row, rows).clone()));
-      biases_.push_back(register_parameter("bias" + n, whole->bias.detach().narrow(0, row, rows).clone()));
+      weights_.push_back(
+          register_parameter("weight" + n, whole->weight.detach().narrow(0, row, rows).clone()));
+      biases_.push_back(
+          register_parameter("bias" + n, whole->bias.detach().narrow(0, row, rows).clone()));
       row += rows;
     }
   }
@@ -104,27 +106,30 @@ class MoeFeedForward : public nn::Module {
   MoeFeedForward(int width, int experts, int top_k) : experts_(experts), top_k_(top_k) {
     gate_ = register_module("gate", nn::Linear(width, experts));
     for (int e = 0; e < experts; ++e) {
-      auto expert = nn::Sequential(nn::Linear(width, 2 * width), nn::GELU(), nn::Linear(2 * width, width));
+      auto expert =
+          nn::Sequential(nn::Linear(width, 2 * width), nn::GELU(), nn::Linear(2 * width, width));
       experts_list_.push_back(register_module("expert" + std::to_string(e), expert));
     }
   }
 
   // x: [T, width]. Returns the output and the load-balancing loss.
   std::pair<torch::Tensor, torch::Tensor> forward(const torch::Tensor& x) {
-    auto probs = torch::softmax(gate_(x), -1);                   // [T, E]
-    auto [top_p, top_i] = probs.topk(top_k_, -1);                 // [T, k]
+    auto probs = torch::softmax(gate_(x), -1);     // [T, E]
+    auto [top_p, top_i] = probs.topk(top_k_, -1);  // [T, k]
     top_p = top_p / top_p.sum(-1, true);
     auto out = torch::zeros_like(x);
     for (int e = 0; e < experts_; ++e) {
-      auto hit = (top_i == e);                                    // [T, k]
+      auto hit = (top_i == e);  // [T, k]
       auto rows = hit.any(-1).nonzero().squeeze(1);
       if (rows.numel() == 0) continue;
       auto weight = (top_p * hit).sum(-1).index_select(0, rows).unsqueeze(1);
-      out.index_add_(0, rows, experts_list_[static_cast<size_t>(e)]->forward(x.index_select(0, rows)) * weight);
+      out.index_add_(
+          0, rows,
+          experts_list_[static_cast<size_t>(e)]->forward(x.index_select(0, rows)) * weight);
     }
     // f_e: share of routing slots taken by expert e; P_e: mean gate probability of e.
-    auto counts = torch::zeros({experts_}, x.options()).index_add_(
-        0, top_i.flatten(), torch::ones({top_i.numel()}, x.options()));
+    auto counts = torch::zeros({experts_}, x.options())
+                      .index_add_(0, top_i.flatten(), torch::ones({top_i.numel()}, x.options()));
     auto f = counts / static_cast<double>(top_i.numel());
     auto aux = experts_ * (f * probs.mean(0)).sum();
     return {out, aux};
@@ -143,10 +148,13 @@ class MoeTransformer : public ClassifierModel {
     position_ = register_parameter("position", torch::randn({16, 1, o.width}) * 0.02);
     for (int l = 0; l < o.layers; ++l) {
       const std::string p = "layer" + std::to_string(l) + "_";
-      norm1_.push_back(register_module(p + "norm1", nn::LayerNorm(nn::LayerNormOptions({o.width}))));
+      norm1_.push_back(
+          register_module(p + "norm1", nn::LayerNorm(nn::LayerNormOptions({o.width}))));
       attn_.push_back(register_module(p + "attn", nn::MultiheadAttention(o.width, o.heads)));
-      norm2_.push_back(register_module(p + "norm2", nn::LayerNorm(nn::LayerNormOptions({o.width}))));
-      moe_.push_back(register_module(p + "moe", std::make_shared<MoeFeedForward>(o.width, o.experts, o.top_k)));
+      norm2_.push_back(
+          register_module(p + "norm2", nn::LayerNorm(nn::LayerNormOptions({o.width}))));
+      moe_.push_back(register_module(
+          p + "moe", std::make_shared<MoeFeedForward>(o.width, o.experts, o.top_k)));
     }
     final_norm_ = register_module("final_norm", nn::LayerNorm(nn::LayerNormOptions({o.width})));
     head_ = register_module("head", nn::Linear(o.width, 10));
@@ -154,7 +162,8 @@ class MoeTransformer : public ClassifierModel {
 
   std::pair<torch::Tensor, torch::Tensor> Forward(const torch::Tensor& x) override {
     const int64_t B = x.size(0);
-    // [B, 1, 28, 28] -> 16 patches of 7x7 -> [16, B, 49] (sequence first, as MultiheadAttention wants).
+    // [B, 1, 28, 28] -> 16 patches of 7x7 -> [16, B, 49] (sequence first, as MultiheadAttention
+    // wants).
     auto patches = x.view({B, 4, 7, 4, 7}).permute({1, 3, 0, 2, 4}).reshape({16, B, 49});
     BeforeUse(*embed_);
     BeforeUse(position_);
@@ -194,8 +203,9 @@ std::shared_ptr<ClassifierModel> MakeModel(const ModelOptions& o) {
   if (o.name == "moe-transformer") {
     if (o.layers < 1 || o.width < 1 || o.heads < 1 || o.width % o.heads != 0 || o.experts < 1 ||
         o.top_k < 1 || o.top_k > o.experts)
-      throw Error(ErrorCode::kInvalidArgument,
-                  "moe-transformer: need layers >= 1, width divisible by heads, 1 <= top-k <= experts");
+      throw Error(
+          ErrorCode::kInvalidArgument,
+          "moe-transformer: need layers >= 1, width divisible by heads, 1 <= top-k <= experts");
     return std::make_shared<MoeTransformer>(o);
   }
   throw Error(ErrorCode::kInvalidArgument,

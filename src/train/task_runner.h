@@ -45,7 +45,7 @@ class TaskRunner {
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Task>> queue_;      // guarded by mu_
   std::deque<std::shared_ptr<Task>> when_idle_;  // guarded by mu_; run once queue_ is empty
-  bool stopping_ = false;                    // guarded by mu_
+  bool stopping_ = false;                        // guarded by mu_
   std::thread thread_;
 };
 

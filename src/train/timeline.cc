@@ -16,25 +16,42 @@ void Timeline::Start(int64_t first_step) {
   SetStep(first_step);
 }
 
-void Timeline::Span(Lane lane, const std::string& name, Clock::time_point start, Clock::time_point end,
-                    Args args) {
+void Timeline::Span(Lane lane, const std::string& name, Clock::time_point start,
+                    Clock::time_point end, Args args) {
   if (!recording_ || end < start || start < t0_) return;
-  auto us = [](Clock::duration d) { return std::chrono::duration_cast<std::chrono::microseconds>(d).count(); };
+  auto us = [](Clock::duration d) {
+    return std::chrono::duration_cast<std::chrono::microseconds>(d).count();
+  };
   events_.push_back({lane, name, std::move(args), us(start - t0_), us(end - start)});
 }
 
 std::string Timeline::Events(int rank) const {
   nlohmann::json out = nlohmann::json::array();
-  out.push_back({{"ph", "M"}, {"pid", rank}, {"name", "process_name"}, {"args", {{"name", "rank " + std::to_string(rank)}}}});
-  out.push_back({{"ph", "M"}, {"pid", rank}, {"name", "process_sort_index"}, {"args", {{"sort_index", rank}}}});
+  out.push_back({{"ph", "M"},
+                 {"pid", rank},
+                 {"name", "process_name"},
+                 {"args", {{"name", "rank " + std::to_string(rank)}}}});
+  out.push_back({{"ph", "M"},
+                 {"pid", rank},
+                 {"name", "process_sort_index"},
+                 {"args", {{"sort_index", rank}}}});
   const char* lanes[] = {"training thread", "bulk channel", "priority channel"};
   for (int lane = 0; lane < 3; ++lane)
-    out.push_back({{"ph", "M"}, {"pid", rank}, {"tid", lane}, {"name", "thread_name"}, {"args", {{"name", lanes[lane]}}}});
+    out.push_back({{"ph", "M"},
+                   {"pid", rank},
+                   {"tid", lane},
+                   {"name", "thread_name"},
+                   {"args", {{"name", lanes[lane]}}}});
   for (const Event& e : events_) {
     nlohmann::json args = nlohmann::json::object();
     for (const auto& [key, value] : e.args) args[key] = value;
-    out.push_back({{"ph", "X"}, {"pid", rank}, {"tid", static_cast<int>(e.lane)}, {"name", e.name},
-                   {"ts", e.start_us}, {"dur", e.dur_us}, {"args", args}});
+    out.push_back({{"ph", "X"},
+                   {"pid", rank},
+                   {"tid", static_cast<int>(e.lane)},
+                   {"name", e.name},
+                   {"ts", e.start_us},
+                   {"dur", e.dur_us},
+                   {"args", args}});
   }
   return out.dump();
 }

@@ -36,7 +36,9 @@ class Timeline {
   void Start(int64_t first_step);
   // Whether `step` is among the recorded ones; spans are kept only while the current step is.
   bool Recording() const { return recording_; }
-  void SetStep(int64_t step) { recording_ = steps_ > 0 && step >= first_ && step < first_ + steps_; }
+  void SetStep(int64_t step) {
+    recording_ = steps_ > 0 && step >= first_ && step < first_ + steps_;
+  }
 
   // A span [start, end] on a lane, with numbers to show beside it (Chrome's "args").
   using Args = std::vector<std::pair<std::string, double>>;

@@ -19,7 +19,8 @@ void ValidateTrainOptions(const TrainOptions& o) {
   if (o.bucket_mb < 0) bad("--bucket-mb must be >= 0");
   if (o.resume && o.checkpoint_dir.empty()) bad("--resume needs --checkpoint-dir");
   if (o.checkpoint_mtbf_s > 0 && o.compress != "none")
-    bad("--checkpoint-mtbf with --compress: the ranks' compression state is written at fixed steps; "
+    bad("--checkpoint-mtbf with --compress: the ranks' compression state is written at fixed "
+        "steps; "
         "use --checkpoint-every");
   if (o.checkpoint_mtbf_s < 0 || o.checkpoint_full_every < 1 || o.checkpoint_keep < 1)
     bad("--checkpoint-mtbf must be >= 0, --checkpoint-full-every and --checkpoint-keep >= 1");
@@ -37,7 +38,8 @@ void ValidateTrainOptions(const TrainOptions& o) {
     bad("--compress-ratio must be in (0, 1] (or 0 for the compressor's default)");
   if (o.compress_ratio > 0 && !compress::IsSparse(o.compress))
     bad("--compress-ratio is the share of elements top-k and random-k send: use it with "
-        "--compress topk or randomk (--compress " + o.compress + " would ignore it)");
+        "--compress topk or randomk (--compress " +
+        o.compress + " would ignore it)");
   compress::SparseValuesNamed(o.compress_values);  // throws kInvalidArgument naming the flag
   if (o.compress_values != "fp32" && !compress::IsSparse(o.compress))
     bad("--compress-values applies to the values top-k and random-k send: use it with --compress "

@@ -36,7 +36,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double Since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 std::string Who(const Communicator& comm) { return "rank " + std::to_string(comm.rank()); }
 
@@ -49,7 +51,8 @@ torch::Tensor Images(const ImageDataset& d, const std::vector<int64_t>& idx) {
   float* o = out.data_ptr<float>();
   for (size_t i = 0; i < idx.size(); ++i) {
     const uint8_t* src = d.pixels.data() + idx[i] * px;
-    for (int64_t j = 0; j < px; ++j) o[static_cast<int64_t>(i) * px + j] = (src[j] / 255.0f - kMean) / kStd;
+    for (int64_t j = 0; j < px; ++j)
+      o[static_cast<int64_t>(i) * px + j] = (src[j] / 255.0f - kMean) / kStd;
   }
   return out;
 }
@@ -103,14 +106,17 @@ bool ParamsConsistent(Communicator& comm, torch::nn::Module& m) {
   return true;
 }
 
-std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const TrainOptions& o, torch::nn::Module& m) {
+std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const TrainOptions& o,
+                                                       torch::nn::Module& m) {
   if (o.optimizer == "sgd")
     return std::make_unique<torch::optim::SGD>(
-        m.parameters(), torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
+        m.parameters(),
+        torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
   if (o.optimizer == "adamw")
     return std::make_unique<torch::optim::AdamW>(
         m.parameters(), torch::optim::AdamWOptions(o.lr).weight_decay(o.weight_decay));
-  throw Error(ErrorCode::kInvalidArgument, "unknown optimizer '" + o.optimizer + "' (use sgd or adamw)");
+  throw Error(ErrorCode::kInvalidArgument,
+              "unknown optimizer '" + o.optimizer + "' (use sgd or adamw)");
 }
 
 // Accuracy on the test set: each rank scores every world-size-th image, the counts are summed.
@@ -146,8 +152,9 @@ std::pair<ImageDataset, ImageDataset> SplitDataset(ImageDataset all, int64_t fir
 std::vector<size_t> MicroOffsets(size_t n, int parts) {
   std::vector<size_t> off(static_cast<size_t>(parts) + 1, 0);
   for (int i = 0; i < parts; ++i)
-    off[static_cast<size_t>(i) + 1] = off[static_cast<size_t>(i)] + n / static_cast<size_t>(parts) +
-                                      (static_cast<size_t>(i) < n % static_cast<size_t>(parts) ? 1 : 0);
+    off[static_cast<size_t>(i) + 1] =
+        off[static_cast<size_t>(i)] + n / static_cast<size_t>(parts) +
+        (static_cast<size_t>(i) < n % static_cast<size_t>(parts) ? 1 : 0);
   return off;
 }
 
@@ -185,15 +192,18 @@ std::string CheckpointSession(const TrainOptions& o, ElasticSession* session) {
   const auto& mem = *static_cast<const MemorySnapshot*>(newest.memory.get());
   ApplyMemorySnapshot(mem, *model, *opt);
   CheckpointSchedule writer(o, true);
-  writer.Take(mem.at.step, [&](std::vector<elastic::FloatSpan>* f) { return CaptureState(*model, *opt, mem.at, o, f); },
-              1.0);
+  writer.Take(
+      mem.at.step,
+      [&](std::vector<elastic::FloatSpan>* f) { return CaptureState(*model, *opt, mem.at, o, f); },
+      1.0);
   TrainResult written;
   writer.Finish(&written);
   return written.checkpoint;
 }
 
 void LoadSessionData(const TrainOptions& o, ElasticSession* session) {
-  if (!session->data) session->data = LoadDatasets(o, "worker " + std::to_string(session->worker_id));
+  if (!session->data)
+    session->data = LoadDatasets(o, "worker " + std::to_string(session->worker_id));
 }
 
 TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator* priority,
@@ -207,7 +217,8 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
     std::fprintf(stderr, "cann-dist-train train: warning: %s\n", BlasWarning(blas).c_str());
 
   // Data (loaded once per process: an elastic worker keeps it across generations).
-  std::shared_ptr<Datasets> data = session ? std::static_pointer_cast<Datasets>(session->data) : nullptr;
+  std::shared_ptr<Datasets> data =
+      session ? std::static_pointer_cast<Datasets>(session->data) : nullptr;
   if (!data) data = LoadDatasets(o, Who(comm));
   if (session) session->data = data;
   const ImageDataset& train_set = data->train;
@@ -240,7 +251,9 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   const int64_t global_batch = static_cast<int64_t>(o.batch_size) * W;
   const int64_t steps_per_epoch = (train_set.count + global_batch - 1) / global_batch;
   int64_t total_steps =
-      o.steps > 0 ? o.steps : static_cast<int64_t>(std::ceil(o.epochs * static_cast<double>(steps_per_epoch)));
+      o.steps > 0
+          ? o.steps
+          : static_cast<int64_t>(std::ceil(o.epochs * static_cast<double>(steps_per_epoch)));
   GlobalSampler sampler(static_cast<size_t>(train_set.count), o.seed);
 
   Position at;
@@ -251,7 +264,8 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
       at = RestoreState(bytes, *model, *opt, o, source);
       r.resumed_from = source;
     } else if (me == 0) {
-      std::fprintf(stderr, "cann-dist-train train: --resume: no checkpoint in '%s', starting at step 0\n",
+      std::fprintf(stderr,
+                   "cann-dist-train train: --resume: no checkpoint in '%s', starting at step 0\n",
                    o.checkpoint_dir.c_str());
     }
   }
@@ -260,9 +274,11 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
     // of the run's samples take a different number of steps.
     total_steps = at.step + StepsToFinish(train_set.count, o.epochs, at, global_batch);
     if (me == 0)
-      std::fprintf(stderr, "cann-dist-train train: resumed with global batch %lld (was %lld): %lld steps in all\n",
-                   static_cast<long long>(global_batch), static_cast<long long>(at.global_batch),
-                   static_cast<long long>(total_steps));
+      std::fprintf(
+          stderr,
+          "cann-dist-train train: resumed with global batch %lld (was %lld): %lld steps in all\n",
+          static_cast<long long>(global_batch), static_cast<long long>(at.global_batch),
+          static_cast<long long>(total_steps));
   }
   at.global_batch = global_batch;
   if (!session || session->result.steps == 0) r.first_step = at.step;
@@ -270,7 +286,8 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   if (recovering && session->snapshots[0].world != W && o.steps == 0)
     // The world changed: the remaining samples of the run take a different number of steps.
     total_steps = at.step + StepsToFinish(train_set.count, o.epochs, at, global_batch);
-  LrSchedule schedule{o.lr, global_batch, o.lr_reference_batch, o.warmup_steps, total_steps, o.cosine};
+  LrSchedule schedule{o.lr,           global_batch, o.lr_reference_batch,
+                      o.warmup_steps, total_steps,  o.cosine};
   r.total_steps = total_steps;
 
   // Buckets: explicit --bucket-mb, else the topology plan's size, else a quarter of the model (at
@@ -289,8 +306,8 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   r.bucket_bytes = bucket_bytes;
   // Compression: fixed, or chosen per interval by the adaptive controller.
   const CompressionSetup compression = MakeCompressionSetup(o);
-  GradientReducer reducer(comm, priority, model->parameters(), bucket_bytes, compression.factory, o.error_feedback,
-                          momentum_in_compressor ? o.momentum : 0.0);
+  GradientReducer reducer(comm, priority, model->parameters(), bucket_bytes, compression.factory,
+                          o.error_feedback, momentum_in_compressor ? o.momentum : 0.0);
   Timeline timeline(o.timeline.empty() ? 0 : o.timeline_steps);
   reducer.set_timeline(&timeline);
   r.compress = o.compress;
@@ -314,7 +331,8 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
             "cann-dist-train train: --resume: compression state '%s', %s; the rest was restored\n",
             path.c_str(), left_out.c_str());
     } else if (me == 0)
-      std::fprintf(stderr, "cann-dist-train train: --resume: %s ('%s'): error feedback starts from zero\n",
+      std::fprintf(stderr,
+                   "cann-dist-train train: --resume: %s ('%s'): error feedback starts from zero\n",
                    why_not.c_str(), path.c_str());
   }
   r.bucket_priority = reducer.bucket_priority();
@@ -452,7 +470,8 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
         // The updates forward applied count as communication wait and optimizer time.
         r.step_time.forward_s +=
             Since(t0) - (updates.wait_seconds() + updates.optimizer_seconds() - in_updates);
-        timeline.Span(Timeline::kTraining, "forward", t0, Clock::now(), {{"step", double(at.step)}});
+        timeline.Span(Timeline::kTraining, "forward", t0, Clock::now(),
+                      {{"step", double(at.step)}});
         updates.ApplyAll();  // whatever forward did not announce (none of our models)
         snapshot(m);
         steering.DecideIfDue();
@@ -461,7 +480,8 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
         auto t1 = Clock::now();
         loss.backward();
         r.step_time.backward_s += Since(t1);
-        timeline.Span(Timeline::kTraining, "backward", t1, Clock::now(), {{"step", double(at.step)}});
+        timeline.Span(Timeline::kTraining, "backward", t1, Clock::now(),
+                      {{"step", double(at.step)}});
       } else {
         updates.ApplyAll();
         snapshot(m);
@@ -474,7 +494,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
     balancer.Observe(r.step_time.forward_s + r.step_time.backward_s - compute_before, idx.size());
     steering.AfterBackward(at.step, end_step, updates.wait_seconds(), updates.optimizer_seconds(),
                            schedule.At(at.step) / std::max(1e-30, schedule.Peak()));
-    record_loss();  // the previous step's
+    record_loss();       // the previous step's
     if (balance_work) {  // the speeds summed after the last interval: the split from the next step
       balance_work->Wait();
       balance_work.reset();
@@ -484,14 +504,16 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
     step_clock = Clock::now();
     energy.StepEnded();
     const bool regroup = session && session->regroup_requested;
-    loss_in_flight = {at.step, {loss_sum, warned ? 1.0 : 0.0, regroup ? 1.0 : 0.0}, step_samples, nullptr};
+    loss_in_flight = {
+        at.step, {loss_sum, warned ? 1.0 : 0.0, regroup ? 1.0 : 0.0}, step_samples, nullptr};
     loss_in_flight.work = reducer.SubmitInOrder(true, [&loss_in_flight](Communicator& c) {
       return c.Allreduce(loss_in_flight.sum, 3, DataType::kFloat64, ReduceOp::kSum,
                          {AllreduceAlgorithm::kRecursiveDoubling});
     });
     if (balancer.IntervalEnded(at.step))
       balance_work = reducer.SubmitInOrder(true, [&balancer](Communicator& c) {
-        return c.Allreduce(balancer.report().data(), balancer.report().size(), DataType::kFloat64, ReduceOp::kSum);
+        return c.Allreduce(balancer.report().data(), balancer.report().size(), DataType::kFloat64,
+                           ReduceOp::kSum);
       });
     at.pos += step_samples;
     r.samples += static_cast<int64_t>(step_samples);
@@ -519,8 +541,12 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
       settle();
       Position next = at;
       ++next.step;
-      checkpoints.Take(next.step, [&](std::vector<elastic::FloatSpan>* f) { return CaptureState(*model, *opt, next, o, f); },
-                       Since(loop_start) / std::max<int64_t>(1, r.steps));
+      checkpoints.Take(
+          next.step,
+          [&](std::vector<elastic::FloatSpan>* f) {
+            return CaptureState(*model, *opt, next, o, f);
+          },
+          Since(loop_start) / std::max<int64_t>(1, r.steps));
       if (reducer.compressing()) {
         WriteFileAtomically(CompressionStatePath(o.checkpoint_dir, me),
                             CaptureCompressionState(reducer.CompressorStates(), W,
@@ -535,8 +561,8 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
       Position next = at;
       ++next.step;
       snapshot_at(next);
-      throw Error(ErrorCode::kAborted, Who(comm) + ": regroup after step " + std::to_string(at.step) +
-                                           ": worker(s) wait to join");
+      throw Error(ErrorCode::kAborted, Who(comm) + ": regroup after step " +
+                                           std::to_string(at.step) + ": worker(s) wait to join");
     }
   }
   checkpoints.Finish(&r);
@@ -559,7 +585,8 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   r.bytes_wire = rs.bytes_wire;
   r.residual_pct = rs.compressed_sq > 0 ? 100 * std::sqrt(rs.residual_sq / rs.compressed_sq) : 0;
   r.direct_reductions = rs.direct_reductions;
-  r.overlap_ratio = rs.comm_seconds > 0 ? std::clamp(1 - rs.wait_seconds / rs.comm_seconds, 0.0, 1.0) : 0;
+  r.overlap_ratio =
+      rs.comm_seconds > 0 ? std::clamp(1 - rs.wait_seconds / rs.comm_seconds, 0.0, 1.0) : 0;
   r.sync_wait_fraction = r.wall_s > 0 ? r.step_time.comm_wait_s / r.wall_s : 0;
   if (!o.timeline.empty()) WriteTimeline(comm, timeline, o.timeline);
   r.params_consistent = ParamsConsistent(comm, *model);

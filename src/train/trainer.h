@@ -18,27 +18,27 @@ namespace cdt::train {
 inline constexpr int kMlpHidden = 512, kCnnHidden = 128;
 
 struct TrainOptions {
-  std::string model = "cnn";          // mlp | cnn | moe-transformer
+  std::string model = "cnn";                                      // mlp | cnn | moe-transformer
   int layers = 2, width = 64, heads = 4, experts = 8, top_k = 2;  // moe-transformer
-  int linear_blocks = 1;              // mlp, cnn: row blocks of fc1 (train/models.h; 1 = off)
-  double aux_loss_weight = 0.01;      // moe load-balancing loss coefficient
+  int linear_blocks = 1;                  // mlp, cnn: row blocks of fc1 (train/models.h; 1 = off)
+  double aux_loss_weight = 0.01;          // moe load-balancing loss coefficient
   std::string dataset = "fashion-mnist";  // fashion-mnist | synthetic
-  std::string data_dir;               // "" = /usr/share/datasets/fashion-mnist
+  std::string data_dir;                   // "" = /usr/share/datasets/fashion-mnist
   int64_t synthetic_samples = 60000;
-  int64_t steps = 0;                  // 0 = from epochs
+  int64_t steps = 0;  // 0 = from epochs
   double epochs = 1;
-  int batch_size = 64;                // per rank
-  int accumulate = 1;                 // micro-batches per step (local batch split)
-  std::string optimizer = "sgd";      // sgd | adamw
-  double lr = 0.1;                    // at reference_batch (Goyal et al.: 0.1 per 256)
-  int64_t lr_reference_batch = 256;   // linear scaling; 0 = off
+  int batch_size = 64;               // per rank
+  int accumulate = 1;                // micro-batches per step (local batch split)
+  std::string optimizer = "sgd";     // sgd | adamw
+  double lr = 0.1;                   // at reference_batch (Goyal et al.: 0.1 per 256)
+  int64_t lr_reference_batch = 256;  // linear scaling; 0 = off
   double momentum = 0.9;
   double weight_decay = 0.0;
   int64_t warmup_steps = 0;
   bool cosine = true;
   uint64_t seed = 1;
-  double bucket_mb = 0;               // 0 = planned_bucket_bytes, else a quarter of the model
-  size_t planned_bucket_bytes = 0;    // from the topology plan (`--adaptive-comm`); 0 = none
+  double bucket_mb = 0;             // 0 = planned_bucket_bytes, else a quarter of the model
+  size_t planned_bucket_bytes = 0;  // from the topology plan (`--adaptive-comm`); 0 = none
   // Apply each bucket's update just before the next forward uses it, so that communication also
   // overlaps the next forward (train/update_scheduler.h). Same arithmetic either way.
   bool overlap_next_forward = true;
@@ -60,12 +60,12 @@ struct TrainOptions {
   // compresses the velocity, the optimizer runs without (DGC's momentum correction,
   // compress/error_feedback.h).
   bool momentum_correction = true;
-  int64_t compress_interval = 50;     // adaptive: steps between decisions
-  double compress_min_exposed = 0.05; // adaptive: compress only above this exposed share
-  int64_t eval_every = 0;             // steps; 0 = at the end only
-  double target_accuracy = 0;         // stop at the first evaluation reaching it (0 = never)
-  std::string checkpoint_dir;         // "" = no checkpoints
-  int64_t checkpoint_every = 0;       // steps; 0 = at the end only (when a dir is given)
+  int64_t compress_interval = 50;      // adaptive: steps between decisions
+  double compress_min_exposed = 0.05;  // adaptive: compress only above this exposed share
+  int64_t eval_every = 0;              // steps; 0 = at the end only
+  double target_accuracy = 0;          // stop at the first evaluation reaching it (0 = never)
+  std::string checkpoint_dir;          // "" = no checkpoints
+  int64_t checkpoint_every = 0;        // steps; 0 = at the end only (when a dir is given)
   // Checkpoint files (docs/checkpoint-format.md), written by rank 0 on a background thread.
   std::string checkpoint_codec = "zstd";  // zstd | lz4 | none
   bool checkpoint_incremental = false;
@@ -77,12 +77,12 @@ struct TrainOptions {
   // >0: checkpoint at the Young/Daly interval sqrt(2 C MTBF) for this mean time between
   // failures (seconds), C the measured cost on the training thread (replaces checkpoint_every).
   double checkpoint_mtbf_s = 0;
-  double health_interval_s = 1.0;     // health monitor: seconds between samples (0 = off)
+  double health_interval_s = 1.0;  // health monitor: seconds between samples (0 = off)
   bool resume = false;
-  int64_t stop_after = 0;             // stop (and checkpoint) after this step; 0 = run to the end
-  bool progress = true;               // live progress line on rank 0 (stderr)
-  int threads = 0;                    // torch threads per rank; 0 = UsableCpus() / local ranks
-  int local_world_size = 1;           // ranks sharing this host (for the thread default)
+  int64_t stop_after = 0;    // stop (and checkpoint) after this step; 0 = run to the end
+  bool progress = true;      // live progress line on rank 0 (stderr)
+  int threads = 0;           // torch threads per rank; 0 = UsableCpus() / local ranks
+  int local_world_size = 1;  // ranks sharing this host (for the thread default)
   // Energy windows per step (Zeus-style begin/end around each step, green/energy_meter.h): the
   // hardware profiles file turns them on ("" = off). Each rank meters its own process.
   std::string energy_profiles;
@@ -106,26 +106,27 @@ struct TrainResult {
   int world_size = 1;
   std::string model;
   int64_t params = 0;
-  int64_t steps = 0;           // steps this run executed
-  int64_t total_steps = 0;     // the run's last step + 1 (what --steps / --epochs amount to)
-  int64_t first_step = 0;      // 0, or the step resumed from
-  int64_t samples = 0;         // global samples this run trained on
+  int64_t steps = 0;        // steps this run executed
+  int64_t total_steps = 0;  // the run's last step + 1 (what --steps / --epochs amount to)
+  int64_t first_step = 0;   // 0, or the step resumed from
+  int64_t samples = 0;      // global samples this run trained on
   double wall_s = 0;
-  double started_unix = 0;     // when the training loop began (after start-up and data loading)
-  double eval_s = 0;           // seconds spent evaluating (not in wall_s)
+  double started_unix = 0;  // when the training loop began (after start-up and data loading)
+  double eval_s = 0;        // seconds spent evaluating (not in wall_s)
   double samples_per_s = 0;
-  double test_accuracy = -1;   // -1 = not evaluated
+  double test_accuracy = -1;  // -1 = not evaluated
   double final_loss = 0;
-  std::vector<std::pair<int64_t, double>> loss_curve;   // (step, global mean loss)
-  std::vector<std::pair<int64_t, double>> eval_curve;   // (step, test accuracy)
+  std::vector<std::pair<int64_t, double>> loss_curve;  // (step, global mean loss)
+  std::vector<std::pair<int64_t, double>> eval_curve;  // (step, test accuracy)
   double time_to_target_s = -1;  // training seconds until --target-accuracy was reached; -1 = not
-  StepTimes step_time;          // totals over the run
+  StepTimes step_time;           // totals over the run
   double bytes_fp32 = 0, bytes_wire = 0;
-  int64_t direct_reductions = 0;  // compression on, bucket sent by plain allreduce (gradient_reducer.h)
+  int64_t direct_reductions =
+      0;  // compression on, bucket sent by plain allreduce (gradient_reducer.h)
   int buckets = 0;
   size_t bucket_bytes = 0;
   std::string blas, blas_path;  // the BLAS libtorch's matrix products ran on (train/blas_library.h)
-  std::string bucket_source;   // "--bucket-mb", "topology plan" or "a quarter of the model"
+  std::string bucket_source;    // "--bucket-mb", "topology plan" or "a quarter of the model"
   std::vector<size_t> bucket_elements;
   std::vector<bool> bucket_priority;  // which buckets ran on the priority channel
   // --balance-batches: each new split of the global batch, [(first step, per-rank batches)].
@@ -142,39 +143,39 @@ struct TrainResult {
   struct CompressionPhase {
     int64_t step;
     std::string phase, compressor;
-    double parameter;   // powersgd rank, top-k/random-k ratio, 0 otherwise
+    double parameter;  // powersgd rank, top-k/random-k ratio, 0 otherwise
   };
   std::vector<CompressionPhase> compression_phases;
   double residual_pct = 0;
   bool params_consistent = false;
-  std::string resumed_from;     // checkpoint file, if any
-  std::string checkpoint;       // last checkpoint written, if any
+  std::string resumed_from;  // checkpoint file, if any
+  std::string checkpoint;    // last checkpoint written, if any
   struct CheckpointStats {
     int written = 0, full = 0;
-    double file_bytes = 0;          // all files written
-    size_t state_bytes = 0;         // of the last checkpoint
+    double file_bytes = 0;   // all files written
+    size_t state_bytes = 0;  // of the last checkpoint
     size_t last_full_bytes = 0, last_incremental_bytes = 0;
-    double capture_s = 0;           // training thread: snapshot to memory (the blocking part)
-    double blocked_s = 0;           // training thread: waiting for the previous write
+    double capture_s = 0;              // training thread: snapshot to memory (the blocking part)
+    double blocked_s = 0;              // training thread: waiting for the previous write
     double encode_s = 0, write_s = 0;  // background thread
-    size_t floats_quantised = 0;    // --checkpoint-quantize: values stored as int8 differences
-    double max_abs_error = 0;       // the largest |restored - saved| among them
-    int health = 0;                 // taken at once because a rank's health monitor warned
+    size_t floats_quantised = 0;       // --checkpoint-quantize: values stored as int8 differences
+    double max_abs_error = 0;          // the largest |restored - saved| among them
+    int health = 0;                    // taken at once because a rank's health monitor warned
   } checkpoints;
   // Elastic runs (docs/elastic.md): one entry per failure the group recovered from in process.
   struct Recovery {
-    std::string cause;          // what the survivors saw (the first error), and the injected fault
-    std::vector<int> lost;      // worker ids that left the group
+    std::string cause;      // what the survivors saw (the first error), and the injected fault
+    std::vector<int> lost;  // worker ids that left the group
     double detected_after_s = 0;  // failure -> first survivor's collective failed
     double rto_s = 0;             // failure -> first step completed by the new group
     int64_t failed_step = 0;      // the step a survivor was running when it detected the failure
     int64_t resumed_step = 0;     // the first step the new group ran (its committed state)
     int64_t lost_steps = 0;       // failed_step - resumed_step: uncommitted work done again
     int world_before = 0, world_after = 0;
-    int64_t generation = 0;       // the new group's
+    int64_t generation = 0;  // the new group's
   };
   std::vector<Recovery> recoveries;
-  int64_t generation = 0;       // of the group that finished
+  int64_t generation = 0;  // of the group that finished
   // With TrainOptions::energy_profiles: what metered, every rank's joules summed, and rank 0's
   // per-step windows (joules of each step, IT energy before any PUE).
   struct Energy {
@@ -203,14 +204,14 @@ struct ElasticSession {
   // older one is what every survivor holds), the running result.
   struct Snapshot {
     int64_t step = -1;
-    std::shared_ptr<void> memory;     // the trainer's copy (train/elastic_state.h)
-    int world = 0;                    // the size of the group that wrote it
+    std::shared_ptr<void> memory;  // the trainer's copy (train/elastic_state.h)
+    int world = 0;                 // the size of the group that wrote it
   };
-  Snapshot snapshots[2];              // [0] newest
-  std::shared_ptr<void> data;         // the datasets (trainer-private type)
-  int64_t current_step = 0;           // the step being run (for failed_step)
-  TrainResult result;                 // carried across generations
-  double loop_start_unix = 0;         // first generation's training start (system clock)
+  Snapshot snapshots[2];       // [0] newest
+  std::shared_ptr<void> data;  // the datasets (trainer-private type)
+  int64_t current_step = 0;    // the step being run (for failed_step)
+  TrainResult result;          // carried across generations
+  double loop_start_unix = 0;  // first generation's training start (system clock)
   double eval_seconds = 0;
   // Set by the caller after a failure, consumed by the next generation's first completed step.
   struct Pending {

@@ -92,7 +92,8 @@ void UpdateScheduler::Apply(const std::vector<size_t>& buckets) {
   optimizer_s_ += Since(start);
   if (Timeline* t = reducer_.timeline(); t && t->Recording()) {
     std::string name = buckets.size() == 1 ? "update bucket" : "update buckets";
-    for (size_t i = 0; i < buckets.size(); ++i) name += (i ? "," : " ") + std::to_string(buckets[i]);
+    for (size_t i = 0; i < buckets.size(); ++i)
+      name += (i ? "," : " ") + std::to_string(buckets[i]);
     t->Span(Timeline::kTraining, name, start, std::chrono::steady_clock::now());
   }
   bool all = true;

@@ -50,7 +50,9 @@ class UpdateScheduler {
   // every rank learns the same orders — and a rank that has no sample in a step (a short last
   // step) launches in the same order as the others without running a forward.
   void LearnLaunchOrders(ClassifierModel& model, const torch::Tensor& sample);
-  const std::vector<size_t>& LaunchOrderFor(int64_t step) const { return launch_order_[step % 2 != 0]; }
+  const std::vector<size_t>& LaunchOrderFor(int64_t step) const {
+    return launch_order_[step % 2 != 0];
+  }
 
   // Seconds blocked on communication and spent in the optimizer (totals).
   double wait_seconds() const { return wait_s_; }

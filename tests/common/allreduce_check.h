@@ -11,17 +11,22 @@
 
 namespace cdt::testing {
 
-inline const std::vector<AllreduceAlgorithm> kAlgorithms = {
-    AllreduceAlgorithm::kRing, AllreduceAlgorithm::kRecursiveDoubling,
-    AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kTree,
-    AllreduceAlgorithm::kHierarchical, AllreduceAlgorithm::kAuto};
-inline const std::vector<DataType> kTypes = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
-                                      DataType::kBFloat16, DataType::kInt32, DataType::kInt64};
+inline const std::vector<AllreduceAlgorithm> kAlgorithms = {AllreduceAlgorithm::kRing,
+                                                            AllreduceAlgorithm::kRecursiveDoubling,
+                                                            AllreduceAlgorithm::kHalvingDoubling,
+                                                            AllreduceAlgorithm::kTree,
+                                                            AllreduceAlgorithm::kHierarchical,
+                                                            AllreduceAlgorithm::kAuto};
+inline const std::vector<DataType> kTypes = {DataType::kFloat32, DataType::kFloat64,
+                                             DataType::kFloat16, DataType::kBFloat16,
+                                             DataType::kInt32,   DataType::kInt64};
 inline constexpr size_t kLarge = (4u << 20) + 5;
 
 // Integer-valued inputs keep every partial sum exact even in bf16 (<= 256).
 inline double Input(int rank, size_t i) { return (rank + 1) * static_cast<double>(i % 7 + 1); }
-inline double MinMaxInput(int rank, size_t i) { return static_cast<double>((i * 3 + static_cast<size_t>(rank) * 5) % 11); }
+inline double MinMaxInput(int rank, size_t i) {
+  return static_cast<double>((i * 3 + static_cast<size_t>(rank) * 5) % 11);
+}
 
 inline double Expected(ReduceOp op, int p, size_t i, DataType t) {
   if (op == ReduceOp::kSum || op == ReduceOp::kAvg) {
@@ -50,19 +55,20 @@ inline std::string CheckAllreduce(Communicator& comm, AllreduceAlgorithm algo, D
   const size_t elem = ElementSize(t);
   std::vector<unsigned char> buf(count * elem + 1);
   for (size_t i = 0; i < count; ++i)
-    StoreElement(buf.data(), t, i, op == ReduceOp::kMax || op == ReduceOp::kMin ? MinMaxInput(comm.rank(), i)
-                                                                      : Input(comm.rank(), i));
+    StoreElement(buf.data(), t, i,
+                 op == ReduceOp::kMax || op == ReduceOp::kMin ? MinMaxInput(comm.rank(), i)
+                                                              : Input(comm.rank(), i));
   comm.Allreduce(buf.data(), count, t, op, {algo})->Wait();
-  const double tol = (t == DataType::kFloat16 || t == DataType::kBFloat16) && op == ReduceOp::kAvg
-                         ? 0.02 : 1e-9;
+  const double tol =
+      (t == DataType::kFloat16 || t == DataType::kBFloat16) && op == ReduceOp::kAvg ? 0.02 : 1e-9;
   for (size_t i = 0; i < count; ++i) {
     double want = Expected(op, p, i, t);
     double got = LoadElement(buf.data(), t, i);
     if (std::fabs(got - want) > tol * std::max(1.0, std::fabs(want))) {
       return std::string(AllreduceAlgorithmName(algo)) + " " + DataTypeName(t) + " " +
              ReduceOpName(op) + " p=" + std::to_string(p) + " count=" + std::to_string(count) +
-             " rank " + std::to_string(comm.rank()) + " element " + std::to_string(i) +
-             ": got " + std::to_string(got) + " want " + std::to_string(want);
+             " rank " + std::to_string(comm.rank()) + " element " + std::to_string(i) + ": got " +
+             std::to_string(got) + " want " + std::to_string(want);
     }
   }
   return "";

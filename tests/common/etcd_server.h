@@ -20,8 +20,9 @@ class EtcdServer {
  public:
   EtcdServer() {
     if (!available()) return;
-    dir_ = std::filesystem::temp_directory_path() / ("cdt-etcd-" + std::to_string(::getpid()) + "-" +
-                                                     std::to_string(reinterpret_cast<uintptr_t>(this) % 100000));
+    dir_ = std::filesystem::temp_directory_path() /
+           ("cdt-etcd-" + std::to_string(::getpid()) + "-" +
+            std::to_string(reinterpret_cast<uintptr_t>(this) % 100000));
     std::filesystem::remove_all(dir_);
     port_ = FreePort();
     const std::string client = "http://127.0.0.1:" + std::to_string(port_);
@@ -32,10 +33,10 @@ class EtcdServer {
       DieWithParent(parent);
       FILE* f = std::freopen((dir_.string() + ".log").c_str(), "w", stderr);
       (void)f;
-      ::execl("/usr/bin/etcd", "etcd", "--data-dir", dir_.c_str(), "--listen-client-urls", client.c_str(),
-              "--advertise-client-urls", client.c_str(), "--listen-peer-urls", peer.c_str(),
-              "--initial-advertise-peer-urls", peer.c_str(), "--initial-cluster", ("default=" + peer).c_str(),
-              static_cast<char*>(nullptr));
+      ::execl("/usr/bin/etcd", "etcd", "--data-dir", dir_.c_str(), "--listen-client-urls",
+              client.c_str(), "--advertise-client-urls", client.c_str(), "--listen-peer-urls",
+              peer.c_str(), "--initial-advertise-peer-urls", peer.c_str(), "--initial-cluster",
+              ("default=" + peer).c_str(), static_cast<char*>(nullptr));
       ::_exit(127);
     }
   }

@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <thread>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "etcd_server.h"
 #include "process_util.h"
@@ -20,8 +20,9 @@
 namespace cdt {
 namespace {
 
-nlohmann::json Elastic(const std::string& tag, std::vector<std::string> elastic, std::vector<std::string> train,
-                       int* exit_code = nullptr, std::string* output = nullptr) {
+nlohmann::json Elastic(const std::string& tag, std::vector<std::string> elastic,
+                       std::vector<std::string> train, int* exit_code = nullptr,
+                       std::string* output = nullptr) {
   const std::string out = TempPath(tag), json = TempPath(tag + ".json");
   std::vector<std::string> argv = {CDT_CLI, "elastic"};
   argv.insert(argv.end(), elastic.begin(), elastic.end());
@@ -50,7 +51,8 @@ std::vector<int64_t> Steps(const nlohmann::json& j) {
 // before that step's global loss (summed over the old group, the lost worker included) arrived.
 void ExpectEveryStepOnce(const nlohmann::json& j) {
   std::vector<int64_t> allowed_gaps;
-  for (const auto& r : j["recoveries"]) allowed_gaps.push_back(r["resumed_step"].get<int64_t>() - 1);
+  for (const auto& r : j["recoveries"])
+    allowed_gaps.push_back(r["resumed_step"].get<int64_t>() - 1);
   int64_t expect = 0;
   for (int64_t step : Steps(j)) {
     if (step == expect + 1 &&
@@ -68,9 +70,10 @@ TEST(Elastic, WithoutFaultsItTrainsExactlyAsWithout) {
   nlohmann::json elastic = Elastic("nofault", {"--nproc-per-node", "2"}, args);
   // The same run through `train` without --elastic.
   const std::string json = TempPath("plain.json"), out = TempPath("plain");
-  std::vector<std::string> argv = {CDT_CLI, "train", "--nproc-per-node", "2", "--no-progress", "--json", json,
-                                   "--dataset", "synthetic", "--synthetic-samples", "4000", "--model", "cnn",
-                                   "--seed", "5"};
+  std::vector<std::string> argv = {
+      CDT_CLI,     "train",     "--nproc-per-node",    "2",    "--no-progress", "--json", json,
+      "--dataset", "synthetic", "--synthetic-samples", "4000", "--model",       "cnn",    "--seed",
+      "5"};
   argv.insert(argv.end(), args.begin(), args.end());
   Proc p = Spawn(argv, {}, out);
   ASSERT_EQ(WaitFor(p.pid, std::chrono::seconds(300)), 0) << ReadFile(out);
@@ -118,8 +121,9 @@ TEST(Elastic, TwoFailuresShrinkTheGroupTwiceAndRankZeroMayGo) {
 
 TEST(Elastic, AHungWorkerIsLeftBehindAfterTheTimeout) {
   std::string output;
-  nlohmann::json j = Elastic("hang", {"--nproc-per-node", "3", "--inject", "hang:1@6", "--timeout", "2"},
-                             {"--steps", "16", "--batch-size", "16"}, nullptr, &output);
+  nlohmann::json j =
+      Elastic("hang", {"--nproc-per-node", "3", "--inject", "hang:1@6", "--timeout", "2"},
+              {"--steps", "16", "--batch-size", "16"}, nullptr, &output);
   ASSERT_EQ(j["recoveries"].size(), 1u) << output;
   EXPECT_EQ(j["recoveries"][0]["lost_workers"], nlohmann::json({1}));
   EXPECT_EQ(j["world_size"], 2);
@@ -130,8 +134,9 @@ TEST(Elastic, AHungWorkerIsLeftBehindAfterTheTimeout) {
 
 TEST(Elastic, AHotSpareTakesTheLostWorkersPlace) {
   std::string output;
-  nlohmann::json j = Elastic("spare", {"--nproc-per-node", "3", "--spares", "1", "--inject", "kill:1@8"},
-                             {"--steps", "20", "--batch-size", "16"}, nullptr, &output);
+  nlohmann::json j =
+      Elastic("spare", {"--nproc-per-node", "3", "--spares", "1", "--inject", "kill:1@8"},
+              {"--steps", "20", "--batch-size", "16"}, nullptr, &output);
   ASSERT_EQ(j["recoveries"].size(), 1u) << output;
   const auto& r = j["recoveries"][0];
   EXPECT_EQ(r["lost_workers"], nlohmann::json({1}));
@@ -140,16 +145,19 @@ TEST(Elastic, AHotSpareTakesTheLostWorkersPlace) {
   EXPECT_EQ(j["world_size"], 3);
   EXPECT_TRUE(j["params_consistent"].get<bool>());  // it received the committed state
   ExpectEveryStepOnce(j);
-  EXPECT_NE(output.find("spare worker 3 joins generation 1 as rank 2 of 3"), std::string::npos) << output;
+  EXPECT_NE(output.find("spare worker 3 joins generation 1 as rank 2 of 3"), std::string::npos)
+      << output;
   // Same world size, same global batches: the curve is the fault-free one (up to the order in
   // which the allreduce adds the ranks' contributions), so the committed state — parameters,
   // momentum, sampler position — came back whole.
-  nlohmann::json fault_free = Elastic("spare-ref", {"--nproc-per-node", "3"}, {"--steps", "20", "--batch-size", "16"});
+  nlohmann::json fault_free =
+      Elastic("spare-ref", {"--nproc-per-node", "3"}, {"--steps", "20", "--batch-size", "16"});
   std::map<int64_t, double> expect;
   for (auto& e : fault_free["loss_curve"]) expect[e[0].get<int64_t>()] = e[1].get<double>();
   for (auto& e : j["loss_curve"]) {
     const int64_t step = e[0].get<int64_t>();
-    EXPECT_NEAR(e[1].get<double>(), expect.at(step), 1e-5 * std::fabs(expect.at(step))) << "step " << step;
+    EXPECT_NEAR(e[1].get<double>(), expect.at(step), 1e-5 * std::fabs(expect.at(step)))
+        << "step " << step;
   }
 }
 
@@ -169,17 +177,18 @@ TEST(Elastic, AfterKillingEveryProcessAResumeUsesTheNewestValidCheckpoint) {
   const std::string dir = TempPath("killall-ckpt");
   fs::remove_all(dir);
   const std::vector<std::string> common = {
-      CDT_CLI, "train", "--nproc-per-node", "2", "--model", "cnn", "--dataset", "synthetic",
-      "--synthetic-samples", "4000", "--seed", "5", "--steps", "2000", "--batch-size", "16",
-      "--no-progress", "--checkpoint-dir", dir};
+      CDT_CLI,     "train",     "--nproc-per-node",    "2",    "--model",       "cnn",
+      "--dataset", "synthetic", "--synthetic-samples", "4000", "--seed",        "5",
+      "--steps",   "2000",      "--batch-size",        "16",   "--no-progress", "--checkpoint-dir",
+      dir};
   auto with = [&](std::vector<std::string> extra) {
     std::vector<std::string> argv = common;
     argv.insert(argv.end(), extra.begin(), extra.end());
     return argv;
   };
   std::vector<std::string> victim = {"setsid"};
-  for (const auto& a : with({"--checkpoint-every", "4", "--checkpoint-incremental", "--checkpoint-full-every", "3",
-                             "--checkpoint-keep", "10"}))
+  for (const auto& a : with({"--checkpoint-every", "4", "--checkpoint-incremental",
+                             "--checkpoint-full-every", "3", "--checkpoint-keep", "10"}))
     victim.push_back(a);
   Proc p = Spawn(victim, {}, TempPath("killall.out"));
   auto checkpoints = [&] {
@@ -190,7 +199,8 @@ TEST(Elastic, AfterKillingEveryProcessAResumeUsesTheNewestValidCheckpoint) {
     std::sort(out.begin(), out.end());
     return out;
   };
-  for (int i = 0; i < 3000 && checkpoints().size() < 4; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (int i = 0; i < 3000 && checkpoints().size() < 4; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ::kill(-p.pid, SIGKILL);  // the whole session: agent and workers
   WaitFor(p.pid, std::chrono::seconds(30));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // workers reaped by init
@@ -208,7 +218,8 @@ TEST(Elastic, AfterKillingEveryProcessAResumeUsesTheNewestValidCheckpoint) {
   }
   const int64_t stop = previous_step + 8;
   const std::string json = TempPath("resumed.json"), ref_json = TempPath("reference.json");
-  Proc r = Spawn(with({"--resume", "--stop-after", std::to_string(stop), "--json", json}), {}, TempPath("resumed.out"));
+  Proc r = Spawn(with({"--resume", "--stop-after", std::to_string(stop), "--json", json}), {},
+                 TempPath("resumed.out"));
   ASSERT_EQ(WaitFor(r.pid, std::chrono::seconds(300)), 0) << ReadFile(TempPath("resumed.out"));
   const std::string output = ReadFile(TempPath("resumed.out"));
   EXPECT_NE(output.find("warning: checkpoint '" + newest + "'"), std::string::npos) << output;
@@ -227,7 +238,8 @@ TEST(Elastic, AfterKillingEveryProcessAResumeUsesTheNewestValidCheckpoint) {
   for (auto& e : resumed["loss_curve"]) {
     const int64_t step = e[0].get<int64_t>();
     ASSERT_TRUE(expect.count(step)) << step;
-    EXPECT_NEAR(e[1].get<double>(), expect[step], 1e-6 * std::fabs(expect[step])) << "step " << step;
+    EXPECT_NEAR(e[1].get<double>(), expect[step], 1e-6 * std::fabs(expect[step]))
+        << "step " << step;
   }
 }
 
@@ -236,16 +248,17 @@ TEST(Elastic, AfterKillingEveryProcessAResumeUsesTheNewestValidCheckpoint) {
 // reports (docs/elastic.md says what happens when a failure then comes: the job ends).
 TEST(Elastic, TheJobOutlivesTheStoreHostingAgentUntilItNeedsARendezvous) {
   const std::string json = TempPath("agentkill.json"), out = TempPath("agentkill.out");
-  Proc p = Spawn({"setsid", CDT_CLI, "elastic", "--nproc-per-node", "2", "--", "--no-progress", "--json", json,
-                  "--dataset", "synthetic", "--synthetic-samples", "4000", "--model", "cnn", "--steps", "400",
-                  "--batch-size", "16"},
+  Proc p = Spawn({"setsid", CDT_CLI, "elastic", "--nproc-per-node", "2", "--", "--no-progress",
+                  "--json", json, "--dataset", "synthetic", "--synthetic-samples", "4000",
+                  "--model", "cnn", "--steps", "400", "--batch-size", "16"},
                  {}, out);
   // Let the group form and train a little, then kill the agent alone.
   for (int i = 0; i < 500 && ReadFile(out).find("autotune") == std::string::npos; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   ::kill(p.pid, SIGKILL);
   WaitFor(p.pid, std::chrono::seconds(10));
-  for (int i = 0; i < 3000 && ReadFile(json).empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (int i = 0; i < 3000 && ReadFile(json).empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   // Written in full, and rank 0 tried (one short reconnect) to report the job finished.
   for (int i = 0; i < 500 && ReadFile(out).find("cannot tell the agents") == std::string::npos; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -254,7 +267,8 @@ TEST(Elastic, TheJobOutlivesTheStoreHostingAgentUntilItNeedsARendezvous) {
   nlohmann::json j = nlohmann::json::parse(ReadFile(json));
   EXPECT_EQ(j["steps"], 400);
   EXPECT_TRUE(j["params_consistent"].get<bool>());
-  EXPECT_NE(ReadFile(out).find("cannot tell the agents the job finished"), std::string::npos) << ReadFile(out);
+  EXPECT_NE(ReadFile(out).find("cannot tell the agents the job finished"), std::string::npos)
+      << ReadFile(out);
 }
 
 // A rank slowed down 4x from step 120 (a throttling device): the health monitor sees the step
@@ -276,19 +290,42 @@ TEST(Elastic, ASlowingRankMakesTheHealthMonitorCheckpoint) {
 // kill the agent (SIGKILL), then a worker; nobody reports the dead worker, the survivors' round
 // closes after its last call, and the job finishes on two workers.
 TEST(Elastic, WithEtcdTheJobSurvivesItsAgentAndThenAWorker) {
-  if (!testing::EtcdServer::available()) GTEST_SKIP() << "etcd is not installed (Debian etcd-server)";
+  if (!testing::EtcdServer::available())
+    GTEST_SKIP() << "etcd is not installed (Debian etcd-server)";
   testing::EtcdServer etcd;
   const std::string json = TempPath("etcd.json"), out = TempPath("etcd.out");
-  Proc p = Spawn({"setsid", CDT_CLI, "elastic", "--nproc-per-node", "3", "--rdzv-backend", "etcd",
-                  "--rdzv-endpoint", etcd.endpoint(), "--inject", "kill:2@300", "--", "--no-progress", "--json",
-                  json, "--dataset", "synthetic", "--synthetic-samples", "4000", "--model", "cnn", "--steps", "400",
-                  "--batch-size", "16"},
+  Proc p = Spawn({"setsid",
+                  CDT_CLI,
+                  "elastic",
+                  "--nproc-per-node",
+                  "3",
+                  "--rdzv-backend",
+                  "etcd",
+                  "--rdzv-endpoint",
+                  etcd.endpoint(),
+                  "--inject",
+                  "kill:2@300",
+                  "--",
+                  "--no-progress",
+                  "--json",
+                  json,
+                  "--dataset",
+                  "synthetic",
+                  "--synthetic-samples",
+                  "4000",
+                  "--model",
+                  "cnn",
+                  "--steps",
+                  "400",
+                  "--batch-size",
+                  "16"},
                  {}, out);
   for (int i = 0; i < 1500 && ReadFile(out).find("autotune") == std::string::npos; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   ::kill(p.pid, SIGKILL);  // the agent alone
   WaitFor(p.pid, std::chrono::seconds(10));
-  for (int i = 0; i < 6000 && ReadFile(json).empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (int i = 0; i < 6000 && ReadFile(json).empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   ::kill(-p.pid, SIGKILL);
   ASSERT_FALSE(ReadFile(json).empty()) << ReadFile(out);
@@ -305,16 +342,34 @@ TEST(Elastic, WithEtcdTheJobSurvivesItsAgentAndThenAWorker) {
 TEST(Elastic, FaultInjectKillsAWorkerOfARunningJob) {
   const std::string job = "fi-" + std::to_string(::getpid());
   const std::string json = TempPath("fi.json"), out = TempPath("fi.out");
-  Proc p = Spawn({CDT_CLI, "elastic", "--nproc-per-node", "3", "--job-id", job, "--", "--no-progress", "--json", json,
-                  "--dataset", "synthetic", "--synthetic-samples", "4000", "--model", "cnn", "--steps", "300",
-                  "--batch-size", "16"},
+  Proc p = Spawn({CDT_CLI,
+                  "elastic",
+                  "--nproc-per-node",
+                  "3",
+                  "--job-id",
+                  job,
+                  "--",
+                  "--no-progress",
+                  "--json",
+                  json,
+                  "--dataset",
+                  "synthetic",
+                  "--synthetic-samples",
+                  "4000",
+                  "--model",
+                  "cnn",
+                  "--steps",
+                  "300",
+                  "--batch-size",
+                  "16"},
                  {}, out);
   for (int i = 0; i < 1500 && ReadFile(out).find("autotune") == std::string::npos; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   const std::string inject_out = TempPath("fi-inject.out");
   Proc f = Spawn({CDT_CLI, "fault-inject", "--job-id", job, "--kill", "1"}, {}, inject_out);
   ASSERT_EQ(WaitFor(f.pid, std::chrono::seconds(30)), 0) << ReadFile(inject_out);
-  EXPECT_NE(ReadFile(inject_out).find("queued kill:1@0 for job " + job), std::string::npos) << ReadFile(inject_out);
+  EXPECT_NE(ReadFile(inject_out).find("queued kill:1@0 for job " + job), std::string::npos)
+      << ReadFile(inject_out);
   ASSERT_EQ(WaitFor(p.pid, std::chrono::seconds(300)), 0) << ReadFile(out);
   nlohmann::json j = nlohmann::json::parse(ReadFile(json));
   ASSERT_EQ(j["recoveries"].size(), 1u) << ReadFile(out);
@@ -327,9 +382,27 @@ TEST(Elastic, FaultInjectKillsAWorkerOfARunningJob) {
 TEST(Elastic, CheckpointIntervalFollowsYoungDaly) {
   auto run = [](const std::string& tag, const std::string& mtbf) {
     const std::string json = TempPath(tag + ".json"), out = TempPath(tag + ".out");
-    Proc p = Spawn({CDT_CLI, "train", "--nproc-per-node", "2", "--no-progress", "--json", json, "--dataset", "synthetic",
-                    "--synthetic-samples", "4000", "--model", "cnn", "--steps", "150", "--batch-size", "16",
-                    "--checkpoint-dir", TempPath(tag + "-ckpt"), "--checkpoint-mtbf", mtbf},
+    Proc p = Spawn({CDT_CLI,
+                    "train",
+                    "--nproc-per-node",
+                    "2",
+                    "--no-progress",
+                    "--json",
+                    json,
+                    "--dataset",
+                    "synthetic",
+                    "--synthetic-samples",
+                    "4000",
+                    "--model",
+                    "cnn",
+                    "--steps",
+                    "150",
+                    "--batch-size",
+                    "16",
+                    "--checkpoint-dir",
+                    TempPath(tag + "-ckpt"),
+                    "--checkpoint-mtbf",
+                    mtbf},
                    {}, out);
     EXPECT_EQ(WaitFor(p.pid, std::chrono::seconds(300)), 0) << ReadFile(out);
     return nlohmann::json::parse(ReadFile(json))["checkpoints"]["written"].get<int>();
@@ -343,16 +416,41 @@ TEST(Elastic, CheckpointIntervalFollowsYoungDaly) {
 // stopped worker (SIGCONT), which rejoins, and the job finishes on two.
 TEST(Elastic, BelowMinWorkersTheGroupPausesCheckpointsAndWaits) {
   namespace fs = std::filesystem;
-  const std::string dir = TempPath("pause-ckpt"), json = TempPath("pause.json"), out = TempPath("pause.out");
+  const std::string dir = TempPath("pause-ckpt"), json = TempPath("pause.json"),
+                    out = TempPath("pause.out");
   fs::remove_all(dir);
-  Proc p = Spawn({CDT_CLI, "elastic", "--nproc-per-node", "2", "--min-workers", "2", "--timeout", "2", "--inject",
-                  "hang:1@20", "--", "--no-progress", "--json", json, "--dataset", "synthetic", "--synthetic-samples",
-                  "4000", "--model", "cnn", "--steps", "60", "--batch-size", "16", "--checkpoint-dir", dir},
+  Proc p = Spawn({CDT_CLI,
+                  "elastic",
+                  "--nproc-per-node",
+                  "2",
+                  "--min-workers",
+                  "2",
+                  "--timeout",
+                  "2",
+                  "--inject",
+                  "hang:1@20",
+                  "--",
+                  "--no-progress",
+                  "--json",
+                  json,
+                  "--dataset",
+                  "synthetic",
+                  "--synthetic-samples",
+                  "4000",
+                  "--model",
+                  "cnn",
+                  "--steps",
+                  "60",
+                  "--batch-size",
+                  "16",
+                  "--checkpoint-dir",
+                  dir},
                  {}, out);
   for (int i = 0; i < 3000 && ReadFile(out).find("paused:") == std::string::npos; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   const std::string text = ReadFile(out);
-  ASSERT_NE(text.find("worker 0: paused: 1 worker(s) present, --min-workers 2"), std::string::npos) << text;
+  ASSERT_NE(text.find("worker 0: paused: 1 worker(s) present, --min-workers 2"), std::string::npos)
+      << text;
   EXPECT_NE(text.find("state checkpointed to " + dir), std::string::npos) << text;
   const auto at = text.find("worker 1 (pid ");
   ASSERT_NE(at, std::string::npos) << text;
@@ -368,10 +466,12 @@ TEST(Elastic, BelowMinWorkersTheGroupPausesCheckpointsAndWaits) {
 TEST(Elastic, BadFaultSpecsAreRefusedBeforeAnyWorkerStarts) {
   int rc = 0;
   std::string output;
-  Elastic("badspec", {"--nproc-per-node", "2", "--inject", "kill:1"}, {"--steps", "2"}, &rc, &output);
+  Elastic("badspec", {"--nproc-per-node", "2", "--inject", "kill:1"}, {"--steps", "2"}, &rc,
+          &output);
   EXPECT_EQ(rc, 2);
   EXPECT_NE(output.find("--inject 'kill:1'"), std::string::npos) << output;
-  Elastic("badslow", {"--nproc-per-node", "2", "--inject", "slow:1=0.5@3"}, {"--steps", "2"}, &rc, &output);
+  Elastic("badslow", {"--nproc-per-node", "2", "--inject", "slow:1=0.5@3"}, {"--steps", "2"}, &rc,
+          &output);
   EXPECT_EQ(rc, 2);
   EXPECT_NE(output.find("FACTOR must be a number from 1 to 1000"), std::string::npos) << output;
 }

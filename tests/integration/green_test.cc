@@ -17,7 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 
 int RunCli(const std::string& tag, const std::vector<std::string>& args, std::string* output,
-        const std::map<std::string, std::string>& env = {}) {
+           const std::map<std::string, std::string>& env = {}) {
   const std::string out = TempPath(tag);
   std::vector<std::string> argv = {CDT_CLI};
   argv.insert(argv.end(), args.begin(), args.end());
@@ -30,28 +30,39 @@ int RunCli(const std::string& tag, const std::vector<std::string>& args, std::st
 TEST(Green, PlanOnlyWritesThePlanAgainstTheCarbonAgnosticBaseline) {
   const std::string json = TempPath("plan.json");
   std::string out;
-  ASSERT_EQ(RunCli("plan", {"green", "--plan-only", "--trace", std::string(CDT_KNOWLEDGE_BASE) + "/carbon_traces/CISO_2022.csv",
-                         "--start", "2022-03-14T05:00:00Z", "--job-hours", "24", "--deadline", "72", "--json", json},
-                &out),
-            0)
+  ASSERT_EQ(
+      RunCli("plan",
+             {"green", "--plan-only", "--trace",
+              std::string(CDT_KNOWLEDGE_BASE) + "/carbon_traces/CISO_2022.csv", "--start",
+              "2022-03-14T05:00:00Z", "--job-hours", "24", "--deadline", "72", "--json", json},
+             &out),
+      0)
       << out;
   const nlohmann::json p = nlohmann::json::parse(ReadFile(json));
   EXPECT_TRUE(p["feasible"].get<bool>());
   EXPECT_LT(p["carbon_kg"].get<double>(), p["baseline_carbon_kg"].get<double>());
-  EXPECT_NEAR(p["reduction"].get<double>(), 1 - p["carbon_kg"].get<double>() / p["baseline_carbon_kg"].get<double>(), 1e-12);
+  EXPECT_NEAR(p["reduction"].get<double>(),
+              1 - p["carbon_kg"].get<double>() / p["baseline_carbon_kg"].get<double>(), 1e-12);
   double hours = 0;
   for (auto& s : p["plan"]) hours += s["hours"].get<double>();
   EXPECT_NEAR(hours, 24, 1e-9);
   // An impossible deadline is reported as such (exit 3) with the best achievable.
-  EXPECT_EQ(RunCli("infeasible", {"green", "--plan-only", "--trace", std::string(CDT_KNOWLEDGE_BASE) + "/carbon_traces/CISO_2022.csv",
-                               "--start", "2022-03-14T05:00:00Z", "--job-hours", "24", "--deadline", "12"},
-                &out),
+  EXPECT_EQ(RunCli("infeasible",
+                   {"green", "--plan-only", "--trace",
+                    std::string(CDT_KNOWLEDGE_BASE) + "/carbon_traces/CISO_2022.csv", "--start",
+                    "2022-03-14T05:00:00Z", "--job-hours", "24", "--deadline", "12"},
+                   &out),
             3);
   EXPECT_NE(out.find("INFEASIBLE"), std::string::npos) << out;
   // Bad input names the file and line.
   const std::string bad = TempPath("bad.csv");
-  std::ofstream(bad) << "timestamp,gco2_per_kwh\n2022-01-01T00:00:00Z,100\n2022-01-01T00:00:00Z,120\n";
-  EXPECT_EQ(RunCli("bad", {"green", "--plan-only", "--trace", bad, "--start", "2022-01-01T00:00:00Z", "--job-hours", "1"}, &out), 2);
+  std::ofstream(bad)
+      << "timestamp,gco2_per_kwh\n2022-01-01T00:00:00Z,100\n2022-01-01T00:00:00Z,120\n";
+  EXPECT_EQ(RunCli("bad",
+                   {"green", "--plan-only", "--trace", bad, "--start", "2022-01-01T00:00:00Z",
+                    "--job-hours", "1"},
+                   &out),
+            2);
   EXPECT_NE(out.find(bad + ":3: duplicate timestamp"), std::string::npos) << out;
 }
 
@@ -66,17 +77,38 @@ TEST(Green, CarbonAwareRunPausesThroughDirtyHoursAndMatchesTheUnpausedRun) {
     std::ofstream t(trace);
     t << "timestamp,gco2_per_kwh\n";
     for (int h = 0; h < 24; ++h)
-      t << "2022-06-01T" << (h < 10 ? "0" : "") << h << ":00:00Z," << (h == 0 ? 900 : h % 2 ? 100 : 600) << "\n";
+      t << "2022-06-01T" << (h < 10 ? "0" : "") << h << ":00:00Z,"
+        << (h == 0  ? 900
+            : h % 2 ? 100
+                    : 600)
+        << "\n";
   }
-  const std::vector<std::string> train = {"--model", "cnn", "--dataset", "synthetic", "--synthetic-samples", "4000",
-                                          "--steps", "1000", "--batch-size", "32", "--seed", "5", "--no-progress"};
+  const std::vector<std::string> train = {
+      "--model", "cnn",     "--dataset",    "synthetic",    "--synthetic-samples",
+      "4000",    "--steps", "1000",         "--batch-size", "32",
+      "--seed",  "5",       "--no-progress"};
   const std::string dir = TempPath("green-report");
   fs::remove_all(dir);
   const std::string key = TempPath("signing.key");
   fs::remove(key);
-  std::vector<std::string> args = {"green", "--carbon-aware", "--trace", trace, "--start", "2022-06-01T00:00:00Z",
-                                   "--deadline", "22", "--time-scale", "5", "--report-dir", dir, "--certify",
-                                   "--calibrate-steps", "20", "--run-id", "t", "--"};
+  std::vector<std::string> args = {"green",
+                                   "--carbon-aware",
+                                   "--trace",
+                                   trace,
+                                   "--start",
+                                   "2022-06-01T00:00:00Z",
+                                   "--deadline",
+                                   "22",
+                                   "--time-scale",
+                                   "5",
+                                   "--report-dir",
+                                   dir,
+                                   "--certify",
+                                   "--calibrate-steps",
+                                   "20",
+                                   "--run-id",
+                                   "t",
+                                   "--"};
   args.insert(args.end(), train.begin(), train.end());
   std::string out;
   ASSERT_EQ(RunCli("green", args, &out, {{"CDT_SIGNING_KEY", key}}), 0) << out;
@@ -85,17 +117,20 @@ TEST(Green, CarbonAwareRunPausesThroughDirtyHoursAndMatchesTheUnpausedRun) {
   ASSERT_GE(r["actual"].size(), 1u) << out;
   // Nothing ran in the dirtiest first hour (a run is launched its start-up time early: < 0.5 h).
   EXPECT_GE(*green::ParseIsoTime(r["actual"][0]["start"].get<std::string>()), t0 + 1800) << out;
-  EXPECT_GE(r["actual"].size(), 2u) << out;   // paused through hour 2 at least once
+  EXPECT_GE(r["actual"].size(), 2u) << out;  // paused through hour 2 at least once
   EXPECT_NE(out.find("paused"), std::string::npos) << out;
   EXPECT_GT(r["energy_kwh"].get<double>(), 0);
-  EXPECT_TRUE(r["energy_modelled"].get<bool>() || r["meter"].get<std::string>().find("rapl") != std::string::npos);
+  EXPECT_TRUE(r["energy_modelled"].get<bool>() ||
+              r["meter"].get<std::string>().find("rapl") != std::string::npos);
   EXPECT_LT(r["carbon_kg"].get<double>(), r["baseline_carbon_kg"].get<double>()) << out;
-  // The unpaused run reaches the same accuracy (resumes are exact: RNG and sampler in the checkpoint).
+  // The unpaused run reaches the same accuracy (resumes are exact: RNG and sampler in the
+  // checkpoint).
   const std::string ref = TempPath("unpaused.json");
   std::vector<std::string> plain = {"train", "--json", ref};
   plain.insert(plain.end(), train.begin(), train.end());
   ASSERT_EQ(RunCli("unpaused", plain, &out), 0) << out;
-  EXPECT_DOUBLE_EQ(r["final_test_accuracy"].get<double>(), nlohmann::json::parse(ReadFile(ref))["test_accuracy"].get<double>());
+  EXPECT_DOUBLE_EQ(r["final_test_accuracy"].get<double>(),
+                   nlohmann::json::parse(ReadFile(ref))["test_accuracy"].get<double>());
   // emissions.csv: CodeCarbon's header and one row.
   std::ifstream csv(dir + "/emissions.csv");
   std::string header, row, extra;
@@ -106,13 +141,15 @@ TEST(Green, CarbonAwareRunPausesThroughDirtyHoursAndMatchesTheUnpausedRun) {
   EXPECT_FALSE(std::getline(csv, extra));
   EXPECT_NE(ReadFile(dir + "/green_report.html").find("<svg"), std::string::npos);
   // The certificate: valid on the report, invalid after a one-byte change.
-  EXPECT_EQ(RunCli("verify", {"cert", "verify", "--report", dir + "/green_report.json"}, &out), 0) << out;
+  EXPECT_EQ(RunCli("verify", {"cert", "verify", "--report", dir + "/green_report.json"}, &out), 0)
+      << out;
   std::string bytes = ReadFile(dir + "/green_report.json");
   bytes[bytes.size() / 2] ^= 1;
   std::ofstream(dir + "/changed.json") << bytes;
-  EXPECT_EQ(RunCli("verify-changed", {"cert", "verify", "--report", dir + "/changed.json", "--cert",
-                                   dir + "/green_report.json.cert"},
-                &out),
+  EXPECT_EQ(RunCli("verify-changed",
+                   {"cert", "verify", "--report", dir + "/changed.json", "--cert",
+                    dir + "/green_report.json.cert"},
+                   &out),
             1);
   EXPECT_NE(out.find("INVALID"), std::string::npos) << out;
 }
@@ -131,10 +168,40 @@ TEST(Green, CarbonAwareElasticPlanResizesTheJobAndSeesEverySampleOnce) {
   fs::remove_all(dir);
   std::string out;
   ASSERT_EQ(RunCli("green-elastic",
-                   {"green", "--carbon-aware", "--trace", trace, "--start", "2022-06-01T00:00:00Z", "--deadline", "8",
-                    "--time-scale", "4", "--strategy", "elastic", "--min-workers", "1", "--max-workers", "2",
-                    "--report-dir", dir, "--calibrate-steps", "10", "--run-id", "e", "--", "--model", "mlp", "--dataset",
-                    "synthetic", "--synthetic-samples", "4000", "--epochs", "4", "--batch-size", "32", "--no-progress"},
+                   {"green",
+                    "--carbon-aware",
+                    "--trace",
+                    trace,
+                    "--start",
+                    "2022-06-01T00:00:00Z",
+                    "--deadline",
+                    "8",
+                    "--time-scale",
+                    "4",
+                    "--strategy",
+                    "elastic",
+                    "--min-workers",
+                    "1",
+                    "--max-workers",
+                    "2",
+                    "--report-dir",
+                    dir,
+                    "--calibrate-steps",
+                    "10",
+                    "--run-id",
+                    "e",
+                    "--",
+                    "--model",
+                    "mlp",
+                    "--dataset",
+                    "synthetic",
+                    "--synthetic-samples",
+                    "4000",
+                    "--epochs",
+                    "4",
+                    "--batch-size",
+                    "32",
+                    "--no-progress"},
                    &out),
             0)
       << out;
@@ -142,39 +209,43 @@ TEST(Green, CarbonAwareElasticPlanResizesTheJobAndSeesEverySampleOnce) {
   int most = 0;
   for (auto& a : r["actual"]) most = std::max(most, a["workers"].get<int>());
   EXPECT_EQ(most, 2) << out;
-  EXPECT_DOUBLE_EQ(r["samples"].get<double>(), 16000) << out;   // four epochs, whatever the worker counts
+  EXPECT_DOUBLE_EQ(r["samples"].get<double>(), 16000)
+      << out;  // four epochs, whatever the worker counts
   EXPECT_GE(r["final_test_accuracy"].get<double>(), 0);
 }
 
 TEST(Green, TrainEnergyWindowsMeterEveryStepOnEveryRank) {
   const std::string json = TempPath("windows.json");
   std::string out;
-  ASSERT_EQ(RunCli("windows", {"train", "--model", "mlp", "--dataset", "synthetic", "--synthetic-samples", "2000",
-                               "--steps", "12", "--batch-size", "32", "--nproc-per-node", "2", "--energy-windows",
-                               "--no-progress", "--json", json},
+  ASSERT_EQ(RunCli("windows",
+                   {"train", "--model", "mlp", "--dataset", "synthetic", "--synthetic-samples",
+                    "2000", "--steps", "12", "--batch-size", "32", "--nproc-per-node", "2",
+                    "--energy-windows", "--no-progress", "--json", json},
                    &out),
             0)
       << out;
   const nlohmann::json e = nlohmann::json::parse(ReadFile(json))["energy"];
-  ASSERT_EQ(e["step_j"].size(), 12u);   // rank 0's windows, one per step
+  ASSERT_EQ(e["step_j"].size(), 12u);  // rank 0's windows, one per step
   double rank0 = 0;
   for (auto& j : e["step_j"]) {
     EXPECT_GE(j.get<double>(), 0);
     rank0 += j.get<double>();
   }
   EXPECT_GT(rank0, 0);
-  EXPECT_GT(e["joules"].get<double>(), rank0);   // both ranks' windows
+  EXPECT_GT(e["joules"].get<double>(), rank0);  // both ranks' windows
   EXPECT_FALSE(e["meter"].get<std::string>().empty());
 }
 
 TEST(Green, CarbonAwareRefusesWhatItCannotFollow) {
   std::string out;
-  EXPECT_EQ(RunCli("range", {"green", "--carbon-aware", "--region", "FRA", "--strategy", "elastic", "--min-workers", "3",
-                             "--", "--nproc-per-node", "2", "--steps", "1"},
+  EXPECT_EQ(RunCli("range",
+                   {"green", "--carbon-aware", "--region", "FRA", "--strategy", "elastic",
+                    "--min-workers", "3", "--", "--nproc-per-node", "2", "--steps", "1"},
                    &out),
             2);
   EXPECT_NE(out.find("--min-workers"), std::string::npos) << out;
-  EXPECT_EQ(RunCli("owned", {"green", "--carbon-aware", "--region", "FRA", "--", "--resume"}, &out), 2);
+  EXPECT_EQ(RunCli("owned", {"green", "--carbon-aware", "--region", "FRA", "--", "--resume"}, &out),
+            2);
   EXPECT_NE(out.find("--resume"), std::string::npos) << out;
   EXPECT_EQ(RunCli("both", {"green", "--plan-only", "--carbon-aware"}, &out), 2);
 }

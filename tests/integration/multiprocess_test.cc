@@ -44,7 +44,8 @@ struct Job {
       std::vector<std::string> argv = {CDT_TEST_WORKER};
       argv.insert(argv.end(), args.begin(), args.end());
       procs.push_back(Spawn(argv,
-                            {{"RANK", std::to_string(r)}, {"WORLD_SIZE", std::to_string(n)},
+                            {{"RANK", std::to_string(r)},
+                             {"WORLD_SIZE", std::to_string(n)},
                              {"MASTER_ADDR", "127.0.0.1"},
                              {"MASTER_PORT", std::to_string(server.address().port)},
                              {"CDT_JOB_SECRET", "it-secret"},
@@ -90,7 +91,8 @@ void FailOneRank(int signal_number) {
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   for (auto& p : job.procs)
     while (ReadFile(p.out).find("RUNNING") == std::string::npos) {
-      ASSERT_LT(std::chrono::steady_clock::now(), until) << "rank did not start: " << ReadFile(p.out);
+      ASSERT_LT(std::chrono::steady_clock::now(), until)
+          << "rank did not start: " << ReadFile(p.out);
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -106,11 +108,14 @@ void FailOneRank(int signal_number) {
     double seconds = (detected - fault_ns) / 1e9;
     std::printf("rank %d detected the %s of rank 2 after %.3f s (timeout %.1f s): %s\n", r,
                 signal_number == SIGKILL ? "kill -9" : "SIGSTOP", seconds, timeout_ms / 1e3,
-                out.substr(out.find("MESSAGE")).substr(0, out.substr(out.find("MESSAGE")).find('\n')).c_str());
+                out.substr(out.find("MESSAGE"))
+                    .substr(0, out.substr(out.find("MESSAGE")).find('\n'))
+                    .c_str());
     EXPECT_LE(seconds, timeout_ms / 1e3 + 2.0) << out;
     EXPECT_TRUE(out.find("code=peer lost") != std::string::npos ||
                 out.find("code=timeout") != std::string::npos ||
-                out.find("code=aborted") != std::string::npos) << out;
+                out.find("code=aborted") != std::string::npos)
+        << out;
     EXPECT_NE(out.find("RECOVERED"), std::string::npos) << out;
     EXPECT_NE(out.find("world=3 sum=3"), std::string::npos) << out;
   }
@@ -128,8 +133,10 @@ TEST(Launcher, SetsTorchrunVariablesForEveryWorker) {
   ASSERT_EQ(WaitFor(p.pid, std::chrono::seconds(30)), 0) << ReadFile(out);
   std::string text = ReadFile(out);
   for (int r = 0; r < 3; ++r)
-    EXPECT_NE(text.find("rank=" + std::to_string(r) + " world=3 local=" + std::to_string(r) + "/3 master=127.0.0.1:"),
-              std::string::npos) << text;
+    EXPECT_NE(text.find("rank=" + std::to_string(r) + " world=3 local=" + std::to_string(r) +
+                        "/3 master=127.0.0.1:"),
+              std::string::npos)
+        << text;
 }
 
 TEST(Launcher, FirstFailureStopsTheOthersAndIsReturned) {
@@ -173,9 +180,10 @@ TEST(Launcher, BadLaunchOptionsNameTheirFlagVariableAndValue) {
 
 TEST(Launcher, BenchAllreduceAllAlgorithmsChecked) {
   std::string out = TempPath("bench"), json = TempPath("bench.json");
-  Proc p = Spawn({CDT_CLI, "bench", "allreduce", "--nproc-per-node", "4", "--algo", "all",
-                  "--min-bytes", "1K", "--max-bytes", "1M", "--iters", "3", "--check", "--json", json},
-                 {}, out);
+  Proc p =
+      Spawn({CDT_CLI, "bench", "allreduce", "--nproc-per-node", "4", "--algo", "all", "--min-bytes",
+             "1K", "--max-bytes", "1M", "--iters", "3", "--check", "--json", json},
+            {}, out);
   ASSERT_EQ(WaitFor(p.pid, std::chrono::seconds(120)), 0) << ReadFile(out);
   std::string doc = ReadFile(json);
   EXPECT_NE(doc.find("\"world_size\": 4"), std::string::npos) << doc;
@@ -195,17 +203,22 @@ TEST(Launcher, BenchCompressReportsEveryCompressor) {
   std::string doc = ReadFile(json);
   EXPECT_NE(doc.find("\"world_size\": 2"), std::string::npos) << doc;
   EXPECT_NE(doc.find("\"layout\": \"96x130,7\""), std::string::npos) << doc;
-  for (const char* name : {"none", "fp16", "bf16", "int8", "topk", "randomk", "powersgd", "signsgd"})
+  for (const char* name :
+       {"none", "fp16", "bf16", "int8", "topk", "randomk", "powersgd", "signsgd"})
     EXPECT_NE(doc.find(std::string("\"compressor\": \"") + name + "\""), std::string::npos) << name;
   const size_t n = 96 * 130 + 7;
-  EXPECT_NE(doc.find("\"wire_bytes\": " + std::to_string(2 * n)), std::string::npos) << doc;  // fp16
-  EXPECT_NE(doc.find("\"wire_bytes\": " + std::to_string(4 * ((96 + 130) * 2 + 7))), std::string::npos)
+  EXPECT_NE(doc.find("\"wire_bytes\": " + std::to_string(2 * n)), std::string::npos)
+      << doc;  // fp16
+  EXPECT_NE(doc.find("\"wire_bytes\": " + std::to_string(4 * ((96 + 130) * 2 + 7))),
+            std::string::npos)
       << doc;  // powersgd, rank 2
   // 16-bit sparse values: random-k at its default 75% sends 2 bytes a value.
-  std::string out16 = TempPath("bench-compress-fp16"), json16 = TempPath("bench-compress-fp16.json");
-  Proc h = Spawn({CDT_CLI, "bench", "compress", "--nproc-per-node", "2", "--shape", "96x130,7",
-                  "--compressors", "randomk,topk", "--values", "fp16", "--iters", "2", "--json", json16},
-                 {}, out16);
+  std::string out16 = TempPath("bench-compress-fp16"),
+              json16 = TempPath("bench-compress-fp16.json");
+  Proc h =
+      Spawn({CDT_CLI, "bench", "compress", "--nproc-per-node", "2", "--shape", "96x130,7",
+             "--compressors", "randomk,topk", "--values", "fp16", "--iters", "2", "--json", json16},
+            {}, out16);
   ASSERT_EQ(WaitFor(h.pid, std::chrono::seconds(120)), 0) << ReadFile(out16);
   const std::string doc16 = ReadFile(json16);
   const size_t k75 = (3 * n + 3) / 4;  // ceil(0.75 n)
@@ -237,11 +250,13 @@ TEST(Launcher, BenchCompressReportsEveryCompressor) {
 
 TEST(Launcher, ForwardsSigtermToWorkers) {
   std::string out = TempPath("launch_sigterm");
-  Proc p = Spawn({CDT_CLI, "launch", "--nproc-per-node", "2", "--", "sh", "-c",
-                  "trap 'echo got-term-$RANK; exit 0' TERM; echo ready-$RANK; while :; do sleep 0.05; done"},
-                 {}, out);
+  Proc p = Spawn(
+      {CDT_CLI, "launch", "--nproc-per-node", "2", "--", "sh", "-c",
+       "trap 'echo got-term-$RANK; exit 0' TERM; echo ready-$RANK; while :; do sleep 0.05; done"},
+      {}, out);
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (ReadFile(out).find("ready-1") == std::string::npos || ReadFile(out).find("ready-0") == std::string::npos) {
+  while (ReadFile(out).find("ready-1") == std::string::npos ||
+         ReadFile(out).find("ready-0") == std::string::npos) {
     ASSERT_LT(std::chrono::steady_clock::now(), until) << ReadFile(out);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -259,9 +274,12 @@ TEST(Launcher, WorkersRunUnderSrunEnvironment) {
   for (int r = 0; r < 2; ++r)
     procs.push_back(Spawn({CDT_CLI, "bench", "allreduce", "--backend", "tcp", "--min-bytes", "4K",
                            "--max-bytes", "64K", "--iters", "3", "--check"},
-                          {{"SLURM_PROCID", std::to_string(r)}, {"SLURM_NTASKS", "2"},
-                           {"SLURM_LOCALID", std::to_string(r)}, {"SLURM_NTASKS_PER_NODE", "2"},
-                           {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29733"},
+                          {{"SLURM_PROCID", std::to_string(r)},
+                           {"SLURM_NTASKS", "2"},
+                           {"SLURM_LOCALID", std::to_string(r)},
+                           {"SLURM_NTASKS_PER_NODE", "2"},
+                           {"MASTER_ADDR", "127.0.0.1"},
+                           {"MASTER_PORT", "29733"},
                            {"CDT_JOB_SECRET", "srun-test"}},
                           TempPath("srun" + std::to_string(r))));
   for (auto& p : procs) EXPECT_EQ(WaitFor(p.pid, std::chrono::seconds(60)), 0) << ReadFile(p.out);
@@ -273,10 +291,32 @@ TEST(Launcher, WorkersRunUnderMpirun) {
   if (system("command -v mpirun > /dev/null 2>&1") != 0) GTEST_SKIP() << "mpirun not installed";
   for (const char* backend : {"mpi", "tcp"}) {
     std::string out = TempPath(std::string("mpirun_") + backend);
-    Proc p = Spawn({"mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "3", "--mca", "btl",
-                    "self,tcp", "-x", "MASTER_ADDR=127.0.0.1", "-x", "MASTER_PORT=29731", "-x",
-                    "CDT_JOB_SECRET=mpi-test", CDT_CLI, "bench", "allreduce", "--backend", backend,
-                    "--min-bytes", "4K", "--max-bytes", "256K", "--iters", "3", "--check"},
+    Proc p = Spawn({"mpirun",
+                    "--allow-run-as-root",
+                    "--oversubscribe",
+                    "-np",
+                    "3",
+                    "--mca",
+                    "btl",
+                    "self,tcp",
+                    "-x",
+                    "MASTER_ADDR=127.0.0.1",
+                    "-x",
+                    "MASTER_PORT=29731",
+                    "-x",
+                    "CDT_JOB_SECRET=mpi-test",
+                    CDT_CLI,
+                    "bench",
+                    "allreduce",
+                    "--backend",
+                    backend,
+                    "--min-bytes",
+                    "4K",
+                    "--max-bytes",
+                    "256K",
+                    "--iters",
+                    "3",
+                    "--check"},
                    {}, out);
     ASSERT_EQ(WaitFor(p.pid, std::chrono::seconds(120)), 0) << ReadFile(out);
     std::string text = ReadFile(out);

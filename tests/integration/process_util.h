@@ -35,8 +35,8 @@ struct Proc {
   std::string out;  // file with its stdout + stderr
 };
 
-inline Proc Spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-           const std::string& out) {
+inline Proc Spawn(const std::vector<std::string>& argv,
+                  const std::map<std::string, std::string>& env, const std::string& out) {
   Proc p;
   p.out = out;
   const pid_t parent = getpid();

@@ -1,7 +1,8 @@
 // Worker process for the multi-process tests (a test program: it reads its environment directly).
 //
-//   cdt_test_worker sweep                 every algorithm x dtype x count, exit 1 on a wrong element
-//   cdt_test_worker fail-and-recover N    allreduce in a loop until a peer fails; report how fast the
+//   cdt_test_worker sweep                 every algorithm x dtype x count, exit 1 on a wrong
+//   element cdt_test_worker fail-and-recover N    allreduce in a loop until a peer fails; report
+//   how fast the
 //                                         failure was detected; then form generation 1 with the N
 //                                         survivors and check an allreduce there.
 // Environment: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, CDT_JOB_SECRET, CDT_TIMEOUT_MS.
@@ -38,7 +39,8 @@ int Sweep(Communicator& comm) {
   int bad = 0;
   for (AllreduceAlgorithm algo : testing::kAlgorithms)
     for (DataType t : testing::kTypes) {
-      for (size_t count : {size_t{0}, size_t{1}, static_cast<size_t>(p > 1 ? p - 1 : 2), size_t{1031}})
+      for (size_t count :
+           {size_t{0}, size_t{1}, static_cast<size_t>(p > 1 ? p - 1 : 2), size_t{1031}})
         for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin}) {
           std::string err = testing::CheckAllreduce(comm, algo, t, op, count);
           if (!err.empty()) {
@@ -94,8 +96,8 @@ int main(int argc, char** argv) {
   }
   try {
     std::string mode = argv[1];
-    net::HostPort hp = net::ParseHostPort(std::string(std::getenv("MASTER_ADDR")) + ":" +
-                                              std::getenv("MASTER_PORT"), "MASTER");
+    net::HostPort hp = net::ParseHostPort(
+        std::string(std::getenv("MASTER_ADDR")) + ":" + std::getenv("MASTER_PORT"), "MASTER");
     TcpStoreClient store(hp, std::getenv("CDT_JOB_SECRET"), std::chrono::seconds(30));
     CommunicatorOptions o;
     o.rank = EnvInt("RANK", 0);
@@ -108,7 +110,8 @@ int main(int argc, char** argv) {
     }
     auto comm = ConnectTcpCommunicator(store, o);
     if (mode == "sweep") return Sweep(*comm);
-    if (mode == "fail-and-recover" && argc == 3) return FailAndRecover(store, *comm, std::atoi(argv[2]), o);
+    if (mode == "fail-and-recover" && argc == 3)
+      return FailAndRecover(store, *comm, std::atoi(argv[2]), o);
     std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
     return 2;
   } catch (const std::exception& e) {

@@ -8,15 +8,16 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "process_util.h"
 
 namespace cdt {
 namespace {
 
-nlohmann::json Train(const std::string& tag, std::vector<std::string> args, int* exit_code = nullptr) {
+nlohmann::json Train(const std::string& tag, std::vector<std::string> args,
+                     int* exit_code = nullptr) {
   const std::string out = TempPath(tag), json = TempPath(tag + ".json");
   std::vector<std::string> argv = {CDT_CLI, "train", "--no-progress", "--json", json};
   if (std::find(args.begin(), args.end(), "--dataset") == args.end())
@@ -48,11 +49,12 @@ std::vector<double> Stitched(const nlohmann::json& first, const nlohmann::json& 
 void ExpectCurvesClose(const std::vector<double>& a, const std::vector<double>& b, double rel) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i)
-    EXPECT_LE(std::fabs(a[i] - b[i]), rel * std::fabs(b[i])) << "step " << i << ": " << a[i] << " vs " << b[i];
+    EXPECT_LE(std::fabs(a[i] - b[i]), rel * std::fabs(b[i]))
+        << "step " << i << ": " << a[i] << " vs " << b[i];
 }
 
-const std::vector<std::string> kCommon = {"--model", "cnn", "--steps", "20", "--lr", "0.05",
-                                          "--lr-reference-batch", "0", "--seed", "3"};
+const std::vector<std::string> kCommon = {
+    "--model", "cnn", "--steps", "20", "--lr", "0.05", "--lr-reference-batch", "0", "--seed", "3"};
 
 TEST(Train, TwoRanksFollowOneRankWithTheDoubleBatch) {
   auto args1 = kCommon, args2 = kCommon;
@@ -95,7 +97,8 @@ TEST(Train, RowBlocksKeepTheArithmetic) {
   blocked.insert(blocked.end(), {"--linear-blocks", "4"});
   plain.insert(plain.end(), {"--linear-blocks", "4", "--no-overlap-next-forward"});
   whole.insert(whole.end(), {"--linear-blocks", "1"});
-  nlohmann::json b = Train("blocked", blocked), p = Train("blocked-plain", plain), w = Train("whole", whole);
+  nlohmann::json b = Train("blocked", blocked), p = Train("blocked-plain", plain),
+                 w = Train("whole", whole);
   EXPECT_TRUE(b["params_consistent"].get<bool>());
   EXPECT_EQ(b["params"], 421642);
   // fc2 with fc1's last block, three more blocks, conv2 and conv1 (priority channel). Each
@@ -113,9 +116,10 @@ TEST(Train, RowBlocksKeepTheArithmetic) {
 // buckets in the same order as the others — or the ranks sum different blocks (a build that took
 // the order from each forward ended here with parameters that differed between ranks).
 TEST(Train, RowBlocksStayConsistentWhenARankHasNoSampleInAStep) {
-  nlohmann::json r = Train("blocked-short", {"--model", "cnn", "--dataset", "synthetic", "--synthetic-samples", "33",
-                                             "--epochs", "1", "--nproc-per-node", "2", "--batch-size", "16",
-                                             "--linear-blocks", "4", "--seed", "3"});
+  nlohmann::json r =
+      Train("blocked-short", {"--model", "cnn", "--dataset", "synthetic", "--synthetic-samples",
+                              "33", "--epochs", "1", "--nproc-per-node", "2", "--batch-size", "16",
+                              "--linear-blocks", "4", "--seed", "3"});
   EXPECT_EQ(r["steps"], 2);
   EXPECT_EQ(r["samples"], 33);
   EXPECT_TRUE(r["params_consistent"].get<bool>());
@@ -147,8 +151,9 @@ TEST(Train, QuantisedIncrementsResumeCloseToTheUninterruptedCurve) {
   base.insert(base.end(), {"--nproc-per-node", "2", "--batch-size", "16"});
   nlohmann::json whole = Train("q-whole", base);
   auto first = base, second = base;
-  const std::vector<std::string> quant = {"--checkpoint-dir", dir, "--checkpoint-every", "1",
-                                          "--checkpoint-incremental", "--checkpoint-quantize", "int8"};
+  const std::vector<std::string> quant = {
+      "--checkpoint-dir",      dir,   "--checkpoint-every", "1", "--checkpoint-incremental",
+      "--checkpoint-quantize", "int8"};
   first.insert(first.end(), quant.begin(), quant.end());
   first.insert(first.end(), {"--stop-after", "2"});
   second.insert(second.end(), quant.begin(), quant.end());
@@ -162,7 +167,8 @@ TEST(Train, QuantisedIncrementsResumeCloseToTheUninterruptedCurve) {
   EXPECT_LT(a["checkpoints"]["max_abs_error"].get<double>(), 1e-3);
   EXPECT_LE(a["checkpoints"]["last_incremental_bytes"].get<double>(),
             0.30 * a["checkpoints"]["last_full_bytes"].get<double>());
-  EXPECT_NE(b["resumed_from"].get<std::string>().find(".incr-"), std::string::npos) << b["resumed_from"];
+  EXPECT_NE(b["resumed_from"].get<std::string>().find(".incr-"), std::string::npos)
+      << b["resumed_from"];
   EXPECT_EQ(b["first_step"], 2);
   EXPECT_TRUE(b["params_consistent"].get<bool>());
   ExpectCurvesClose(Stitched(a, b), Losses(whole), 1e-3);
@@ -175,7 +181,8 @@ TEST(Train, CompressedTrainingIsConsistentAndResumesExactly) {
   const std::string dir = TempPath("ckpt-compressed");
   auto base = kCommon;
   base[3] = "12";  // --steps 12
-  base.insert(base.end(), {"--nproc-per-node", "2", "--batch-size", "16", "--compress", "powersgd"});
+  base.insert(base.end(),
+              {"--nproc-per-node", "2", "--batch-size", "16", "--compress", "powersgd"});
   nlohmann::json whole = Train("compressed-whole", base);
   EXPECT_TRUE(whole["params_consistent"].get<bool>());
   EXPECT_GT(whole["compression"]["volume_reduction"].get<double>(), 0.9);
@@ -263,7 +270,8 @@ TEST(Train, SparseCompressorsDefaultToTheirOwnRatio) {
     EXPECT_EQ(j["compression"]["phases"][0][3].get<double>(), c.ratio) << what;
     EXPECT_EQ(j["compression"]["values"].get<std::string>(), c.values) << what;
     if (c.volume_reduction >= 0) {
-      EXPECT_NEAR(j["compression"]["volume_reduction"].get<double>(), c.volume_reduction, 0.01) << what;
+      EXPECT_NEAR(j["compression"]["volume_reduction"].get<double>(), c.volume_reduction, 0.01)
+          << what;
     }
   }
 }
@@ -272,10 +280,12 @@ TEST(Train, SparseCompressorsDefaultToTheirOwnRatio) {
 // step on the training lane, each bucket's collective on its channel's lane, and causality: a
 // bucket's update starts only after its collective ended.
 TEST(Train, TimelineShowsEveryRanksStepsAndCollectivesInOrder) {
-  const std::string trace = TempPath("chrome-trace.json");  // not the --json file of Train("timeline")
+  const std::string trace =
+      TempPath("chrome-trace.json");  // not the --json file of Train("timeline")
   auto args = kCommon;
   args[3] = "6";
-  args.insert(args.end(), {"--nproc-per-node", "2", "--batch-size", "16", "--timeline", trace, "--timeline-steps", "4"});
+  args.insert(args.end(), {"--nproc-per-node", "2", "--batch-size", "16", "--timeline", trace,
+                           "--timeline-steps", "4"});
   nlohmann::json j = Train("timeline", args);
   EXPECT_TRUE(j["params_consistent"].get<bool>());
   const nlohmann::json t = nlohmann::json::parse(ReadFile(trace));
@@ -298,7 +308,8 @@ TEST(Train, TimelineShowsEveryRanksStepsAndCollectivesInOrder) {
     }
     ASSERT_EQ(spans["forward"].size(), 4u) << "rank " << rank;
     ASSERT_EQ(spans["backward"].size(), 4u) << "rank " << rank;
-    for (size_t s = 0; s < 4; ++s) EXPECT_LE(spans["forward"][s].second, spans["backward"][s].first);
+    for (size_t s = 0; s < 4; ++s)
+      EXPECT_LE(spans["forward"][s].second, spans["backward"][s].first);
     EXPECT_EQ(lanes, (std::set<int>{1, 2})) << "rank " << rank << ": both channels carry buckets";
     size_t checked = 0;
     for (auto& [name, list] : spans) {
@@ -315,7 +326,8 @@ TEST(Train, TimelineShowsEveryRanksStepsAndCollectivesInOrder) {
       std::sort(updates.begin(), updates.end());
       ASSERT_EQ(updates.size(), list.size()) << name;
       for (size_t k = 0; k < list.size(); ++k, ++checked)
-        EXPECT_LE(list[k].second, updates[k].first + 1) << name << " #" << k << " ended after its update began";
+        EXPECT_LE(list[k].second, updates[k].first + 1)
+            << name << " #" << k << " ended after its update began";
     }
     EXPECT_GE(checked, 5u) << "rank " << rank;
   }
@@ -355,9 +367,10 @@ TEST(Train, AccumulatedMicroBatchesMatchOneBatch) {
 }
 
 TEST(Train, MoeTransformerWithUnusedExpertsStaysConsistent) {
-  nlohmann::json j = Train("moe", {"--model", "moe-transformer", "--layers", "1", "--width", "32",
-                                   "--experts", "8", "--steps", "8", "--batch-size", "4",
-                                   "--nproc-per-node", "3", "--optimizer", "adamw", "--lr", "0.001"});
+  nlohmann::json j =
+      Train("moe", {"--model", "moe-transformer", "--layers", "1", "--width", "32", "--experts",
+                    "8", "--steps", "8", "--batch-size", "4", "--nproc-per-node", "3",
+                    "--optimizer", "adamw", "--lr", "0.001"});
   EXPECT_TRUE(j["params_consistent"].get<bool>());
   EXPECT_EQ(j["world_size"], 3);
   for (double l : Losses(j)) EXPECT_TRUE(std::isfinite(l));
@@ -367,20 +380,23 @@ TEST(Train, MoeTransformerWithUnusedExpertsStaysConsistent) {
 // used to find it itself, and rank 0's exit then stopped the others).
 TEST(Train, BadOptionsAreRefusedBeforeAnyWorkerStarts) {
   int rc = 0;
-  nlohmann::json j = Train("badopt", {"--nproc-per-node", "2", "--steps", "2", "--compress-values", "xx"}, &rc);
+  nlohmann::json j =
+      Train("badopt", {"--nproc-per-node", "2", "--steps", "2", "--compress-values", "xx"}, &rc);
   EXPECT_EQ(rc, 2);
   const std::string out = j["output"];
   const std::string message = "--compress-values 'xx': use fp32, fp16 or bf16";
   const auto first = out.find(message);
   ASSERT_NE(first, std::string::npos) << out;
   EXPECT_EQ(out.find(message, first + 1), std::string::npos) << "reported more than once:\n" << out;
-  EXPECT_EQ(out.find("rank 0 (local rank 0"), std::string::npos) << "a worker was started:\n" << out;
+  EXPECT_EQ(out.find("rank 0 (local rank 0"), std::string::npos) << "a worker was started:\n"
+                                                                 << out;
 }
 
 TEST(Train, MissingDatasetNamesThePackage) {
   int rc = 0;
-  nlohmann::json j = Train("nodata", {"--dataset", "fashion-mnist", "--data-dir", "/nonexistent/fm",
-                                      "--steps", "1"}, &rc);
+  nlohmann::json j =
+      Train("nodata",
+            {"--dataset", "fashion-mnist", "--data-dir", "/nonexistent/fm", "--steps", "1"}, &rc);
   EXPECT_NE(rc, 0);
   const std::string out = j["output"];
   EXPECT_NE(out.find("dataset-fashion-mnist"), std::string::npos) << out;

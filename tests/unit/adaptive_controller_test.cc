@@ -139,7 +139,6 @@ TEST(AdaptiveController, SameInputsSameDecisions) {
   }
 }
 
-
 // One noisy uncompressed interval must not settle the choice for the rest of the run (a loopback
 // run compressed from step 550 to its end at 0.88x, after one slow uncompressed interval): while
 // compressing with the two ways within 15%, uncompressed is measured again, less often each time
@@ -244,7 +243,7 @@ TEST(AdaptiveController, MeasuredStepTimesDecide) {
   // uncompressed ones send the next interval uncompressed.
   AdaptiveController p(opt, 1);
   auto compressed = Obs(9, {1.0}, 0.1, 0.1);  // predicted: 100 + (100 - 80) = 120 ms
-  compressed.wait_s = 10 * 0.05;               // measured compressed: 150 ms
+  compressed.wait_s = 10 * 0.05;              // measured compressed: 150 ms
   EXPECT_EQ(p.Decide(compressed).buckets[0].compressor, "none");
   // min_exposed 0: the phase schedule alone.
   AdaptiveOptions always = opt;

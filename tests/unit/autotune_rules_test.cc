@@ -53,7 +53,8 @@ TEST(Autotuner, TimesBlocksOfEachCandidateThenKeepsTheFasterAgreedOne) {
   EXPECT_FALSE(t.Decided(0, 8 << 20, DataType::kFloat32).has_value());
   EXPECT_FALSE(t.Decided(0, 5 << 20, DataType::kFloat64).has_value());
   EXPECT_FALSE(t.Decided(1, 5 << 20, DataType::kFloat32).has_value());  // a new selector
-  AllreduceAutotuner::Step after = t.Begin(0, 6 << 20, DataType::kFloat32, A::kHierarchical, A::kRing);
+  AllreduceAutotuner::Step after =
+      t.Begin(0, 6 << 20, DataType::kFloat32, A::kHierarchical, A::kRing);
   EXPECT_FALSE(after.trial);
   EXPECT_EQ(after.algorithm, A::kRing);
   EXPECT_FALSE(t.End(after, 1.0).has_value());
@@ -113,7 +114,7 @@ TEST(Selectors, FixedThresholdsOfferTheNeighbouringAlgorithmOnlyNearAThreshold) 
   auto fixed = MakeFixedThresholdSelector();
   AllreduceShape s{1024, DataType::kFloat32, 4, 1, 4};
   EXPECT_EQ(fixed->RunnerUp(s), A::kAuto);  // 1 KiB: rd, and rd on both sides
-  s.bytes = 16 << 10;                        // rd below 32 KiB, tree from there
+  s.bytes = 16 << 10;                       // rd below 32 KiB, tree from there
   EXPECT_EQ(fixed->Select(s), A::kRecursiveDoubling);
   EXPECT_EQ(fixed->RunnerUp(s), A::kTree);
   s.bytes = 2 << 20;  // ring from 2 MiB, rhd below
@@ -163,15 +164,19 @@ TEST(Autotuner, RanksAgreeInsideACommunicatorAndResultsStayExact) {
     std::lock_guard<std::mutex> lock(mu);
     logs.push_back(line);
   };
-  testing::RunRanks(4, [&](Communicator& comm) {
-    const size_t count = 70000;  // 280 KB: one size class
-    for (int call = 0; call < 9; ++call) {
-      std::vector<float> v(count, static_cast<float>(comm.rank() + 1 + call));
-      comm.Allreduce(v.data(), count, DataType::kFloat32, ReduceOp::kSum)->Wait();
-      for (size_t i = 0; i < count; i += 997) ASSERT_EQ(v[i], 10.0f + 4 * call) << call;
-    }
-    decided[static_cast<size_t>(comm.rank())] = comm.ResolveAllreduce(count, DataType::kFloat32);
-  }, setup);
+  testing::RunRanks(
+      4,
+      [&](Communicator& comm) {
+        const size_t count = 70000;  // 280 KB: one size class
+        for (int call = 0; call < 9; ++call) {
+          std::vector<float> v(count, static_cast<float>(comm.rank() + 1 + call));
+          comm.Allreduce(v.data(), count, DataType::kFloat32, ReduceOp::kSum)->Wait();
+          for (size_t i = 0; i < count; i += 997) ASSERT_EQ(v[i], 10.0f + 4 * call) << call;
+        }
+        decided[static_cast<size_t>(comm.rank())] =
+            comm.ResolveAllreduce(count, DataType::kFloat32);
+      },
+      setup);
   for (A a : decided) EXPECT_EQ(a, decided[0]);
   EXPECT_TRUE(decided[0] == A::kRing || decided[0] == A::kRecursiveDoubling);
   ASSERT_EQ(logs.size(), 1u);  // rank 0 only, once per size class
@@ -207,15 +212,18 @@ TEST(AllreduceRules, BadLinesNameTheFileAndLine) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(message("allreduce 0 1M ring\nbroadcast 0 1M ring\n").find("my.rules:2: unknown collective 'broadcast'"),
+  EXPECT_NE(message("allreduce 0 1M ring\nbroadcast 0 1M ring\n")
+                .find("my.rules:2: unknown collective 'broadcast'"),
             std::string::npos);
   EXPECT_NE(message("allreduce 0 1M warp\n").find("my.rules:1"), std::string::npos);
-  EXPECT_NE(message("allreduce 0 1M warp\n").find("unknown allreduce algorithm 'warp'"), std::string::npos);
+  EXPECT_NE(message("allreduce 0 1M warp\n").find("unknown allreduce algorithm 'warp'"),
+            std::string::npos);
   EXPECT_NE(message("\n\nallreduce 1M 1K ring\n").find("my.rules:3: max_bytes must be greater"),
             std::string::npos);
   EXPECT_NE(message("allreduce 0 1M\n").find("my.rules:1: expected"), std::string::npos);
   EXPECT_NE(message("allreduce 0 1M auto\n").find("name an algorithm"), std::string::npos);
-  EXPECT_NE(message("allreduce 0 1M ring zero\n").find("my.rules:1 nodes: 'zero'"), std::string::npos);
+  EXPECT_NE(message("allreduce 0 1M ring zero\n").find("my.rules:1 nodes: 'zero'"),
+            std::string::npos);
   EXPECT_NE(message("allreduce lots 1M ring\n").find("my.rules:1"), std::string::npos);
   try {
     AllreduceRules::Load("/nonexistent/x.rules");
@@ -232,16 +240,19 @@ TEST(AllreduceRules, OverrideTheSelectorInsideACommunicator) {
   setup.base.selector = std::make_shared<UnsureSelector>();
   std::atomic<int> logged{0};
   setup.base.log = [&](const std::string&) { ++logged; };
-  testing::RunRanks(3, [&](Communicator& comm) {
-    EXPECT_EQ(comm.ResolveAllreduce(10, DataType::kFloat32), A::kTree);
-    EXPECT_EQ(comm.ResolveAllreduce(1 << 20, DataType::kFloat32), A::kHalvingDoubling);
-    EXPECT_EQ(comm.ResolveAllreduce(4096, DataType::kFloat32), A::kRing);  // the selector's
-    for (int call = 0; call < 4; ++call) {
-      std::vector<int32_t> v(1 << 20, comm.rank() + 1);  // 4 MiB: ruled, so never tuned
-      comm.Allreduce(v.data(), v.size(), DataType::kInt32, ReduceOp::kSum)->Wait();
-      ASSERT_EQ(v.back(), 6);
-    }
-  }, setup);
+  testing::RunRanks(
+      3,
+      [&](Communicator& comm) {
+        EXPECT_EQ(comm.ResolveAllreduce(10, DataType::kFloat32), A::kTree);
+        EXPECT_EQ(comm.ResolveAllreduce(1 << 20, DataType::kFloat32), A::kHalvingDoubling);
+        EXPECT_EQ(comm.ResolveAllreduce(4096, DataType::kFloat32), A::kRing);  // the selector's
+        for (int call = 0; call < 4; ++call) {
+          std::vector<int32_t> v(1 << 20, comm.rank() + 1);  // 4 MiB: ruled, so never tuned
+          comm.Allreduce(v.data(), v.size(), DataType::kInt32, ReduceOp::kSum)->Wait();
+          ASSERT_EQ(v.back(), 6);
+        }
+      },
+      setup);
   EXPECT_EQ(logged.load(), 0);
 }
 

@@ -11,7 +11,8 @@ namespace {
 
 // Runs one interval on `world` balancers whose ranks compute `per_sample[r]` seconds a sample,
 // summing their reports as the allreduce would; returns whether the split changed.
-bool Interval(std::vector<BatchBalancer>& ranks, const std::vector<double>& per_sample, int64_t step) {
+bool Interval(std::vector<BatchBalancer>& ranks, const std::vector<double>& per_sample,
+              int64_t step) {
   std::vector<double> sum(ranks.size(), 0.0);
   for (size_t r = 0; r < ranks.size(); ++r) {
     const int b = ranks[r].batches()[r];

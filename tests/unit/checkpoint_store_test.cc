@@ -25,7 +25,8 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string TempDir(const std::string& name) {
-  const std::string d = fs::temp_directory_path() / ("cdt-ckpt-" + name + "-" + std::to_string(::getpid()));
+  const std::string d =
+      fs::temp_directory_path() / ("cdt-ckpt-" + name + "-" + std::to_string(::getpid()));
   fs::remove_all(d);
   return d;
 }
@@ -36,7 +37,8 @@ std::string State(size_t floats, int step, double drift = 1e-3) {
   std::normal_distribution<float> w(0.0f, 0.05f);
   std::vector<float> v(floats);
   for (auto& x : v) x = w(rng);
-  for (size_t i = 0; i < floats; ++i) v[i] += static_cast<float>(drift * step * std::sin(0.001 * i));
+  for (size_t i = 0; i < floats; ++i)
+    v[i] += static_cast<float>(drift * step * std::sin(0.001 * i));
   std::string s(reinterpret_cast<const char*>(v.data()), floats * 4);
   s += "step=" + std::to_string(step);
   return s;
@@ -84,7 +86,8 @@ TEST(CheckpointStore, RoundTripsThroughEveryCodec) {
   for (size_t n : {size_t{0}, size_t{1}, size_t{101}, size_t{1003}}) {
     w.Submit(static_cast<int64_t>(n), std::string(n, 'x') + std::to_string(n));
     w.Flush();
-    EXPECT_EQ(ReadCheckpointFile(w.records().back().path).state, std::string(n, 'x') + std::to_string(n));
+    EXPECT_EQ(ReadCheckpointFile(w.records().back().path).state,
+              std::string(n, 'x') + std::to_string(n));
   }
 }
 

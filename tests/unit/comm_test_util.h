@@ -1,4 +1,5 @@
-// Runs N ranks as threads over a MemoryStore and real TCP loopback connections (Gloo's test pattern).
+// Runs N ranks as threads over a MemoryStore and real TCP loopback connections (Gloo's test
+// pattern).
 #pragma once
 
 #include <functional>
@@ -19,8 +20,8 @@ struct RankSetup {
 
 // Calls body(comm) on `size` threads, each with its own connected communicator; rethrows the first
 // exception after all threads finished.
-inline void RunRanks(int size, const std::function<void(Communicator&)>& body,
-                     RankSetup setup = {}, Store* shared_store = nullptr) {
+inline void RunRanks(int size, const std::function<void(Communicator&)>& body, RankSetup setup = {},
+                     Store* shared_store = nullptr) {
   MemoryStore own_store;
   Store& store = shared_store ? *shared_store : own_store;
   std::vector<std::exception_ptr> errors(static_cast<size_t>(size));

@@ -64,16 +64,16 @@ TEST(Communicator, YieldingCommunicatorPausesWhileTheGateIsHeld) {
   std::vector<std::vector<float>> big(2, std::vector<float>(1 << 20, 1.0f));
   std::vector<std::shared_ptr<Work>> works;
   for (int r = 0; r < 2; ++r)
-    works.push_back(bulk[static_cast<size_t>(r)]->Allreduce(big[static_cast<size_t>(r)].data(), 1 << 20,
-                                                           DataType::kFloat32, ReduceOp::kSum));
+    works.push_back(bulk[static_cast<size_t>(r)]->Allreduce(
+        big[static_cast<size_t>(r)].data(), 1 << 20, DataType::kFloat32, ReduceOp::kSum));
   std::this_thread::sleep_for(milliseconds(600));
   for (auto& w : works) EXPECT_FALSE(w->Completed());
   // The urgent communicators are not held back by their own gate.
   std::vector<std::vector<float>> small(2, std::vector<float>(1000, 2.0f));
   std::vector<std::shared_ptr<Work>> quick;
   for (int r = 0; r < 2; ++r)
-    quick.push_back(urgent[static_cast<size_t>(r)]->Allreduce(small[static_cast<size_t>(r)].data(), 1000,
-                                                             DataType::kFloat32, ReduceOp::kSum));
+    quick.push_back(urgent[static_cast<size_t>(r)]->Allreduce(
+        small[static_cast<size_t>(r)].data(), 1000, DataType::kFloat32, ReduceOp::kSum));
   for (auto& w : quick) w->Wait();
   EXPECT_EQ(small[1][999], 4.0f);
   for (auto& w : works) EXPECT_FALSE(w->Completed());
@@ -95,13 +95,14 @@ TEST(SendPacing, BufferIsTwiceTheBandwidthDelayProductWithinItsBounds) {
     s.mss_bytes = 1448;  // Ethernet
     return net::PacedSendBuffer(s, 16 << 10, 64 << 10, 30000);
   };
-  EXPECT_EQ(at(2.5e6, 100e-6), 16 << 10);    // 20 Mbit/s, 0.1 ms: the floor
+  EXPECT_EQ(at(2.5e6, 100e-6), 16 << 10);     // 20 Mbit/s, 0.1 ms: the floor
   EXPECT_EQ(at(1.25e8, 100e-6), 25000);       // 1 Gbit/s, 0.1 ms
   EXPECT_EQ(at(1.25e9, 50e-6), 64 << 10);     // 10 Gbit/s, 50 us: the cap
   EXPECT_EQ(at(2.5e6, 100e-6, true), 30000);  // application-limited: keep what it is
   EXPECT_EQ(net::PacedSendBuffer(net::PathSample{}, 16 << 10, 64 << 10, 30000), 30000);
   net::PathSample fast{true, 1e6, 1e-3, false, 1448};
-  EXPECT_EQ(net::PacedSendBuffer(fast, 64 << 10, 64 << 10, 30000), 64 << 10);  // floor at the cap: fixed
+  EXPECT_EQ(net::PacedSendBuffer(fast, 64 << 10, 64 << 10, 30000),
+            64 << 10);  // floor at the cap: fixed
   // A buffer that limits the rate itself (rate x RTT = buffer) doubles.
   EXPECT_EQ(at(20000 / 1e-3, 1e-3), 40000);
   // Never below eight segments: on loopback (64 KiB segments) that is above the cap.
@@ -168,10 +169,14 @@ TEST(Communicator, YieldingSendBufferFollowsThePathAndKeepsEveryByte) {
         const size_t count = size_t{3} << 20;
         std::vector<float> v(count, static_cast<float>(r + round));
         std::vector<float> small(999, 1.0f);
-        auto w = bulk[static_cast<size_t>(r)]->Allreduce(v.data(), count, DataType::kFloat32, ReduceOp::kSum);
-        urgent[static_cast<size_t>(r)]->Allreduce(small.data(), small.size(), DataType::kFloat32, ReduceOp::kSum)->Wait();
+        auto w = bulk[static_cast<size_t>(r)]->Allreduce(v.data(), count, DataType::kFloat32,
+                                                         ReduceOp::kSum);
+        urgent[static_cast<size_t>(r)]
+            ->Allreduce(small.data(), small.size(), DataType::kFloat32, ReduceOp::kSum)
+            ->Wait();
         w->Wait();
-        for (size_t i = 0; i < count; i += 4093) ASSERT_EQ(v[i], static_cast<float>(1 + 2 * round)) << round;
+        for (size_t i = 0; i < count; i += 4093)
+          ASSERT_EQ(v[i], static_cast<float>(1 + 2 * round)) << round;
         ASSERT_EQ(v[count - 1], static_cast<float>(1 + 2 * round));
         ASSERT_EQ(small[998], 2.0f);
       }
@@ -189,15 +194,19 @@ TEST(Communicator, BatchedReceivesFromAnotherHostNeverStall) {
     setup.base.remote_receive_batch_bytes = batch;
     setup.base.remote_socket_buffer_bytes = 64 << 10;  // fixed: SO_RCVLOWAT cannot grow it
     setup.base.timeout = std::chrono::seconds(10);     // a stall fails as kTimeout
-    testing::RunRanks(2, [&](Communicator& comm) {
-      for (size_t count : {size_t{0}, size_t{1}, size_t{1031}, size_t{3} << 20}) {
-        for (AllreduceAlgorithm algo : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree}) {
-          std::vector<float> v(count, static_cast<float>(comm.rank() + 1));
-          comm.Allreduce(v.data(), count, DataType::kFloat32, ReduceOp::kSum, {algo})->Wait();
-          for (size_t i = 0; i < count; ++i) ASSERT_EQ(v[i], 3.0f) << "batch " << batch << " count " << count;
-        }
-      }
-    }, setup);
+    testing::RunRanks(
+        2,
+        [&](Communicator& comm) {
+          for (size_t count : {size_t{0}, size_t{1}, size_t{1031}, size_t{3} << 20}) {
+            for (AllreduceAlgorithm algo : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree}) {
+              std::vector<float> v(count, static_cast<float>(comm.rank() + 1));
+              comm.Allreduce(v.data(), count, DataType::kFloat32, ReduceOp::kSum, {algo})->Wait();
+              for (size_t i = 0; i < count; ++i)
+                ASSERT_EQ(v[i], 3.0f) << "batch " << batch << " count " << count;
+            }
+          }
+        },
+        setup);
   }
 }
 
@@ -213,7 +222,8 @@ TEST(Communicator, SilentPeerTimesOutNamingPeerAndOperation) {
   auto start = Clock::now();
   try {
     comm->Allreduce(buf.data(), buf.size(), DataType::kFloat32, ReduceOp::kSum,
-                    {AllreduceAlgorithm::kRing})->Wait();
+                    {AllreduceAlgorithm::kRing})
+        ->Wait();
     FAIL() << "allreduce with a silent peer succeeded";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kTimeout) << e.what();
@@ -268,12 +278,15 @@ TEST(Communicator, AbortUnblocksWaitersAtOnceAndNextGenerationWorks) {
   testing::RankSetup setup;
   setup.base.generation = 1;
   setup.base.job_id = "t";
-  testing::RunRanks(2, [](Communicator& c) {
-    EXPECT_EQ(c.generation(), 1u);
-    int32_t v = c.rank() + 1;
-    c.Allreduce(&v, 1, DataType::kInt32, ReduceOp::kSum)->Wait();
-    EXPECT_EQ(v, 3);
-  }, setup, &store);
+  testing::RunRanks(
+      2,
+      [](Communicator& c) {
+        EXPECT_EQ(c.generation(), 1u);
+        int32_t v = c.rank() + 1;
+        c.Allreduce(&v, 1, DataType::kInt32, ReduceOp::kSum)->Wait();
+        EXPECT_EQ(v, 3);
+      },
+      setup, &store);
 }
 
 TEST(Communicator, StaleGenerationAndForeignConnectionsAreRefused) {
@@ -292,7 +305,8 @@ TEST(Communicator, StaleGenerationAndForeignConnectionsAreRefused) {
       // gen 0 with the right token: a survivor of the previous generation; gen 1 with a zero
       // token: a stranger who guessed the generation.
       if (gen == 0) std::memcpy(h.token, token.data(), handshake::kTokenBytes);
-      net::SendAll(socks.back().fd(), &h, sizeof h, net::DeadlineAfter(milliseconds(2000)), "rank 0");
+      net::SendAll(socks.back().fd(), &h, sizeof h, net::DeadlineAfter(milliseconds(2000)),
+                   "rank 0");
     }
     std::thread real([&] {
       auto comm = ConnectTcpCommunicator(store, Opts(1, 2, 1, 5000));
@@ -302,7 +316,8 @@ TEST(Communicator, StaleGenerationAndForeignConnectionsAreRefused) {
     });
     for (int i = 0; i < 2; ++i) {
       handshake::Ack ack{};
-      net::RecvAll(socks[i].fd(), &ack, sizeof ack, net::DeadlineAfter(milliseconds(5000)), "rank 0");
+      net::RecvAll(socks[i].fd(), &ack, sizeof ack, net::DeadlineAfter(milliseconds(5000)),
+                   "rank 0");
       EXPECT_EQ(ack.status, i == 0 ? handshake::kAckBadGeneration : handshake::kAckBadToken);
     }
     real.join();
@@ -318,20 +333,24 @@ TEST(Communicator, MismatchedCollectivesAreReportedWithEveryRanksSubmission) {
   testing::RankSetup setup;
   setup.base.check_fingerprints = true;
   setup.base.timeout = milliseconds(5000);
-  testing::RunRanks(3, [](Communicator& comm) {
-    std::vector<float> buf(16, 1.0f);
-    comm.Allreduce(buf.data(), 8, DataType::kFloat32, ReduceOp::kSum)->Wait();  // matching: fine
-    size_t count = comm.rank() == 2 ? 12 : 8;
-    try {
-      comm.Allreduce(buf.data(), count, DataType::kFloat32, ReduceOp::kSum)->Wait();
-      ADD_FAILURE() << "mismatch not detected on rank " << comm.rank();
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::kMismatch) << e.what();
-      std::string m = e.what();
-      EXPECT_NE(m.find("rank 2: allreduce #2 12 x f32 sum"), std::string::npos) << m;
-      EXPECT_NE(m.find("rank 0: allreduce #2 8 x f32 sum"), std::string::npos) << m;
-    }
-  }, setup);
+  testing::RunRanks(
+      3,
+      [](Communicator& comm) {
+        std::vector<float> buf(16, 1.0f);
+        comm.Allreduce(buf.data(), 8, DataType::kFloat32, ReduceOp::kSum)
+            ->Wait();  // matching: fine
+        size_t count = comm.rank() == 2 ? 12 : 8;
+        try {
+          comm.Allreduce(buf.data(), count, DataType::kFloat32, ReduceOp::kSum)->Wait();
+          ADD_FAILURE() << "mismatch not detected on rank " << comm.rank();
+        } catch (const Error& e) {
+          EXPECT_EQ(e.code(), ErrorCode::kMismatch) << e.what();
+          std::string m = e.what();
+          EXPECT_NE(m.find("rank 2: allreduce #2 12 x f32 sum"), std::string::npos) << m;
+          EXPECT_NE(m.find("rank 0: allreduce #2 8 x f32 sum"), std::string::npos) << m;
+        }
+      },
+      setup);
 }
 
 TEST(Communicator, InvalidArgumentsAreRejectedAtSubmission) {

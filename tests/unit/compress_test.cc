@@ -19,36 +19,12 @@
 #include "compress/compressors.h"
 #include "compress/error_feedback.h"
 #include "compress/kernels.h"
+#include "compress_test_util.h"
 
 namespace cdt::compress {
 namespace {
 
-// Rank r's gradient: deterministic, so every rank can compute the others' (for the exact sum).
-std::vector<float> Gradient(int rank, size_t n, uint64_t step = 0) {
-  std::mt19937_64 rng(1000 * static_cast<uint64_t>(rank) + 7 + 31 * step);
-  std::normal_distribution<float> d(0.0f, 1e-2f);
-  std::vector<float> g(n);
-  for (auto& x : g) x = d(rng);
-  return g;
-}
-
-std::vector<double> ExactSum(int world, size_t n, uint64_t step = 0) {
-  std::vector<double> s(n, 0.0);
-  for (int r = 0; r < world; ++r) {
-    auto g = Gradient(r, n, step);
-    for (size_t i = 0; i < n; ++i) s[i] += g[i];
-  }
-  return s;
-}
-
 const std::vector<size_t> kSizes = {0, 1, 1001, 100000};
-
-CompressorOptions NoFeedback() {
-  CompressorOptions o;
-  o.error_feedback = false;
-  o.ratio = 0.05;
-  return o;
-}
 
 // Runs `name` once on `world` ranks with rank r's Gradient(r, n); returns every rank's result and
 // local contribution.
@@ -83,7 +59,8 @@ TEST(Compress, EveryCompressorWithinItsBoundAtEverySizeAndWorld) {
   for (int world = 1; world <= 4; ++world)
     for (size_t n : kSizes)
       for (const std::string& name : CompressorNames()) {
-        const std::string what = name + " n=" + std::to_string(n) + " world=" + std::to_string(world);
+        const std::string what =
+            name + " n=" + std::to_string(n) + " world=" + std::to_string(world);
         Outcome o = RunOnce(name, world, n);
         ExpectSameOnEveryRank(o, what);
         if (n == 0) continue;
@@ -261,7 +238,8 @@ TEST(Compress, SparseValuesTravelIn16BitFloats) {
             size_t kept = 0;
             for (size_t i = 0; i < n; ++i) {
               const float l = h.local[static_cast<size_t>(r)][i];
-              ASSERT_EQ(l != 0.0f, f32.local[static_cast<size_t>(r)][i] != 0.0f) << what << " i=" << i;
+              ASSERT_EQ(l != 0.0f, f32.local[static_cast<size_t>(r)][i] != 0.0f)
+                  << what << " i=" << i;
               if (l != 0.0f) {
                 ++kept;
                 ASSERT_EQ(l, rounded[i]) << what << " i=" << i;
@@ -270,7 +248,8 @@ TEST(Compress, SparseValuesTravelIn16BitFloats) {
             EXPECT_EQ(kept, k) << what;
           }
           // 16-bit sums round at each of the world - 1 additions: half an ulp of |sum| < 0.2 each.
-          const double ulp = values == DataType::kFloat16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
+          const double ulp =
+              values == DataType::kFloat16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
           const bool summed_in_16_bits = name == "randomk" || dense;
           for (size_t i = 0; i < n; ++i) {
             double s = 0;
@@ -294,7 +273,8 @@ TEST(Compress, SignScalesEachTensorByItsOwnMagnitude) {
     for (size_t i = 0; i < n; ++i) g[i] = (i % 3 == 0 ? -1.0f : 1.0f) * (i < 100 ? 1.0f : 0.01f);
     const size_t wire = c->Reduce(comm, g.data(), local.data(), n);
     EXPECT_EQ(wire, 4u * 3u + (n + 7) / 8);  // two tensors and the (empty) rest
-    for (size_t i = 0; i < n; ++i) EXPECT_FLOAT_EQ(std::fabs(local[i]), i < 100 ? 1.0f : 0.01f) << i;
+    for (size_t i = 0; i < n; ++i)
+      EXPECT_FLOAT_EQ(std::fabs(local[i]), i < 100 ? 1.0f : 0.01f) << i;
   });
 }
 
@@ -315,45 +295,47 @@ TEST(Compress, PowerSgdIsExactOnRankRSums) {
   // Every rank holds u_r v_rᵀ with v_r from a 2-dimensional space: the sum has rank <= 2. The wide
   // shape spans several of the column blocks Qᵀ = (Mᵀ P)ᵀ is summed in.
   for (auto [rows, cols] : {std::pair<size_t, size_t>{64, 48}, {7, 2500}}) {
-  const size_t n = rows * cols + 5;  // + a bias of 5, sent uncompressed
-  std::vector<TensorView> tensors = {{0, rows, cols}, {rows * cols, 5, 1}};
-  for (int world : {1, 2, 3, 4}) {
-    std::vector<std::vector<float>> inputs(static_cast<size_t>(world));
-    std::mt19937_64 rng(5);
-    std::normal_distribution<float> d(0, 1);
-    std::vector<float> b1(cols), b2(cols);
-    for (auto& x : b1) x = d(rng);
-    for (auto& x : b2) x = d(rng);
-    std::vector<double> exact(n, 0);
-    for (auto& in : inputs) {
-      in.resize(n);
-      std::vector<float> u(rows), w(rows);
-      for (auto& x : u) x = d(rng);
-      for (auto& x : w) x = d(rng);
-      for (size_t i = 0; i < rows; ++i)
-        for (size_t j = 0; j < cols; ++j) in[i * cols + j] = u[i] * b1[j] + w[i] * b2[j];
-      for (size_t i = rows * cols; i < n; ++i) in[i] = d(rng);
-      for (size_t i = 0; i < n; ++i) exact[i] += in[i];
+    const size_t n = rows * cols + 5;  // + a bias of 5, sent uncompressed
+    std::vector<TensorView> tensors = {{0, rows, cols}, {rows * cols, 5, 1}};
+    for (int world : {1, 2, 3, 4}) {
+      std::vector<std::vector<float>> inputs(static_cast<size_t>(world));
+      std::mt19937_64 rng(5);
+      std::normal_distribution<float> d(0, 1);
+      std::vector<float> b1(cols), b2(cols);
+      for (auto& x : b1) x = d(rng);
+      for (auto& x : b2) x = d(rng);
+      std::vector<double> exact(n, 0);
+      for (auto& in : inputs) {
+        in.resize(n);
+        std::vector<float> u(rows), w(rows);
+        for (auto& x : u) x = d(rng);
+        for (auto& x : w) x = d(rng);
+        for (size_t i = 0; i < rows; ++i)
+          for (size_t j = 0; j < cols; ++j) in[i * cols + j] = u[i] * b1[j] + w[i] * b2[j];
+        for (size_t i = rows * cols; i < n; ++i) in[i] = d(rng);
+        for (size_t i = 0; i < n; ++i) exact[i] += in[i];
+      }
+      std::vector<std::vector<float>> results(static_cast<size_t>(world));
+      testing::RunRanks(world, [&](Communicator& comm) {
+        CompressorOptions o = NoFeedback();
+        o.powersgd_rank = 2;
+        o.powersgd_min_saved_bytes = 0;  // the 64x48 matrix saves 11 KiB
+        auto c = MakeCompressor("powersgd", o, tensors);
+        auto g = inputs[static_cast<size_t>(comm.rank())];
+        std::vector<float> local(n);
+        const size_t wire = c->Reduce(comm, g.data(), local.data(), n);
+        EXPECT_EQ(wire, 4 * ((rows + cols) * 2 + 5));
+        EXPECT_EQ(PowerSgdWireBytes(tensors, 2, 0),
+                  wire);  // what the adaptive controller predicts from
+        results[static_cast<size_t>(comm.rank())] = g;
+      });
+      double scale = 0;
+      for (double x : exact) scale = std::max(scale, std::fabs(x));
+      for (size_t i = 0; i < n; ++i)
+        ASSERT_NEAR(results[0][i], exact[i], 1e-4 * scale)
+            << rows << "x" << cols << " world " << world << " i " << i;
+      for (int r = 1; r < world; ++r) EXPECT_EQ(results[static_cast<size_t>(r)], results[0]);
     }
-    std::vector<std::vector<float>> results(static_cast<size_t>(world));
-    testing::RunRanks(world, [&](Communicator& comm) {
-      CompressorOptions o = NoFeedback();
-      o.powersgd_rank = 2;
-      o.powersgd_min_saved_bytes = 0;  // the 64x48 matrix saves 11 KiB
-      auto c = MakeCompressor("powersgd", o, tensors);
-      auto g = inputs[static_cast<size_t>(comm.rank())];
-      std::vector<float> local(n);
-      const size_t wire = c->Reduce(comm, g.data(), local.data(), n);
-      EXPECT_EQ(wire, 4 * ((rows + cols) * 2 + 5));
-      EXPECT_EQ(PowerSgdWireBytes(tensors, 2, 0), wire);  // what the adaptive controller predicts from
-      results[static_cast<size_t>(comm.rank())] = g;
-    });
-    double scale = 0;
-    for (double x : exact) scale = std::max(scale, std::fabs(x));
-    for (size_t i = 0; i < n; ++i)
-      ASSERT_NEAR(results[0][i], exact[i], 1e-4 * scale) << rows << "x" << cols << " world " << world << " i " << i;
-    for (int r = 1; r < world; ++r) EXPECT_EQ(results[static_cast<size_t>(r)], results[0]);
-  }
   }
 }
 
@@ -452,8 +434,9 @@ TEST(Compress, KernelsMatchPlainLoops) {
       const float v = 0.9f * c[i] + a[i];
       m2 += std::pow(static_cast<double>(v) + b[i], 2);
     }
-    EXPECT_NEAR(kernels::AddResidualWithMomentum(0.9f, g.data(), u.data(), e.data(), g.data(), n), m2,
-                1e-9 + 1e-5 * m2) << n;
+    EXPECT_NEAR(kernels::AddResidualWithMomentum(0.9f, g.data(), u.data(), e.data(), g.data(), n),
+                m2, 1e-9 + 1e-5 * m2)
+        << n;
     for (size_t i = 0; i < n; ++i) {
       ASSERT_FLOAT_EQ(u[i], 0.9f * c[i] + a[i]) << n;
       ASSERT_EQ(g[i], u[i] + b[i]) << n;
@@ -468,39 +451,40 @@ TEST(Compress, ErrorFeedbackConservesMass) {
   for (const std::string& name : CompressorNames())
     if (name != "none") cases.emplace_back(name, DataType::kFloat32);
   for (const char* sparse : {"topk", "randomk"})
-    for (DataType values : {DataType::kFloat16, DataType::kBFloat16}) cases.emplace_back(sparse, values);
+    for (DataType values : {DataType::kFloat16, DataType::kBFloat16})
+      cases.emplace_back(sparse, values);
   for (size_t n : {size_t{1001}, size_t{9001}})
-  for (const auto& [name, values] : cases) {
-    testing::RunRanks(3, [&](Communicator& comm) {
-      CompressorOptions o;
-      o.ratio = 0.05;
-      o.sparse_values = values;
-      auto c = MakeCompressor(name, o, {});
-      auto* ef = dynamic_cast<ErrorFeedback*>(c.get());
-      ASSERT_NE(ef, nullptr) << name;
-      std::vector<double> sent(n, 0), fed(n, 0);
-      for (uint64_t step = 0; step < 6; ++step) {
-        auto g = Gradient(comm.rank(), n, step);
-        for (size_t i = 0; i < n; ++i) fed[i] += g[i];
-        double x2 = 0, e2 = 0;
-        for (size_t i = 0; i < n; ++i)
-          x2 += std::pow(g[i] + (ef->residual().empty() ? 0.0 : ef->residual()[i]), 2);
-        std::vector<float> local(n);
-        c->Reduce(comm, g.data(), local.data(), n);
-        for (size_t i = 0; i < n; ++i) sent[i] += local[i];
-        for (float e : ef->residual()) e2 += static_cast<double>(e) * e;
-        EXPECT_NEAR(ef->input_norm(), std::sqrt(x2), 1e-5 * std::sqrt(x2)) << name;
-        EXPECT_NEAR(ef->residual_norm(), std::sqrt(e2), 1e-9 + 1e-5 * std::sqrt(e2)) << name;
-        // Every one of them drops something of a Gaussian gradient (int8: its rounding), but
-        // PowerSGD, which sends a bucket without matrices as it is.
-        if (name != "powersgd") {
-          EXPECT_GT(ef->residual_norm(), 1e-4 * ef->input_norm()) << name;
+    for (const auto& [name, values] : cases) {
+      testing::RunRanks(3, [&](Communicator& comm) {
+        CompressorOptions o;
+        o.ratio = 0.05;
+        o.sparse_values = values;
+        auto c = MakeCompressor(name, o, {});
+        auto* ef = dynamic_cast<ErrorFeedback*>(c.get());
+        ASSERT_NE(ef, nullptr) << name;
+        std::vector<double> sent(n, 0), fed(n, 0);
+        for (uint64_t step = 0; step < 6; ++step) {
+          auto g = Gradient(comm.rank(), n, step);
+          for (size_t i = 0; i < n; ++i) fed[i] += g[i];
+          double x2 = 0, e2 = 0;
+          for (size_t i = 0; i < n; ++i)
+            x2 += std::pow(g[i] + (ef->residual().empty() ? 0.0 : ef->residual()[i]), 2);
+          std::vector<float> local(n);
+          c->Reduce(comm, g.data(), local.data(), n);
+          for (size_t i = 0; i < n; ++i) sent[i] += local[i];
+          for (float e : ef->residual()) e2 += static_cast<double>(e) * e;
+          EXPECT_NEAR(ef->input_norm(), std::sqrt(x2), 1e-5 * std::sqrt(x2)) << name;
+          EXPECT_NEAR(ef->residual_norm(), std::sqrt(e2), 1e-9 + 1e-5 * std::sqrt(e2)) << name;
+          // Every one of them drops something of a Gaussian gradient (int8: its rounding), but
+          // PowerSGD, which sends a bucket without matrices as it is.
+          if (name != "powersgd") {
+            EXPECT_GT(ef->residual_norm(), 1e-4 * ef->input_norm()) << name;
+          }
         }
-      }
-      for (size_t i = 0; i < n; ++i)
-        ASSERT_NEAR(sent[i] + ef->residual()[i], fed[i], 1e-5) << name << " element " << i;
-    });
-  }
+        for (size_t i = 0; i < n; ++i)
+          ASSERT_NEAR(sent[i] + ef->residual()[i], fed[i], 1e-5) << name << " element " << i;
+      });
+    }
 }
 
 TEST(Compress, MomentumCorrectionSendsMomentumSgdsUpdate) {
@@ -527,7 +511,8 @@ TEST(Compress, MomentumCorrectionSendsMomentumSgdsUpdate) {
       auto g2 = g;
       std::vector<float> local(n);
       exact.Reduce(comm, g.data(), local.data(), n);
-      for (size_t i = 0; i < n; ++i) ASSERT_NEAR(g[i], expect[i], 1e-5) << "step " << step << " i " << i;
+      for (size_t i = 0; i < n; ++i)
+        ASSERT_NEAR(g[i], expect[i], 1e-5) << "step " << step << " i " << i;
       sparse.Reduce(comm, g2.data(), local.data(), n);
       for (size_t i = 0; i < n; ++i) {
         own_u[i] = m * own_u[i] + Gradient(comm.rank(), n, step)[i];
@@ -575,54 +560,6 @@ TEST(Compress, Int8RoundingIsUnbiased) {
   });
 }
 
-TEST(Compress, StateRoundTripsThroughGetAndSet) {
-  testing::RunRanks(2, [&](Communicator& comm) {
-    CompressorOptions o;
-    o.powersgd_min_saved_bytes = 0;  // 40x30 is factored (its Q is the state), not sent whole
-    std::vector<TensorView> t = {{0, 40, 30}};
-    for (const std::string& name : {std::string("powersgd"), std::string("topk"), std::string("randomk")}) {
-      auto a = MakeCompressor(name, o, t), b = MakeCompressor(name, o, t);
-      auto g = Gradient(comm.rank(), 1200);
-      std::vector<float> local(1200);
-      a->Reduce(comm, g.data(), local.data(), 1200);
-      EXPECT_EQ(b->SetState(a->GetState()), "") << name;  // all of it used
-      // Garbage (a count no residual has) is left out and said, not read by offsets.
-      EXPECT_NE(MakeCompressor(name, o, t)->SetState({1e30f, 1}), "") << name;
-      auto g1 = Gradient(comm.rank(), 1200, 1), g2 = g1;
-      a->Reduce(comm, g1.data(), local.data(), 1200);
-      b->Reduce(comm, g2.data(), local.data(), 1200);
-      EXPECT_EQ(g1, g2) << name;
-    }
-  });
-}
-
-TEST(Compress, PowerSgdStateOfAnotherRankStartsAFreshQ) {
-  // A rank-4 checkpoint resumed at rank 2 (and the other way round) warm-starts nothing: the
-  // result is a fresh compressor's, not one built from the other rank's Q read by offsets.
-  testing::RunRanks(2, [&](Communicator& comm) {
-    std::vector<TensorView> t = {{0, 40, 30}, {1200, 20, 16}};
-    const size_t n = 1200 + 320;
-    for (auto [from, to] : {std::pair{4, 2}, std::pair{2, 4}}) {
-      CompressorOptions a_opts, b_opts;
-      a_opts.powersgd_rank = from;
-      b_opts.powersgd_rank = to;
-      a_opts.error_feedback = b_opts.error_feedback = false;
-      a_opts.powersgd_min_saved_bytes = b_opts.powersgd_min_saved_bytes = 0;  // factor both
-      auto a = MakeCompressor("powersgd", a_opts, t), loaded = MakeCompressor("powersgd", b_opts, t),
-           fresh = MakeCompressor("powersgd", b_opts, t);
-      auto g = Gradient(comm.rank(), n);
-      std::vector<float> local(n);
-      a->Reduce(comm, g.data(), local.data(), n);
-      const std::string why = loaded->SetState(a->GetState());
-      EXPECT_NE(why.find("rank-" + std::to_string(to) + " factors"), std::string::npos) << why;
-      auto g1 = Gradient(comm.rank(), n, 1), g2 = g1;
-      loaded->Reduce(comm, g1.data(), local.data(), n);
-      fresh->Reduce(comm, g2.data(), local.data(), n);
-      EXPECT_EQ(g1, g2) << "rank " << from << " -> " << to;
-    }
-  });
-}
-
 // Begin/End (compressor.h): three buckets begun one after the other on one communicator and
 // ended later, in an order the gradient reducer's two threads per channel can produce (Begin 0,
 // Begin 1, End 0, Begin 2, End 1, End 2), give bit for bit what three Reduce calls give: every
@@ -636,42 +573,48 @@ TEST(Compress, PipelinedBucketsMatchOneAtATime) {
   fixed.base.default_algorithm = AllreduceAlgorithm::kRing;
   for (int world : {1, 2, 3})
     for (const std::string& name : CompressorNames())
-      testing::RunRanks(world, [&](Communicator& comm) {
-        CompressorOptions o;
-        o.ratio = 0.05;
-        o.powersgd_min_saved_bytes = 0;
-        std::vector<std::unique_ptr<Compressor>> serial, piped;
-        std::vector<size_t> n;
-        for (const auto& t : layouts) {
-          serial.push_back(MakeCompressor(name, o, t));
-          piped.push_back(MakeCompressor(name, o, t));
-          n.push_back(t.back().offset + t.back().numel());
-        }
-        for (uint64_t step = 0; step < 2; ++step) {
-          std::vector<std::vector<float>> ga, gb, la, lb;
-          std::vector<size_t> wa, wb(3);
-          for (size_t k = 0; k < 3; ++k) {
-            ga.push_back(Gradient(comm.rank() + 10 * static_cast<int>(k), n[k], step));
-            gb.push_back(ga.back());
-            la.emplace_back(n[k]);
-            lb.emplace_back(n[k]);
-            wa.push_back(serial[k]->Reduce(comm, ga[k].data(), la[k].data(), n[k]));
-          }
-          const auto begin = [&](size_t k) { piped[k]->Begin(comm, gb[k].data(), lb[k].data(), n[k]); };
-          begin(0);
-          begin(1);
-          wb[0] = piped[0]->End();
-          begin(2);
-          wb[1] = piped[1]->End();
-          wb[2] = piped[2]->End();
-          const std::string what = name + " world " + std::to_string(world) + " step " + std::to_string(step);
-          EXPECT_EQ(wb, wa) << what;
-          for (size_t k = 0; k < 3; ++k) {
-            EXPECT_EQ(gb[k], ga[k]) << what << " bucket " << k;
-            EXPECT_EQ(lb[k], la[k]) << what << " bucket " << k;
-          }
-        }
-      }, fixed);
+      testing::RunRanks(
+          world,
+          [&](Communicator& comm) {
+            CompressorOptions o;
+            o.ratio = 0.05;
+            o.powersgd_min_saved_bytes = 0;
+            std::vector<std::unique_ptr<Compressor>> serial, piped;
+            std::vector<size_t> n;
+            for (const auto& t : layouts) {
+              serial.push_back(MakeCompressor(name, o, t));
+              piped.push_back(MakeCompressor(name, o, t));
+              n.push_back(t.back().offset + t.back().numel());
+            }
+            for (uint64_t step = 0; step < 2; ++step) {
+              std::vector<std::vector<float>> ga, gb, la, lb;
+              std::vector<size_t> wa, wb(3);
+              for (size_t k = 0; k < 3; ++k) {
+                ga.push_back(Gradient(comm.rank() + 10 * static_cast<int>(k), n[k], step));
+                gb.push_back(ga.back());
+                la.emplace_back(n[k]);
+                lb.emplace_back(n[k]);
+                wa.push_back(serial[k]->Reduce(comm, ga[k].data(), la[k].data(), n[k]));
+              }
+              const auto begin = [&](size_t k) {
+                piped[k]->Begin(comm, gb[k].data(), lb[k].data(), n[k]);
+              };
+              begin(0);
+              begin(1);
+              wb[0] = piped[0]->End();
+              begin(2);
+              wb[1] = piped[1]->End();
+              wb[2] = piped[2]->End();
+              const std::string what =
+                  name + " world " + std::to_string(world) + " step " + std::to_string(step);
+              EXPECT_EQ(wb, wa) << what;
+              for (size_t k = 0; k < 3; ++k) {
+                EXPECT_EQ(gb[k], ga[k]) << what << " bucket " << k;
+                EXPECT_EQ(lb[k], la[k]) << what << " bucket " << k;
+              }
+            }
+          },
+          fixed);
 }
 
 TEST(Compress, UnknownNamesAndBadRatiosAreRejected) {

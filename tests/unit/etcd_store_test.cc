@@ -25,7 +25,8 @@ using std::chrono::milliseconds;
 class Etcd : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!testing::EtcdServer::available()) GTEST_SKIP() << "etcd is not installed (Debian etcd-server)";
+    if (!testing::EtcdServer::available())
+      GTEST_SKIP() << "etcd is not installed (Debian etcd-server)";
     server_ = std::make_unique<testing::EtcdServer>();
     store_ = Connect(milliseconds(20000));
   }

@@ -63,9 +63,13 @@ TEST(IsoTime, ParsesTheFormsTracesUse) {
 TEST(Accounting, ConstantPowerTimesSteppedIntensityMatchesHandComputedKg) {
   // 100, 300, 50 g/kWh in three hours; 2 kW from 0:30 to 2:45.
   const double t0 = *ParseIsoTime("2022-01-01T00:00:00Z");
-  CarbonTrace trace("test", "X", {{t0, t0 + 3600, 100, 0.5}, {t0 + 3600, t0 + 7200, 300, 0.1}, {t0 + 7200, t0 + 10800, 50, 0.9}});
+  CarbonTrace trace("test", "X",
+                    {{t0, t0 + 3600, 100, 0.5},
+                     {t0 + 3600, t0 + 7200, 300, 0.1},
+                     {t0 + 7200, t0 + 10800, 50, 0.9}});
   std::vector<EnergySample> s;
-  for (double t = t0 + 1800; t <= t0 + 9900 + 1e-9; t += 450) s.push_back({t, 2000.0 * (t - (t0 + 1800))});
+  for (double t = t0 + 1800; t <= t0 + 9900 + 1e-9; t += 450)
+    s.push_back({t, 2000.0 * (t - (t0 + 1800))});
   const CarbonAccount a = Account(trace, s);
   // 0.5 h x 2 kW x 100 + 1 h x 2 kW x 300 + 0.75 h x 2 kW x 50 = 100 + 600 + 75 = 775 g.
   EXPECT_NEAR(a.carbon_kg, 0.775, 0.775 * 1e-3);
@@ -74,7 +78,10 @@ TEST(Accounting, ConstantPowerTimesSteppedIntensityMatchesHandComputedKg) {
   // Samples that straddle the interval boundaries integrate the same.
   const CarbonAccount b = Account(trace, {{t0 + 1800, 0}, {t0 + 9900, 2000.0 * 8100}});
   EXPECT_NEAR(b.carbon_kg, 0.775, 0.775 * 1e-3);
-  EXPECT_NE(ErrorOf([&] { Account(trace, {{t0, 0}, {t0 + 20000, 1}}); }).find("outside"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] {
+              Account(trace, {{t0, 0}, {t0 + 20000, 1}});
+            }).find("outside"),
+            std::string::npos);
 }
 
 TEST(CarbonSources, ReadsDcRlWithCarbonFreeShareAndInterpolatesLoggedGaps) {
@@ -90,40 +97,57 @@ TEST(CarbonSources, ReadsDcRlWithCarbonFreeShareAndInterpolatesLoggedGaps) {
   const CarbonTrace t = ParseCarbonTrace(text, "dir/CISO_2022.csv", o);
   EXPECT_EQ(t.region(), "CISO");
   ASSERT_EQ(t.intervals().size(), 5u);
-  EXPECT_DOUBLE_EQ(t.intervals()[1].gco2_per_kwh, 250);   // interpolated
-  EXPECT_DOUBLE_EQ(t.intervals()[3].gco2_per_kwh, 150);   // a missing row, interpolated
+  EXPECT_DOUBLE_EQ(t.intervals()[1].gco2_per_kwh, 250);  // interpolated
+  EXPECT_DOUBLE_EQ(t.intervals()[3].gco2_per_kwh, 150);  // a missing row, interpolated
   EXPECT_DOUBLE_EQ(t.intervals()[0].carbon_free_share, 0.4);
   ASSERT_EQ(logged.size(), 2u);
   EXPECT_NE(logged[0].find("dir/CISO_2022.csv:3"), std::string::npos) << logged[0];
   o.gaps = GapPolicy::kHoldPrevious;
   EXPECT_DOUBLE_EQ(ParseCarbonTrace(text, "x.csv", o).intervals()[1].gco2_per_kwh, 300);
   o.gaps = GapPolicy::kFail;
-  EXPECT_NE(ErrorOf([&] { ParseCarbonTrace(text, "x.csv", o); }).find("x.csv:3"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] { ParseCarbonTrace(text, "x.csv", o); }).find("x.csv:3"),
+            std::string::npos);
 }
 
 TEST(CarbonSources, BadInputNamesFileAndLine) {
-  EXPECT_NE(ErrorOf([] { ParseCarbonTrace("time,foo\n2022-01-01,3\n", "a.csv"); }).find("a.csv:1: missing column"),
+  EXPECT_NE(ErrorOf([] {
+              ParseCarbonTrace("time,foo\n2022-01-01,3\n", "a.csv");
+            }).find("a.csv:1: missing column"),
             std::string::npos);
-  EXPECT_NE(ErrorOf([] { ParseCarbonTrace("timestamp,gco2_per_kwh\n2022-01-01T00:00Z,3\n2022-01-01T01:00Z,-1\n", "b.csv"); })
-                .find("b.csv:3: negative"),
+  EXPECT_NE(ErrorOf([] {
+              ParseCarbonTrace(
+                  "timestamp,gco2_per_kwh\n2022-01-01T00:00Z,3\n2022-01-01T01:00Z,-1\n", "b.csv");
+            }).find("b.csv:3: negative"),
             std::string::npos);
-  EXPECT_NE(ErrorOf([] { ParseCarbonTrace("timestamp,gco2_per_kwh\n2022-01-01T01:00Z,3\n2022-01-01T00:00Z,4\n", "c.csv"); })
-                .find("c.csv:3: timestamp"),
+  EXPECT_NE(ErrorOf([] {
+              ParseCarbonTrace("timestamp,gco2_per_kwh\n2022-01-01T01:00Z,3\n2022-01-01T00:00Z,4\n",
+                               "c.csv");
+            }).find("c.csv:3: timestamp"),
             std::string::npos);
-  EXPECT_NE(ErrorOf([] { ParseCarbonTrace("timestamp,gco2_per_kwh\n2022-01-01T01:00Z,3\n2022-01-01T01:00Z,4\n", "d.csv"); })
-                .find("d.csv:3: duplicate"),
+  EXPECT_NE(ErrorOf([] {
+              ParseCarbonTrace("timestamp,gco2_per_kwh\n2022-01-01T01:00Z,3\n2022-01-01T01:00Z,4\n",
+                               "d.csv");
+            }).find("d.csv:3: duplicate"),
             std::string::npos);
-  EXPECT_NE(ErrorOf([] { ParseCarbonTrace("timestamp,gco2_per_kwh\nyesterday,3\n", "e.csv"); }).find("e.csv:2"),
+  EXPECT_NE(ErrorOf([] {
+              ParseCarbonTrace("timestamp,gco2_per_kwh\nyesterday,3\n", "e.csv");
+            }).find("e.csv:2"),
             std::string::npos);
-  EXPECT_NE(ErrorOf([] { ParseCarbonTrace("timestamp,gco2_per_kwh\n2022-01-01T01:00Z,abc\n", "f.csv"); }).find("f.csv:2"),
+  EXPECT_NE(ErrorOf([] {
+              ParseCarbonTrace("timestamp,gco2_per_kwh\n2022-01-01T01:00Z,abc\n", "f.csv");
+            }).find("f.csv:2"),
             std::string::npos);
-  EXPECT_NE(ErrorOf([] { ParseCarbonTrace("[{\"time\": 3}]", "g.json"); }).find("g.json"), std::string::npos);
+  EXPECT_NE(ErrorOf([] { ParseCarbonTrace("[{\"time\": 3}]", "g.json"); }).find("g.json"),
+            std::string::npos);
   EXPECT_NE(ErrorOf([] { ParseCarbonTrace("", "h.csv"); }).find("h.csv"), std::string::npos);
-  EXPECT_NE(ErrorOf([] { ReadCarbonTrace("/nonexistent/trace.csv"); }).find("/nonexistent/trace.csv"), std::string::npos);
+  EXPECT_NE(
+      ErrorOf([] { ReadCarbonTrace("/nonexistent/trace.csv"); }).find("/nonexistent/trace.csv"),
+      std::string::npos);
 }
 
 TEST(CarbonSources, ReadsGenericCsvCarbonAwareJsonAndTheAnnualTable) {
-  const CarbonTrace g = ParseCarbonTrace("timestamp,gco2_per_kwh\n2022-01-01T00:00:00Z,10\n2022-01-01T00:30:00Z,20\n", "g.csv");
+  const CarbonTrace g = ParseCarbonTrace(
+      "timestamp,gco2_per_kwh\n2022-01-01T00:00:00Z,10\n2022-01-01T00:30:00Z,20\n", "g.csv");
   EXPECT_DOUBLE_EQ(g.end_unix() - g.start_unix(), 3600);
   EXPECT_DOUBLE_EQ(g.IntensityAt(g.start_unix() + 2000), 20);
   const CarbonTrace j = ParseCarbonTrace(
@@ -136,7 +160,9 @@ TEST(CarbonSources, ReadsGenericCsvCarbonAwareJsonAndTheAnnualTable) {
   const CarbonTrace c = ConstantCarbonTrace("fra", kKb + "/carbon_profiles/annual_average.json");
   EXPECT_TRUE(c.constant());
   EXPECT_GT(c.IntensityAt(1e9), 0);
-  EXPECT_NE(ErrorOf([] { ConstantCarbonTrace("ATLANTIS", kKb + "/carbon_profiles/annual_average.json"); }).find("ATLANTIS"),
+  EXPECT_NE(ErrorOf([] {
+              ConstantCarbonTrace("ATLANTIS", kKb + "/carbon_profiles/annual_average.json");
+            }).find("ATLANTIS"),
             std::string::npos);
 }
 
@@ -145,7 +171,8 @@ TEST(CarbonSources, TheNineShippedTracesLoadWithTheirGapsLogged) {
     std::vector<std::string> logged;
     TraceReadOptions o;
     o.log = [&](const std::string& s) { logged.push_back(s); };
-    const CarbonTrace t = ReadCarbonTrace(kKb + "/carbon_traces/" + std::string(ba) + "_2022.csv", o);
+    const CarbonTrace t =
+        ReadCarbonTrace(kKb + "/carbon_traces/" + std::string(ba) + "_2022.csv", o);
     EXPECT_EQ(t.intervals().size(), 8760u) << ba;
     EXPECT_EQ(t.notes.size(), logged.size());
     if (std::string(ba) == "PJM") {
@@ -157,7 +184,8 @@ TEST(CarbonSources, TheNineShippedTracesLoadWithTheirGapsLogged) {
 TEST(Forecaster, ExactOnAPurelyDailyTraceAndMeasuredOnRealOnes) {
   std::vector<CarbonInterval> v;
   const double t0 = *ParseIsoTime("2022-01-01T00:00:00Z");
-  for (int h = 0; h < 24 * 20; ++h) v.push_back({t0 + 3600.0 * h, t0 + 3600.0 * (h + 1), 200 + 100 * std::sin(h * M_PI / 12), -1});
+  for (int h = 0; h < 24 * 20; ++h)
+    v.push_back({t0 + 3600.0 * h, t0 + 3600.0 * (h + 1), 200 + 100 * std::sin(h * M_PI / 12), -1});
   const CarbonTrace t("daily", "X", v);
   EXPECT_LT(ForecastMape(t, t0 + 8 * 86400, 10, 24, 48), 1e-6);
   const CarbonTrace ciso = ReadCarbonTrace(kKb + "/carbon_traces/CISO_2022.csv");
@@ -190,14 +218,15 @@ TEST(Planner, SuspendResumeEqualsTheBruteForceOptimumOnRandomInstances) {
     for (double& x : I) x = static_cast<double>(rng() % 500);
     const double hours = std::max(0.1, std::uniform_real_distribution<double>(0.1, deadline)(rng));
     JobSpec job;
-    job.work = hours * 3;                     // 3 units per hour at the base count
-    job.scaling = {{2, 3, 1.0}};              // 2 workers, 1 kW
+    job.work = hours * 3;         // 3 units per hour at the base count
+    job.scaling = {{2, 3, 1.0}};  // 2 workers, 1 kW
     job.base_workers = 2;
     job.deadline_hours = deadline;
     const Plan p = MakePlan(Strategy::kSuspendResume, job, I);
     ASSERT_TRUE(p.feasible) << p.reason;
     EXPECT_NEAR(p.work, job.work, 1e-9);
-    EXPECT_NEAR(p.carbon_kg * 1000, BruteForceSuspendResume(I, deadline, hours), 1e-6) << "trial " << trial;
+    EXPECT_NEAR(p.carbon_kg * 1000, BruteForceSuspendResume(I, deadline, hours), 1e-6)
+        << "trial " << trial;
     EXPECT_LE(p.finish_hours, deadline + 1e-9);
   }
 }
@@ -247,7 +276,7 @@ TEST(Planner, ElasticIsNeverWorseThanSuspendResumeAndUsesCleanHoursHarder) {
   const Plan el = MakePlan(Strategy::kElastic, job, {500, 10, 500, 500});
   int most = 0;
   for (const PlanSlot& s : el.slots) {
-    EXPECT_EQ(s.hour, 1);   // 3 workers' worth of work fits in the clean hour on 4 workers
+    EXPECT_EQ(s.hour, 1);  // 3 workers' worth of work fits in the clean hour on 4 workers
     most = std::max(most, s.workers);
   }
   EXPECT_EQ(most, 4);
@@ -261,15 +290,17 @@ TEST(Planner, InfeasibleDeadlinesAndCapsAreReportedWithTheBestAchievable) {
   const std::vector<double> I(20, 100);
   const Plan sr = MakePlan(Strategy::kSuspendResume, job, I);
   EXPECT_FALSE(sr.feasible);
-  EXPECT_NE(sr.reason.find("80"), std::string::npos) << sr.reason;   // 80% of the work by then
+  EXPECT_NE(sr.reason.find("80"), std::string::npos) << sr.reason;  // 80% of the work by then
   EXPECT_FALSE(MakePlan(Strategy::kAgnostic, job, I).feasible);
   job.deadline_hours = 12;
-  job.carbon_cap_kg = 0.5;   // needs 1 kg
+  job.carbon_cap_kg = 0.5;  // needs 1 kg
   const Plan capped = MakePlan(Strategy::kSuspendResume, job, I);
   EXPECT_FALSE(capped.feasible);
   EXPECT_NE(capped.reason.find("cap"), std::string::npos);
   EXPECT_NEAR(capped.carbon_kg, 1.0, 1e-9);
-  EXPECT_NE(ErrorOf([&] { MakePlan(Strategy::kElastic, job, std::vector<double>(3, 1)); }).find("deadline"),
+  EXPECT_NE(ErrorOf([&] {
+              MakePlan(Strategy::kElastic, job, std::vector<double>(3, 1));
+            }).find("deadline"),
             std::string::npos);
 }
 
@@ -288,7 +319,7 @@ TEST(Planner, WeightedTradesEfficiencyAgainstCarbon) {
   const Plan e = MakePlan(Strategy::kWeighted, job, I, efficiency_only);
   EXPECT_LE(c.carbon_kg, e.carbon_kg);
   EXPECT_LE(e.energy_kwh, c.energy_kwh);
-  for (const PlanSlot& s : e.slots) EXPECT_EQ(s.workers, 1);   // no scaling loss at all
+  for (const PlanSlot& s : e.slots) EXPECT_EQ(s.workers, 1);  // no scaling loss at all
 }
 
 TEST(BatchController, FollowsTheSeedRule) {
@@ -301,14 +332,15 @@ TEST(BatchController, FollowsTheSeedRule) {
   EXPECT_DOUBLE_EQ(d.threshold_gco2, 1000);
   EXPECT_EQ(d.batch, 96);
   EXPECT_DOUBLE_EQ(d.lr_scale, 0.75);
-  EXPECT_TRUE(d.alert);   // projected 1.4 kg
+  EXPECT_TRUE(d.alert);  // projected 1.4 kg
   d = DecideBatch(c, 128, 0, 1000, 0.001, 600);
   EXPECT_EQ(d.batch, 160);
   EXPECT_FALSE(d.alert);
   EXPECT_EQ(DecideBatch(c, 128, 0, 1000, 0.001, 1000).batch, 128);
-  EXPECT_EQ(DecideBatch(c, 500, 0, 1000, 0.001, 100).batch, 512);   // clamped
+  EXPECT_EQ(DecideBatch(c, 500, 0, 1000, 0.001, 100).batch, 512);  // clamped
   EXPECT_TRUE(DecideBatch(c, 128, 0.9, 100, 0.001, 500).alert);    // 0.95 of the cap projected
-  EXPECT_NE(ErrorOf([&] { DecideBatch(BatchControlConfig{}, 128, 0, 1, 1, 1); }).find("cap"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] { DecideBatch(BatchControlConfig{}, 128, 0, 1, 1, 1); }).find("cap"),
+            std::string::npos);
 }
 
 TEST(EnergyMeters, RaplHandlesCounterWrapAroundOnAFakeSysfsTree) {
@@ -327,7 +359,7 @@ TEST(EnergyMeters, RaplHandlesCounterWrapAroundOnAFakeSysfsTree) {
   ASSERT_TRUE(m);
   EXPECT_TRUE(m->covers_ram());
   EXPECT_FALSE(m->modelled());
-  Write(root + "/intel-rapl:0/energy_uj", "100000\n");   // wrapped: +200000 uJ
+  Write(root + "/intel-rapl:0/energy_uj", "100000\n");  // wrapped: +200000 uJ
   Write(root + "/intel-rapl:0:1/energy_uj", "50000\n");
   EnergyReading r = m->Read();
   EXPECT_DOUBLE_EQ(r.cpu_j, 0.2);
@@ -348,17 +380,17 @@ TEST(EnergyMeters, ModelMeterScalesTheProfileByMeasuredUtilisation) {
   Write(proc + "/meminfo", "MemTotal:       4194304 kB\nMemAvailable:   2097152 kB\n");
   ModelMeterOptions o;
   o.proc_root = proc;
-  o.cpu = {"test cpu", "cpu", {}, 100, 20, 8, ""};   // 2 of 8 threads: a quarter of the package
+  o.cpu = {"test cpu", "cpu", {}, 100, 20, 8, ""};  // 2 of 8 threads: a quarter of the package
   double now = 0;
   o.clock = [&] { return now; };
   auto m = OpenModelMeter(o);
   EXPECT_TRUE(m->modelled());
   EXPECT_NE(m->measures().find("modelled"), std::string::npos);
-  stat(300, 100);   // 75% busy over 10 s
+  stat(300, 100);  // 75% busy over 10 s
   now = 10;
   EnergyReading r = m->Read();
   EXPECT_DOUBLE_EQ(r.cpu_j, 0.25 * (20 + 80 * 0.75) * 10);
-  EXPECT_DOUBLE_EQ(r.ram_j, 2 * 0.375 * 10);   // 2 GiB in use
+  EXPECT_DOUBLE_EQ(r.ram_j, 2 * 0.375 * 10);  // 2 GiB in use
   EXPECT_EQ(ParseNpuSmiPower("        Power Dissipation(W)           : 71.5\n"), 71.5);
   EXPECT_LT(ParseNpuSmiPower("no such card"), 0);
   fs::remove_all(proc);
@@ -367,7 +399,7 @@ TEST(EnergyMeters, ModelMeterScalesTheProfileByMeasuredUtilisation) {
 TEST(EnergyMeters, ThisMachineFallsBackToTheModelAndSaysSo) {
   MeterSetOptions o;
   o.profiles_path = kKb + "/hardware_profiles/devices.json";
-  o.powercap_root = "/nonexistent/powercap";   // as on this VM, whatever the host has
+  o.powercap_root = "/nonexistent/powercap";  // as on this VM, whatever the host has
   MeterSet set(o);
   EXPECT_TRUE(set.any_modelled());
   EXPECT_NE(set.Describe().find("model"), std::string::npos);
@@ -383,7 +415,7 @@ TEST(Certificate, VerifyFailsOnAOneByteChangeAndPassesOnTheOriginal) {
   struct stat st;
   ASSERT_EQ(stat(key.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
-  EXPECT_EQ(EnsureSigningKey(key), pk);   // the same key the second time
+  EXPECT_EQ(EnsureSigningKey(key), pk);  // the same key the second time
   GreenReport r;
   r.run_id = "t1";
   r.carbon_kg = 0.123;
@@ -423,16 +455,17 @@ TEST(Report, EmissionsCsvHasCodeCarbonColumnsAndAppends) {
   std::getline(in, row1);
   std::getline(in, row2);
   EXPECT_FALSE(std::getline(in, extra));
-  for (const char* col : {"timestamp", "project_name", "run_id", "duration", "emissions", "emissions_rate", "cpu_power",
-                          "gpu_power", "ram_power", "cpu_energy", "gpu_energy", "ram_energy", "energy_consumed",
-                          "country_iso_code", "region", "pue"})
+  for (const char* col :
+       {"timestamp", "project_name", "run_id", "duration", "emissions", "emissions_rate",
+        "cpu_power", "gpu_power", "ram_power", "cpu_energy", "gpu_energy", "ram_energy",
+        "energy_consumed", "country_iso_code", "region", "pue"})
     EXPECT_NE(header.find(col), std::string::npos) << col;
   EXPECT_NE(row1.find("\"run,1\""), std::string::npos);
   EXPECT_EQ(row1, row2);
-  EXPECT_NE(row1.find(",10,"), std::string::npos) << row1;   // cpu_power 10 W
+  EXPECT_NE(row1.find(",10,"), std::string::npos) << row1;  // cpu_power 10 W
   const std::string html = ReportHtml(r);
   EXPECT_NE(html.find("<svg"), std::string::npos);
-  EXPECT_EQ(html.find("<script"), std::string::npos);   // self-contained, nothing fetched
+  EXPECT_EQ(html.find("<script"), std::string::npos);  // self-contained, nothing fetched
   fs::remove_all(dir);
 }
 

@@ -33,7 +33,8 @@ TEST(Half, AllHalfBitPatternsSurviveFloat) {
 }
 
 TEST(BFloat16, RoundTripAndRounding) {
-  for (float v : {0.0f, 1.0f, -3.0f, 256.0f, 0x1p100f}) EXPECT_EQ(BFloat16ToFloat(FloatToBFloat16(v)), v);
+  for (float v : {0.0f, 1.0f, -3.0f, 256.0f, 0x1p100f})
+    EXPECT_EQ(BFloat16ToFloat(FloatToBFloat16(v)), v);
   EXPECT_EQ(BFloat16ToFloat(FloatToBFloat16(257.0f)), 256.0f);  // tie -> even
   EXPECT_EQ(BFloat16ToFloat(FloatToBFloat16(259.0f)), 260.0f);
   EXPECT_TRUE(std::isnan(BFloat16ToFloat(FloatToBFloat16(std::nanf("")))));
@@ -81,8 +82,10 @@ TEST(HalfVector, MatchesTheScalarConversions) {
 
   std::vector<uint16_t> a(1003), b(1003);
   for (size_t i = 0; i < a.size(); ++i) {
-    a[i] = FloatToHalf(std::ldexp(static_cast<float>(rng() % 2001) - 1000.0f, static_cast<int>(rng() % 20) - 10));
-    b[i] = FloatToHalf(std::ldexp(static_cast<float>(rng() % 2001) - 1000.0f, static_cast<int>(rng() % 20) - 10));
+    a[i] = FloatToHalf(
+        std::ldexp(static_cast<float>(rng() % 2001) - 1000.0f, static_cast<int>(rng() % 20) - 10));
+    b[i] = FloatToHalf(
+        std::ldexp(static_cast<float>(rng() % 2001) - 1000.0f, static_cast<int>(rng() % 20) - 10));
   }
   std::vector<uint16_t> sum = a;
   SumHalfs(sum.data(), b.data(), sum.size());

@@ -58,7 +58,8 @@ TEST(HealthMonitor, EachRuleFiresOnItsDegradation) {
   auto trace = Healthy(7);
   {
     auto slow = trace;
-    for (int t = 200; t < 300; ++t) slow[static_cast<size_t>(t)].step_time_s *= 1 + (t - 200) / 25.0;
+    for (int t = 200; t < 300; ++t)
+      slow[static_cast<size_t>(t)].step_time_s *= 1 + (t - 200) / 25.0;
     FailurePredictor p(WithMemoryLimit());
     auto w = Feed(p, slow);
     ASSERT_EQ(w.size(), 1u);
@@ -91,10 +92,11 @@ TEST(HealthMonitor, EachRuleFiresOnItsDegradation) {
 TEST(HealthMonitor, ReadersParseTheKernelsFormats) {
   const fs::path dir = fs::temp_directory_path() / ("cdt-health-" + std::to_string(::getpid()));
   fs::create_directories(dir / "1234");
-  std::ofstream(dir / "snmp") << "Ip: Forwarding DefaultTTL\nIp: 1 64\n"
-                                 "Tcp: RtoAlgorithm RtoMin RtoMax MaxConn ActiveOpens PassiveOpens AttemptFails "
-                                 "EstabResets CurrEstab InSegs OutSegs RetransSegs InErrs OutRsts\n"
-                                 "Tcp: 1 200 120000 -1 10 5 0 0 3 1000 900 42 0 7\n";
+  std::ofstream(dir / "snmp")
+      << "Ip: Forwarding DefaultTTL\nIp: 1 64\n"
+         "Tcp: RtoAlgorithm RtoMin RtoMax MaxConn ActiveOpens PassiveOpens AttemptFails "
+         "EstabResets CurrEstab InSegs OutSegs RetransSegs InErrs OutRsts\n"
+         "Tcp: 1 200 120000 -1 10 5 0 0 3 1000 900 42 0 7\n";
   std::ofstream(dir / "1234" / "statm") << "1000 250 100 10 0 200 0\n";
   std::ofstream(dir / "diskstats") << "   7       0 loop0 1 0 2 0 0 0 0 0 0 999 0\n"
                                       "   8       0 sda 100 0 200 10 50 0 80 20 0 35 30\n"
@@ -119,8 +121,8 @@ TEST(HealthMonitor, ScoringCountsWarningsAgainstFailures) {
   PredictionScore s;
   ScoreTrace({{100, "slowdown", ""}}, 150, 60, &s);  // true, lead 50
   ScoreTrace({{10, "network", ""}}, 150, 60, &s);    // too early: false
-  ScoreTrace({}, 150, 60, &s);                        // missed
-  ScoreTrace({{5, "memory", ""}}, -1, 60, &s);        // healthy trace: false
+  ScoreTrace({}, 150, 60, &s);                       // missed
+  ScoreTrace({{5, "memory", ""}}, -1, 60, &s);       // healthy trace: false
   EXPECT_EQ(s.failures, 3);
   EXPECT_EQ(s.predicted_failures, 1);
   EXPECT_EQ(s.true_warnings, 1);

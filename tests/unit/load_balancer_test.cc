@@ -65,22 +65,25 @@ TEST(LoadBalancer, HeterogeneousRanksGetBatchesInverseToTheirCost) {
   EXPECT_GE(s.max_after_s, 0.1003);
   EXPECT_LE(s.max_after_s, 0.1003 + 0.003);
   EXPECT_LT(s.stddev_after_s, s.stddev_before_s / 10);
-  std::printf("per-rank step time stddev: even split %.4f s, balanced %.4f s; step %.4f -> %.4f s\n",
-              s.stddev_before_s, s.stddev_after_s, s.max_before_s, s.max_after_s);
+  std::printf(
+      "per-rank step time stddev: even split %.4f s, balanced %.4f s; step %.4f -> %.4f s\n",
+      s.stddev_before_s, s.stddev_after_s, s.max_before_s, s.max_after_s);
 }
 
 TEST(LoadBalancer, GreedySplitIsOptimalAgainstBruteForce) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<double> fixed(0, 0.05), per(0.0005, 0.004);
   for (int trial = 0; trial < 50; ++trial) {
-    std::vector<StepTimeModel> ranks = {{fixed(rng), per(rng)}, {fixed(rng), per(rng)}, {fixed(rng), per(rng)}};
+    std::vector<StepTimeModel> ranks = {
+        {fixed(rng), per(rng)}, {fixed(rng), per(rng)}, {fixed(rng), per(rng)}};
     const int B = 24;
     BatchSplit s = ProposeMicroBatches(ranks, B, 1);
     double best = 1e9;
     for (int a = 1; a <= B - 2; ++a)
       for (int b = 1; a + b <= B - 1; ++b) {
         const int c = B - a - b;
-        best = std::min(best, std::max({ranks[0].Predict(a), ranks[1].Predict(b), ranks[2].Predict(c)}));
+        best = std::min(best,
+                        std::max({ranks[0].Predict(a), ranks[1].Predict(b), ranks[2].Predict(c)}));
       }
     EXPECT_NEAR(s.max_after_s, best, 1e-12) << trial;
     for (int b : s.batch) EXPECT_GE(b, 1);
@@ -121,4 +124,3 @@ TEST(LoadBalancer, EveryRankComputesTheSameSplitOverTheCommunicator) {
 
 }  // namespace
 }  // namespace cdt::topology
-

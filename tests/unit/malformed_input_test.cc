@@ -57,18 +57,22 @@ TEST(MalformedInput, StoreSurvivesGarbageBeforeAndAfterAuthentication) {
     net::Socket s = net::ConnectUntil(server.address(), net::DeadlineAfter(milliseconds(2000)));
     char hello[8 + store::kNonceBytes];
     net::RecvAll(s.fd(), hello, sizeof hello, net::DeadlineAfter(milliseconds(2000)), "store");
-    std::string auth = Frame(1, store::ComputeMac("secret", std::string_view(hello + 8, store::kNonceBytes)));
+    std::string auth =
+        Frame(1, store::ComputeMac("secret", std::string_view(hello + 8, store::kNonceBytes)));
     net::SendAll(s.fd(), auth.data(), auth.size(), net::DeadlineAfter(milliseconds(500)), "store");
     std::string bad_set = Frame(2, std::string("\xff\xff\xff\x7f", 4));  // key length past the end
-    net::SendAll(s.fd(), bad_set.data(), bad_set.size(), net::DeadlineAfter(milliseconds(500)), "store");
+    net::SendAll(s.fd(), bad_set.data(), bad_set.size(), net::DeadlineAfter(milliseconds(500)),
+                 "store");
     std::string unknown = Frame(99, "");
-    net::SendAll(s.fd(), unknown.data(), unknown.size(), net::DeadlineAfter(milliseconds(500)), "store");
+    net::SendAll(s.fd(), unknown.data(), unknown.size(), net::DeadlineAfter(milliseconds(500)),
+                 "store");
   }
   for (int i = 0; i < 200; ++i) {  // random well-framed requests after a valid auth
     net::Socket s = net::ConnectUntil(server.address(), net::DeadlineAfter(milliseconds(2000)));
     char hello[8 + store::kNonceBytes];
     net::RecvAll(s.fd(), hello, sizeof hello, net::DeadlineAfter(milliseconds(2000)), "store");
-    std::string msg = Frame(1, store::ComputeMac("secret", std::string_view(hello + 8, store::kNonceBytes)));
+    std::string msg =
+        Frame(1, store::ComputeMac("secret", std::string_view(hello + 8, store::kNonceBytes)));
     std::string payload(static_cast<size_t>(rng() % 64), '\0');
     for (char& c : payload) c = static_cast<char>(rng() % 4 == 0 ? 0 : rng());
     msg += Frame(static_cast<uint8_t>(2 + rng() % 8), payload);
@@ -106,17 +110,20 @@ TEST(MalformedInput, GarbageOnPeerPortIsRefusedAndMeshStillForms) {
   std::thread garbage([&] {
     std::string v = store.Get("g/gen0/addr/0", milliseconds(5000));
     auto hp = net::ParseHostPort(v.substr(0, v.find('\n')), "addr");
-    SendRaw(hp, std::string(40, 'Z'));    // full-size garbage hello
-    SendRaw(hp, std::string(3, 'Z'));     // short and silent (times out on the server side)
+    SendRaw(hp, std::string(40, 'Z'));  // full-size garbage hello
+    SendRaw(hp, std::string(3, 'Z'));   // short and silent (times out on the server side)
   });
   testing::RankSetup setup;
   setup.base.job_id = "g";
   setup.base.timeout = milliseconds(15000);
-  testing::RunRanks(2, [](Communicator& comm) {
-    int64_t v = 1;
-    comm.Allreduce(&v, 1, DataType::kInt64, ReduceOp::kSum)->Wait();
-    EXPECT_EQ(v, 2);
-  }, setup, &store);
+  testing::RunRanks(
+      2,
+      [](Communicator& comm) {
+        int64_t v = 1;
+        comm.Allreduce(&v, 1, DataType::kInt64, ReduceOp::kSum)->Wait();
+        EXPECT_EQ(v, 2);
+      },
+      setup, &store);
   garbage.join();
 }
 

@@ -143,7 +143,8 @@ TEST(Rendezvous, TooFewWorkersTimeOutNamingTheMissing) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kTimeout);
-    EXPECT_NE(std::string(e.what()).find("not heard from worker(s) 1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("not heard from worker(s) 1"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -51,7 +51,8 @@ TEST(TaskRunner, WhenIdleTasksGoAfterEveryOrdinaryTaskQueued) {
 
 TEST(TaskRunner, WaitRethrowsTheTasksError) {
   TaskRunner runner("test-runner", std::chrono::seconds(30));
-  auto failed = runner.Submit("fails", [] { throw Error(ErrorCode::kPeerLost, "peer 3 went away"); }, true);
+  auto failed = runner.Submit(
+      "fails", [] { throw Error(ErrorCode::kPeerLost, "peer 3 went away"); }, true);
   try {
     failed->Wait();
     FAIL() << "no error";

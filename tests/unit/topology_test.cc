@@ -18,7 +18,8 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path TempDir(const std::string& name) {
-  fs::path p = fs::path(::testing::TempDir()) / ("cdt_topo_" + std::to_string(getpid()) + "_" + name);
+  fs::path p =
+      fs::path(::testing::TempDir()) / ("cdt_topo_" + std::to_string(getpid()) + "_" + name);
   fs::remove_all(p);
   fs::create_directories(p);
   return p;
@@ -144,21 +145,24 @@ TEST(Discovery, ProbesOnceThenReusesTheCacheWithTheSamePlan) {
   std::mutex mu;
   std::vector<std::vector<AllreduceAlgorithm>> plans;
   for (int start = 0; start < 2; ++start) {
-    cdt::testing::RunRanks(4, [&](Communicator& comm) {
-      DiscoveryOptions o;
-      o.cache_dir = dir.string();
-      o.probe.stream_bytes = 1 << 20;
-      Discovery d = Discover(comm, o);
-      EXPECT_EQ(d.from_cache, start == 1) << d.cache_note;
-      EXPECT_TRUE(d.probe.has_intra);
-      EXPECT_TRUE(d.probe.has_inter);
-      EXPECT_GT(d.probe.inter.beta_GBps, 0);
-      EXPECT_GT(d.probe.intra.node_GBps, 0);
-      std::vector<AllreduceAlgorithm> algos;
-      for (const auto& e : d.planner->plan()) algos.push_back(e.algorithm);
-      std::lock_guard<std::mutex> lock(mu);
-      plans.push_back(algos);
-    }, setup);
+    cdt::testing::RunRanks(
+        4,
+        [&](Communicator& comm) {
+          DiscoveryOptions o;
+          o.cache_dir = dir.string();
+          o.probe.stream_bytes = 1 << 20;
+          Discovery d = Discover(comm, o);
+          EXPECT_EQ(d.from_cache, start == 1) << d.cache_note;
+          EXPECT_TRUE(d.probe.has_intra);
+          EXPECT_TRUE(d.probe.has_inter);
+          EXPECT_GT(d.probe.inter.beta_GBps, 0);
+          EXPECT_GT(d.probe.intra.node_GBps, 0);
+          std::vector<AllreduceAlgorithm> algos;
+          for (const auto& e : d.planner->plan()) algos.push_back(e.algorithm);
+          std::lock_guard<std::mutex> lock(mu);
+          plans.push_back(algos);
+        },
+        setup);
   }
   ASSERT_EQ(plans.size(), 8u);
   for (const auto& p : plans) EXPECT_EQ(p, plans[0]);  // every rank, both starts: the same plan
@@ -183,14 +187,17 @@ TEST(CostModel, UnequalNodesCountTheExchangesThatReallyCross) {
   const double n = 4 << 20;
   // 2 + 2: one crossing step with 2 ranks per uplink; 1 + 3: two crossing steps, one rank each.
   const double link_us = n / (0.118 * 1e3);
-  EXPECT_NEAR(even.PredictUs(AllreduceAlgorithm::kRecursiveDoubling, n), 2 * link_us, 0.1 * link_us);
-  EXPECT_NEAR(uneven.PredictUs(AllreduceAlgorithm::kRecursiveDoubling, n), 2 * link_us, 0.1 * link_us);
+  EXPECT_NEAR(even.PredictUs(AllreduceAlgorithm::kRecursiveDoubling, n), 2 * link_us,
+              0.1 * link_us);
+  EXPECT_NEAR(uneven.PredictUs(AllreduceAlgorithm::kRecursiveDoubling, n), 2 * link_us,
+              0.1 * link_us);
   // Halving-doubling over 1 + 3: the n/2 step crosses (rank 0 with rank 2) and so does the n/4
   // step (0 with 1): 2·(n/2 + n/4) over the uplink — more than hier's 2(N-1)/N·n = n.
   EXPECT_GT(uneven.PredictUs(AllreduceAlgorithm::kHalvingDoubling, n),
             uneven.PredictUs(AllreduceAlgorithm::kHierarchical, n));
   TopologyPlanner planner(uneven);
-  EXPECT_EQ(planner.Select({static_cast<size_t>(n), DataType::kFloat32, 4, 2, 3}), AllreduceAlgorithm::kHierarchical);
+  EXPECT_EQ(planner.Select({static_cast<size_t>(n), DataType::kFloat32, 4, 2, 3}),
+            AllreduceAlgorithm::kHierarchical);
 }
 
 }  // namespace

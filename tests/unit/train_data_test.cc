@@ -19,8 +19,8 @@ namespace cdt::train {
 namespace {
 
 // Runs one epoch from `pos` with the given per-rank batches; adds every index seen to `seen`.
-size_t ConsumeSteps(const GlobalSampler& s, uint64_t epoch, size_t pos, const std::vector<int>& batch,
-                    int steps, std::multiset<int64_t>& seen) {
+size_t ConsumeSteps(const GlobalSampler& s, uint64_t epoch, size_t pos,
+                    const std::vector<int>& batch, int steps, std::multiset<int64_t>& seen) {
   for (int i = 0; i < steps && pos < s.dataset_size(); ++i) {
     for (int r = 0; r < static_cast<int>(batch.size()); ++r)
       for (int64_t x : s.Indices(epoch, pos, batch, r)) seen.insert(x);
@@ -60,8 +60,8 @@ TEST(GlobalSampler, RepartitionsTheRestOfTheEpochAfterTheWorldChanges) {
   std::multiset<int64_t> seen;
   size_t pos = ConsumeSteps(s, 0, 0, {16, 16, 16, 16}, 10, seen);  // 4 ranks, 10 steps
   EXPECT_EQ(pos, 640u);
-  pos = ConsumeSteps(s, 0, pos, {16, 16, 16}, 5, seen);            // a rank is lost
-  pos = ConsumeSteps(s, 0, pos, {30, 9, 12, 20, 1}, 1000, seen);   // rebalanced, grown
+  pos = ConsumeSteps(s, 0, pos, {16, 16, 16}, 5, seen);           // a rank is lost
+  pos = ConsumeSteps(s, 0, pos, {30, 9, 12, 20, 1}, 1000, seen);  // rebalanced, grown
   EXPECT_EQ(pos, 2000u);
   EXPECT_EQ(seen.size(), 2000u);
   EXPECT_EQ(std::set<int64_t>(seen.begin(), seen.end()).size(), 2000u);
@@ -132,14 +132,22 @@ TEST(ImageDataset, MalformedFilesAreNamedWithWhatIsWrong) {
   WriteIdx(d + "/lab_short", 0x801, {2}, {1}, false);
   WriteIdx(d + "/lab_three", 0x801, {3}, {1, 2, 3}, false);
   WriteIdx(d + "/lab_class", 0x801, {2}, {1, 12}, false);
-  EXPECT_NE(message([&] { LoadIdx(d + "/img", d + "/lab_magic"); }).find("lab_magic': idx magic 0x00000803, expected 0x00000801"),
+  EXPECT_NE(message([&] {
+              LoadIdx(d + "/img", d + "/lab_magic");
+            }).find("lab_magic': idx magic 0x00000803, expected 0x00000801"),
             std::string::npos);
-  EXPECT_NE(message([&] { LoadIdx(d + "/img", d + "/lab_short"); }).find("promises 2 bytes of data, the file holds 1"),
+  EXPECT_NE(message([&] {
+              LoadIdx(d + "/img", d + "/lab_short");
+            }).find("promises 2 bytes of data, the file holds 1"),
             std::string::npos);
-  EXPECT_NE(message([&] { LoadIdx(d + "/img", d + "/lab_three"); }).find("has 2 images but"), std::string::npos);
-  EXPECT_NE(message([&] { LoadIdx(d + "/img", d + "/lab_class"); }).find("label 12 of sample 1"), std::string::npos);
-  EXPECT_NE(message([&] { LoadIdx(d + "/nope", d + "/lab_class"); }).find("cannot open"), std::string::npos);
-  EXPECT_NE(message([&] { LoadFashionMnist(d + "/empty", true); }).find("dataset-fashion-mnist"), std::string::npos);
+  EXPECT_NE(message([&] { LoadIdx(d + "/img", d + "/lab_three"); }).find("has 2 images but"),
+            std::string::npos);
+  EXPECT_NE(message([&] { LoadIdx(d + "/img", d + "/lab_class"); }).find("label 12 of sample 1"),
+            std::string::npos);
+  EXPECT_NE(message([&] { LoadIdx(d + "/nope", d + "/lab_class"); }).find("cannot open"),
+            std::string::npos);
+  EXPECT_NE(message([&] { LoadFashionMnist(d + "/empty", true); }).find("dataset-fashion-mnist"),
+            std::string::npos);
 }
 
 TEST(ImageDataset, SyntheticImagesAreDeterministicAndLabelled) {
@@ -163,7 +171,8 @@ TEST(LrSchedule, ScalesWarmsUpAndDecays) {
 }
 
 TEST(BlasLibrary, NamesDebiansAlternatives) {
-  EXPECT_EQ(ClassifyBlasPath("/usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3").name, "OpenBLAS");
+  EXPECT_EQ(ClassifyBlasPath("/usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3").name,
+            "OpenBLAS");
   EXPECT_EQ(ClassifyBlasPath("/usr/lib/x86_64-linux-gnu/blis-openmp/libblas.so.3").name, "BLIS");
   EXPECT_EQ(ClassifyBlasPath("/usr/lib/x86_64-linux-gnu/atlas/libblas.so.3").name, "ATLAS");
   EXPECT_EQ(ClassifyBlasPath("/opt/intel/oneapi/mkl/lib/libmkl_rt.so.2").name, "MKL");
@@ -171,7 +180,8 @@ TEST(BlasLibrary, NamesDebiansAlternatives) {
   EXPECT_EQ(netlib.name, "reference BLAS (netlib)");
   EXPECT_TRUE(netlib.reference);
   EXPECT_NE(BlasWarning(netlib).find("libopenblas0-openmp"), std::string::npos);
-  EXPECT_EQ(BlasWarning(ClassifyBlasPath("/usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3")), "");
+  EXPECT_EQ(BlasWarning(ClassifyBlasPath("/usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3")),
+            "");
   EXPECT_EQ(ClassifyBlasPath("/usr/local/lib/libblas.so.3").name, "unknown BLAS");
   EXPECT_EQ(ClassifyBlasPath("").name, "not found");
 }

@@ -26,8 +26,8 @@ void ExpectEveryParameterAnnouncedOnce(const ModelOptions& o) {
     std::set<const void*> announced(seen.begin(), seen.end());
     EXPECT_EQ(announced.size(), seen.size()) << o.name << ": a parameter was announced twice";
     for (const auto& p : model->parameters())
-      EXPECT_TRUE(announced.count(p.unsafeGetTensorImpl())) << o.name << ": a parameter of shape "
-                                                            << p.sizes() << " was never announced";
+      EXPECT_TRUE(announced.count(p.unsafeGetTensorImpl()))
+          << o.name << ": a parameter of shape " << p.sizes() << " was never announced";
     EXPECT_EQ(announced.size(), model->parameters().size()) << o.name;
   }
 }

@@ -12,7 +12,8 @@ namespace cdt {
 
 // Allreduce, in place. kAvg is reduced as a sum; the caller divides (FinishAverage).
 void AllreduceRing(CollectiveContext& ctx, const Group& group, const ReduceBuffer& buf);
-void AllreduceRecursiveDoubling(CollectiveContext& ctx, const Group& group, const ReduceBuffer& buf);
+void AllreduceRecursiveDoubling(CollectiveContext& ctx, const Group& group,
+                                const ReduceBuffer& buf);
 void AllreduceHalvingDoubling(CollectiveContext& ctx, const Group& group, const ReduceBuffer& buf);
 void AllreduceTree(CollectiveContext& ctx, const Group& group, const ReduceBuffer& buf);
 // node_of_rank: node index of every global rank (TcpMesh host ids grouped).
@@ -28,7 +29,8 @@ void RingReduceScatterPhase(CollectiveContext& ctx, const Group& group, const Re
 void RingAllgatherPhase(CollectiveContext& ctx, const Group& group, void* data, size_t elem,
                         const std::vector<size_t>& offsets);
 
-void Broadcast(CollectiveContext& ctx, const Group& group, void* data, size_t bytes, int root_index);
+void Broadcast(CollectiveContext& ctx, const Group& group, void* data, size_t bytes,
+               int root_index);
 void Barrier(CollectiveContext& ctx, const Group& group);
 
 }  // namespace cdt

@@ -5,7 +5,8 @@
 //     with index ^ d. Both hold the same range [lo, hi); the lower index keeps [lo, mid), the upper
 //     keeps [mid, hi); each sends the half it gives up and reduces the half it keeps.
 //  2. Allgather by recursive doubling, replaying the halvings backwards: each sends its range and
-//     receives its partner's sibling range, so ranges double until every rank holds the whole buffer.
+//     receives its partner's sibling range, so ranges double until every rank holds the whole
+//     buffer.
 // 2·lg(p) steps moving 2(p-1)/p·S bytes: ring's bandwidth with far fewer steps, so it is the
 // medium-size choice. Ranges are cut at element granularity, so counts below pof2 work (some halves
 // are empty).
@@ -49,8 +50,9 @@ void AllreduceHalvingDoubling(CollectiveContext& ctx, const Group& group, const 
       history.pop_back();
       const bool lower = (me & d) == 0;  // decided which half we kept at this distance
       Range sibling = lower ? Range{r.hi, parent.hi} : Range{parent.lo, r.lo};
-      Transfer t[2] = {Transfer::Send(partner, buf.at(r.lo), (r.hi - r.lo) * elem),
-                       Transfer::Recv(partner, buf.at(sibling.lo), (sibling.hi - sibling.lo) * elem)};
+      Transfer t[2] = {
+          Transfer::Send(partner, buf.at(r.lo), (r.hi - r.lo) * elem),
+          Transfer::Recv(partner, buf.at(sibling.lo), (sibling.hi - sibling.lo) * elem)};
       ctx.mesh.Exchange(t, 2, ctx.label);
       r = parent;
     }

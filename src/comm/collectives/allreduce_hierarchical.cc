@@ -46,7 +46,9 @@ struct ShardReducer {
 
 void ReduceShardCopy(void* arg, const Transfer& t) {
   auto* r = static_cast<ShardReducer*>(arg);
-  r->order.Landed(t.data, [&](const char* copy) { ReduceInto(r->target, copy, t.bytes / r->elem, r->dtype, r->op); });
+  r->order.Landed(t.data, [&](const char* copy) {
+    ReduceInto(r->target, copy, t.bytes / r->elem, r->dtype, r->op);
+  });
 }
 
 }  // namespace
@@ -55,7 +57,7 @@ void AllreduceHierarchicalChunk(CollectiveContext& ctx, const Group& group, cons
                                 const std::vector<int>& node_of_rank) {
   if (group.size() == 1 || buf.count == 0) return;
   // Local groups, nodes ordered by their first rank in the group.
-  std::map<int, int> node_index;  // node id -> dense index
+  std::map<int, int> node_index;        // node id -> dense index
   std::vector<std::vector<int>> nodes;  // group indices per node
   for (int i = 0; i < group.size(); ++i) {
     int id = node_of_rank[static_cast<size_t>(group.peer(i))];
@@ -66,7 +68,8 @@ void AllreduceHierarchicalChunk(CollectiveContext& ctx, const Group& group, cons
   const int my_node = node_index.at(node_of_rank[static_cast<size_t>(group.peer(group.me))]);
   const std::vector<int>& local = nodes[static_cast<size_t>(my_node)];
   const int k = static_cast<int>(local.size());
-  const int my_local = static_cast<int>(std::find(local.begin(), local.end(), group.me) - local.begin());
+  const int my_local =
+      static_cast<int>(std::find(local.begin(), local.end(), group.me) - local.begin());
   int P = 0;
   for (const auto& n : nodes) P = std::max(P, static_cast<int>(n.size()));
   const std::vector<size_t> shard = BalancedOffsets(buf.count, P);

@@ -20,7 +20,8 @@ void AllreduceRecursiveDoubling(CollectiveContext& ctx, const Group& group,
     void* tmp = ctx.scratch.Get(bytes);
     for (int mask = 1; mask < fold.pof2; mask <<= 1) {
       const int partner = group.peer(fold.GroupIndex(fold.new_index ^ mask));
-      Transfer t[2] = {Transfer::Send(partner, buf.data, bytes), Transfer::Recv(partner, tmp, bytes)};
+      Transfer t[2] = {Transfer::Send(partner, buf.data, bytes),
+                       Transfer::Recv(partner, tmp, bytes)};
       ctx.mesh.Exchange(t, 2, ctx.label);
       ReduceInto(buf.data, tmp, buf.count, buf.dtype, buf.op);
     }

@@ -1,7 +1,7 @@
 // Ring allreduce: ring reduce-scatter followed by ring allgather over p balanced blocks
-// (see ring_phases.cc for the schedule). 2(p-1) steps; each rank sends and receives 2(p-1)/p·S bytes,
-// the minimum for any allreduce, so this is the algorithm of choice for large messages on a flat
-// network. Latency grows with p, which is why small messages go to recursive doubling.
+// (see ring_phases.cc for the schedule). 2(p-1) steps; each rank sends and receives 2(p-1)/p·S
+// bytes, the minimum for any allreduce, so this is the algorithm of choice for large messages on a
+// flat network. Latency grows with p, which is why small messages go to recursive doubling.
 #include "comm/collectives/algorithms.h"
 
 namespace cdt {

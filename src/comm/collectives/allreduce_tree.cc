@@ -1,9 +1,10 @@
 // Pipelined double binary tree allreduce (NCCL's "tree" algorithm; Sanders, Speck & Träff 2009).
 //
-// Two binary trees over the group, heap-shaped: in tree A the node at heap position q is group index
-// q; in tree B it is index p-1-q. Heap leaves are the upper half of positions, so ranks that are
-// leaves in A are interior in B and the other way round: every rank does useful work in one tree.
-// Tree A reduces and broadcasts the first half of the buffer, tree B the second half, concurrently.
+// Two binary trees over the group, heap-shaped: in tree A the node at heap position q is group
+// index q; in tree B it is index p-1-q. Heap leaves are the upper half of positions, so ranks that
+// are leaves in A are interior in B and the other way round: every rank does useful work in one
+// tree. Tree A reduces and broadcasts the first half of the buffer, tree B the second half,
+// concurrently.
 //
 // Each half is cut into segments (ctx.segment_bytes) and processed in windows of kWindow segments,
 // one Exchange per window and phase:
@@ -13,10 +14,10 @@
 //              children raced), counting down gate[j]; send segment j to the parent once gate[j]
 //              reaches 0.
 //   broadcast: receive segment j from the parent (gate[j]); forward it to each child once received.
-// Inside a window, segments flow up (or down) the tree pipelined: segment j+1 leaves the leaves while
-// segment j is still climbing. On every connection transfers are listed in (segment, tree) order on
-// both ends, which is the byte-stream order TcpMesh requires. Time ≈ windows·(kWindow + depth)
-// segment-steps: log(p) latency with pipelined bandwidth.
+// Inside a window, segments flow up (or down) the tree pipelined: segment j+1 leaves the leaves
+// while segment j is still climbing. On every connection transfers are listed in (segment, tree)
+// order on both ends, which is the byte-stream order TcpMesh requires. Time ≈ windows·(kWindow +
+// depth) segment-steps: log(p) latency with pipelined bandwidth.
 #include <algorithm>
 #include <vector>
 
@@ -34,7 +35,7 @@ struct TreeView {
   size_t first = 0;  // first element of this tree's half
   size_t count = 0;  // elements in this half
   size_t nseg = 0;
-  int parent = -1;   // global rank, -1 at the root
+  int parent = -1;  // global rank, -1 at the root
   int children[2] = {-1, -1};
   int nchildren = 0;
 };
@@ -114,7 +115,8 @@ void AllreduceTree(CollectiveContext& ctx, const Group& group, const ReduceBuffe
           slot.gate = 0;
           if (phase == 0) {
             slot.gate = t.nchildren;
-            slot.order.Reset(scratch + (j * 2 + ti) * 2 * seg_bytes_max, seg_bytes_max, t.nchildren);
+            slot.order.Reset(scratch + (j * 2 + ti) * 2 * seg_bytes_max, seg_bytes_max,
+                             t.nchildren);
             for (int c = 0; c < t.nchildren; ++c) {
               char* landing = scratch + ((j * 2 + ti) * 2 + c) * seg_bytes_max;
               Transfer r = Transfer::Recv(t.children[c], landing, seg_bytes(t, k));

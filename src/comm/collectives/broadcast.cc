@@ -1,11 +1,11 @@
 // Broadcast from group index root_index, in place.
 //
-// Small messages (< kChainMinBytes): binomial tree over relative index rel = (i - root) mod p. A rank
-// receives from rel - lowbit(rel), then sends to rel + m for each m = lowbit/2, ..., 1 below that
-// bit: lg(p) steps.
-// Large messages: a pipelined chain root -> rel 1 -> rel 2 -> ... in segments of ctx.segment_bytes,
-// each forwarded the moment it arrives (a gated send, windows of kWindow segments per Exchange).
-// Every link carries S once, so time ≈ S/B + (p-1)·segment/B: bandwidth optimal for large S.
+// Small messages (< kChainMinBytes): binomial tree over relative index rel = (i - root) mod p. A
+// rank receives from rel - lowbit(rel), then sends to rel + m for each m = lowbit/2, ..., 1 below
+// that bit: lg(p) steps. Large messages: a pipelined chain root -> rel 1 -> rel 2 -> ... in
+// segments of ctx.segment_bytes, each forwarded the moment it arrives (a gated send, windows of
+// kWindow segments per Exchange). Every link carries S once, so time ≈ S/B + (p-1)·segment/B:
+// bandwidth optimal for large S.
 #include <algorithm>
 #include <vector>
 

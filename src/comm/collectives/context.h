@@ -1,9 +1,10 @@
-// What every collective algorithm sees: the transport (TcpMesh::Exchange), the group of ranks it runs
-// over, reusable scratch memory and the labels used in error messages. Algorithms never touch sockets.
+// What every collective algorithm sees: the transport (TcpMesh::Exchange), the group of ranks it
+// runs over, reusable scratch memory and the labels used in error messages. Algorithms never touch
+// sockets.
 //
 // A Group lists global ranks in group order; algorithms speak of group indices and translate with
-// peer(index). This is how the hierarchical allreduce runs ring or recursive doubling over the ranks
-// that share a local index on different nodes, without a communicator of their own.
+// peer(index). This is how the hierarchical allreduce runs ring or recursive doubling over the
+// ranks that share a local index on different nodes, without a communicator of their own.
 #pragma once
 
 #include <cstddef>

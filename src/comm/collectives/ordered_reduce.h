@@ -24,7 +24,9 @@ class OrderedReduce {
   // now is, in order.
   template <typename Add>
   void Landed(const void* data, Add add) {
-    const size_t i = stride_ == 0 ? next_ : static_cast<size_t>(static_cast<const char*>(data) - first_) / stride_;
+    const size_t i = stride_ == 0
+                         ? next_
+                         : static_cast<size_t>(static_cast<const char*>(data) - first_) / stride_;
     landed_.at(i) = true;
     while (next_ < landed_.size() && landed_[next_]) add(first_ + next_++ * stride_);
   }

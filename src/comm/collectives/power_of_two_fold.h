@@ -1,8 +1,8 @@
 // Non-power-of-two handling shared by recursive doubling and halving-doubling
 // (Thakur, Rabenseifner & Gropp 2005, §4): with p ranks and pof2 the largest power of two <= p,
-// rem = p - pof2. Among the first 2·rem ranks, each even rank hands its whole buffer to the odd rank
-// after it and sits out; the pof2 remaining ranks run the power-of-two algorithm under new indices;
-// at the end every odd rank returns the result to the even rank it absorbed.
+// rem = p - pof2. Among the first 2·rem ranks, each even rank hands its whole buffer to the odd
+// rank after it and sits out; the pof2 remaining ranks run the power-of-two algorithm under new
+// indices; at the end every odd rank returns the result to the even rank it absorbed.
 #pragma once
 
 #include "comm/collectives/context.h"

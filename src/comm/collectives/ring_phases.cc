@@ -9,8 +9,8 @@
 // Allgather, steps s = 0 .. p-2:
 //   send block (i - s) mod p to the right; receive block (i - s - 1) mod p from the left, in place.
 //
-// Pipelining: each received block arrives as segments of ctx.segment_bytes; a segment is reduced the
-// moment it has arrived (Transfer::on_complete), while the rest of the block is still streaming
+// Pipelining: each received block arrives as segments of ctx.segment_bytes; a segment is reduced
+// the moment it has arrived (Transfer::on_complete), while the rest of the block is still streaming
 // through the kernel's socket buffers. Each rank sends 2(p-1)/p of the buffer — bandwidth optimal.
 #include <algorithm>
 

@@ -22,7 +22,8 @@ namespace {
 template <float (*ToF)(uint16_t), uint16_t (*FromF)(float), int kOp>
 void Reduce16(void* in, void* inout, int* len, MPI_Datatype*) {
   ReduceInto(inout, in, static_cast<size_t>(*len),
-             ToF == HalfToFloat ? DataType::kFloat16 : DataType::kBFloat16, static_cast<ReduceOp>(kOp));
+             ToF == HalfToFloat ? DataType::kFloat16 : DataType::kBFloat16,
+             static_cast<ReduceOp>(kOp));
 }
 
 class MpiCommunicator : public Communicator {
@@ -83,7 +84,8 @@ class MpiCommunicator : public Communicator {
     });
   }
   std::shared_ptr<Work> Broadcast(void* data, size_t count, DataType dtype, int root) override {
-    return Run("broadcast", [&] { return MPI_Bcast(data, Count(count), Type(dtype), root, comm_); });
+    return Run("broadcast",
+               [&] { return MPI_Bcast(data, Count(count), Type(dtype), root, comm_); });
   }
   std::shared_ptr<Work> Allgatherv(const void* input, void* output,
                                    const std::vector<size_t>& counts, DataType dtype) override {
@@ -133,19 +135,26 @@ class MpiCommunicator : public Communicator {
  private:
   int Count(size_t n) const {
     if (n > static_cast<size_t>(INT32_MAX))
-      throw Error(ErrorCode::kInvalidArgument, "MPI backend: counts above 2^31-1 elements are not "
-                                               "supported by MPI-3 int counts; split the buffer");
+      throw Error(ErrorCode::kInvalidArgument,
+                  "MPI backend: counts above 2^31-1 elements are not "
+                  "supported by MPI-3 int counts; split the buffer");
     return static_cast<int>(n);
   }
   static MPI_Datatype Type(DataType t) {
     switch (t) {
-      case DataType::kFloat32: return MPI_FLOAT;
-      case DataType::kFloat64: return MPI_DOUBLE;
-      case DataType::kInt32: return MPI_INT32_T;
-      case DataType::kInt64: return MPI_INT64_T;
-      case DataType::kInt8: return MPI_INT8_T;
+      case DataType::kFloat32:
+        return MPI_FLOAT;
+      case DataType::kFloat64:
+        return MPI_DOUBLE;
+      case DataType::kInt32:
+        return MPI_INT32_T;
+      case DataType::kInt64:
+        return MPI_INT64_T;
+      case DataType::kInt8:
+        return MPI_INT8_T;
       case DataType::kFloat16:
-      case DataType::kBFloat16: return MPI_UINT16_T;
+      case DataType::kBFloat16:
+        return MPI_UINT16_T;
     }
     return MPI_BYTE;
   }
@@ -191,6 +200,8 @@ class MpiCommunicator : public Communicator {
 
 }  // namespace
 
-std::unique_ptr<Communicator> CreateMpiCommunicator() { return std::make_unique<MpiCommunicator>(); }
+std::unique_ptr<Communicator> CreateMpiCommunicator() {
+  return std::make_unique<MpiCommunicator>();
+}
 
 }  // namespace cdt

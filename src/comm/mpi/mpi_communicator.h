@@ -1,5 +1,5 @@
-// MPI backend: the same cdt::Communicator over MPI (Debian libopenmpi-dev), so workers run unchanged
-// under mpirun / srun on an HPC cluster. Built only when CMake finds MPI (CDT_HAVE_MPI).
+// MPI backend: the same cdt::Communicator over MPI (Debian libopenmpi-dev), so workers run
+// unchanged under mpirun / srun on an HPC cluster. Built only when CMake finds MPI (CDT_HAVE_MPI).
 //
 // Differences from the TCP backend, by design:
 //  * operations run to completion on the calling thread (MPI progress is the library's business);

@@ -17,8 +17,8 @@ using nlohmann::json;
 
 std::string B64(const std::string& bytes) {
   std::string out(sodium_base64_ENCODED_LEN(bytes.size(), sodium_base64_VARIANT_ORIGINAL), '\0');
-  sodium_bin2base64(out.data(), out.size(), reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(),
-                    sodium_base64_VARIANT_ORIGINAL);
+  sodium_bin2base64(out.data(), out.size(), reinterpret_cast<const unsigned char*>(bytes.data()),
+                    bytes.size(), sodium_base64_VARIANT_ORIGINAL);
   out.resize(out.size() - 1);  // the terminating NUL
   return out;
 }
@@ -26,8 +26,8 @@ std::string B64(const std::string& bytes) {
 std::string Unb64(const std::string& text, const std::string& where) {
   std::string out(text.size(), '\0');
   size_t len = 0;
-  if (sodium_base642bin(reinterpret_cast<unsigned char*>(out.data()), out.size(), text.data(), text.size(),
-                        nullptr, &len, nullptr, sodium_base64_VARIANT_ORIGINAL) != 0)
+  if (sodium_base642bin(reinterpret_cast<unsigned char*>(out.data()), out.size(), text.data(),
+                        text.size(), nullptr, &len, nullptr, sodium_base64_VARIANT_ORIGINAL) != 0)
     throw Error(ErrorCode::kProtocol, where + " returned a value that is not base64");
   out.resize(len);
   return out;
@@ -56,9 +56,10 @@ EtcdStore::EtcdStore(const net::HostPort& server, std::chrono::milliseconds conn
     auto r = http_->Get("/version");
     if (r && r->status == 200) return;
     if (Clock::now() >= deadline)
-      throw Error(ErrorCode::kTimeout, "rendezvous: " + where_ + " did not answer within " +
-                                           std::to_string(connect_timeout.count()) +
-                                           " ms; is etcd running (Debian etcd-server)? check --rdzv-endpoint");
+      throw Error(ErrorCode::kTimeout,
+                  "rendezvous: " + where_ + " did not answer within " +
+                      std::to_string(connect_timeout.count()) +
+                      " ms; is etcd running (Debian etcd-server)? check --rdzv-endpoint");
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }
@@ -69,10 +70,11 @@ std::string EtcdStore::Post(const std::string& path, const std::string& body) {
   std::lock_guard<std::mutex> lock(mu_);
   auto r = http_->Post(path, body, "application/json");
   if (!r)
-    throw Error(ErrorCode::kStore, where_ + ": " + path + " failed: " + httplib::to_string(r.error()));
+    throw Error(ErrorCode::kStore,
+                where_ + ": " + path + " failed: " + httplib::to_string(r.error()));
   if (r->status != 200)
-    throw Error(ErrorCode::kStore, where_ + ": " + path + " answered " + std::to_string(r->status) + ": " +
-                                       r->body.substr(0, 300));
+    throw Error(ErrorCode::kStore, where_ + ": " + path + " answered " + std::to_string(r->status) +
+                                       ": " + r->body.substr(0, 300));
   return r->body;
 }
 
@@ -93,12 +95,14 @@ void EtcdStore::Set(const std::string& key, const std::string& value) {
 
 std::string EtcdStore::Get(const std::string& key, std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
-  for (auto pause = std::chrono::milliseconds(1);; pause = std::min(pause * 2, std::chrono::milliseconds(50))) {
+  for (auto pause = std::chrono::milliseconds(1);;
+       pause = std::min(pause * 2, std::chrono::milliseconds(50))) {
     Value v = Range(key);
     if (v.exists) return v.value;
     if (Clock::now() >= deadline)
-      throw Error(ErrorCode::kTimeout, "waited " + std::to_string(timeout.count()) + " ms on " + where_ +
-                                           " for key [" + key + "]: some process of the job did not arrive");
+      throw Error(ErrorCode::kTimeout, "waited " + std::to_string(timeout.count()) + " ms on " +
+                                           where_ + " for key [" + key +
+                                           "]: some process of the job did not arrive");
     std::this_thread::sleep_for(pause);
   }
 }
@@ -106,7 +110,8 @@ std::string EtcdStore::Get(const std::string& key, std::chrono::milliseconds tim
 void EtcdStore::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   for (const auto& k : keys) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     Get(k, std::max(left, std::chrono::milliseconds(0)));
   }
 }
@@ -119,25 +124,43 @@ int64_t EtcdStore::Add(const std::string& key, int64_t delta) {
       try {
         now = std::stoll(v.value);
       } catch (...) {
-        throw Error(ErrorCode::kStore, where_ + ": Add on key [" + key + "] holding '" + v.value + "', not a number");
+        throw Error(ErrorCode::kStore,
+                    where_ + ": Add on key [" + key + "] holding '" + v.value + "', not a number");
       }
     }
     const int64_t next = now + delta;
-    json compare = v.exists ? json{{"key", B64(key)}, {"result", "EQUAL"}, {"target", "MOD"}, {"mod_revision", v.mod_revision}}
-                            : json{{"key", B64(key)}, {"result", "EQUAL"}, {"target", "CREATE"}, {"create_revision", "0"}};
-    const json txn = {{"compare", json::array({compare})},
-                      {"success", json::array({json{{"request_put", {{"key", B64(key)}, {"value", B64(std::to_string(next))}}}}})}};
+    json compare = v.exists ? json{{"key", B64(key)},
+                                   {"result", "EQUAL"},
+                                   {"target", "MOD"},
+                                   {"mod_revision", v.mod_revision}}
+                            : json{{"key", B64(key)},
+                                   {"result", "EQUAL"},
+                                   {"target", "CREATE"},
+                                   {"create_revision", "0"}};
+    const json txn = {
+        {"compare", json::array({compare})},
+        {"success",
+         json::array(
+             {json{{"request_put", {{"key", B64(key)}, {"value", B64(std::to_string(next))}}}}})}};
     const json reply = json::parse(Post("/v3/kv/txn", txn.dump()));
     if (reply.value("succeeded", false)) return next;  // else someone else changed it: again
   }
 }
 
-std::string EtcdStore::CompareSet(const std::string& key, const std::string& expected, const std::string& desired) {
-  json compare = expected.empty()
-                     ? json{{"key", B64(key)}, {"result", "EQUAL"}, {"target", "CREATE"}, {"create_revision", "0"}}
-                     : json{{"key", B64(key)}, {"result", "EQUAL"}, {"target", "VALUE"}, {"value", B64(expected)}};
-  const json txn = {{"compare", json::array({compare})},
-                    {"success", json::array({json{{"request_put", {{"key", B64(key)}, {"value", B64(desired)}}}}})}};
+std::string EtcdStore::CompareSet(const std::string& key, const std::string& expected,
+                                  const std::string& desired) {
+  json compare = expected.empty() ? json{{"key", B64(key)},
+                                         {"result", "EQUAL"},
+                                         {"target", "CREATE"},
+                                         {"create_revision", "0"}}
+                                  : json{{"key", B64(key)},
+                                         {"result", "EQUAL"},
+                                         {"target", "VALUE"},
+                                         {"value", B64(expected)}};
+  const json txn = {
+      {"compare", json::array({compare})},
+      {"success",
+       json::array({json{{"request_put", {{"key", B64(key)}, {"value", B64(desired)}}}}})}};
   const json reply = json::parse(Post("/v3/kv/txn", txn.dump()));
   if (reply.value("succeeded", false)) return desired;
   const Value v = Range(key);

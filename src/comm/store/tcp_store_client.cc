@@ -16,8 +16,12 @@ constexpr auto kReplyMargin = std::chrono::seconds(5);  // server answers a Wait
 TcpStoreClient::TcpStoreClient(const net::HostPort& server, const std::string& secret,
                                std::chrono::milliseconds connect_timeout,
                                std::chrono::milliseconds request_timeout)
-    : server_(server), secret_(secret), where_("store at " + server.ToString()), request_timeout_(request_timeout) {
-  Connect(net::DeadlineAfter(connect_timeout), std::max(connect_timeout, std::chrono::milliseconds(5000)));
+    : server_(server),
+      secret_(secret),
+      where_("store at " + server.ToString()),
+      request_timeout_(request_timeout) {
+  Connect(net::DeadlineAfter(connect_timeout),
+          std::max(connect_timeout, std::chrono::milliseconds(5000)));
 }
 
 void TcpStoreClient::Connect(net::Deadline deadline, std::chrono::milliseconds handshake_timeout) {
@@ -44,8 +48,9 @@ void TcpStoreClient::Connect(net::Deadline deadline, std::chrono::milliseconds h
     std::string mac = store::ComputeMac(secret_, std::string_view(hello + 8, store::kNonceBytes));
     auto [type, payload] = Request(MsgType::kAuth, mac, hs);
     if (type != MsgType::kOk)
-      throw Error(ErrorCode::kAuth, where_ + " refused the job secret: every process of a job "
-                                             "must get the same CDT_JOB_SECRET");
+      throw Error(ErrorCode::kAuth, where_ +
+                                        " refused the job secret: every process of a job "
+                                        "must get the same CDT_JOB_SECRET");
   } catch (const Error& e) {
     if (e.code() == ErrorCode::kPeerLost)
       throw Error(ErrorCode::kAuth, where_ + " closed the connection during authentication (" +
@@ -58,7 +63,8 @@ std::pair<MsgType, std::string> TcpStoreClient::ReadFrame(net::Deadline deadline
   uint32_t len;
   net::RecvAll(sock_.fd(), &len, 4, deadline, where_);
   if (len == 0 || len > store::kMaxFrameBytes)
-    throw Error(ErrorCode::kProtocol, where_ + " sent a frame of " + std::to_string(len) + " bytes");
+    throw Error(ErrorCode::kProtocol,
+                where_ + " sent a frame of " + std::to_string(len) + " bytes");
   std::string body(len, '\0');
   net::RecvAll(sock_.fd(), body.data(), len, deadline, where_);
   auto type = static_cast<MsgType>(static_cast<uint8_t>(body[0]));
@@ -71,11 +77,13 @@ std::pair<MsgType, std::string> TcpStoreClient::Request(MsgType type, const std:
     // The last request failed half-way: connect again (the store may be back, or the link).
     try {
       // One short try: callers that want to wait for the store retry the request.
-      Connect(std::min(deadline, net::DeadlineAfter(std::chrono::seconds(2))), std::chrono::seconds(2));
+      Connect(std::min(deadline, net::DeadlineAfter(std::chrono::seconds(2))),
+              std::chrono::seconds(2));
     } catch (const Error& e) {
       sock_.Close();
-      throw Error(e.code() == ErrorCode::kAuth ? ErrorCode::kAuth : ErrorCode::kStore,
-                  where_ + ": the connection failed earlier and reconnecting failed too: " + e.what());
+      throw Error(
+          e.code() == ErrorCode::kAuth ? ErrorCode::kAuth : ErrorCode::kStore,
+          where_ + ": the connection failed earlier and reconnecting failed too: " + e.what());
     }
   }
   std::string frame;
@@ -121,8 +129,8 @@ void TcpStoreClient::WaitLocked(const std::vector<std::string>& keys,
     std::string names;
     for (size_t i = 0; i < keys.size() && i < 4; ++i) names += (i ? ", " : "") + keys[i];
     if (keys.size() > 4) names += ", ...";
-    throw Error(ErrorCode::kTimeout, "waited " + std::to_string(timeout.count()) +
-                                         " ms on " + where_ + " for keys [" + names +
+    throw Error(ErrorCode::kTimeout, "waited " + std::to_string(timeout.count()) + " ms on " +
+                                         where_ + " for keys [" + names +
                                          "]: some process of the job did not arrive");
   }
 }

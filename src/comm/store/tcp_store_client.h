@@ -1,10 +1,10 @@
 // TcpStoreClient: cdt::Store over one authenticated TCP connection to a TcpStoreServer.
-// Thread-safe (requests are serialised on the connection). Each request has a deadline: Get/Wait use
-// the caller's timeout, the others `request_timeout` given at construction.
-// A request that fails half-way (the connection dropped, a link was down) throws and closes the
-// connection; the next request connects and authenticates again within its own deadline. The
-// failed request may or may not have been applied (an Add may count once more): callers that
-// retry must tolerate that, as the elastic rendezvous does by timing out a round.
+// Thread-safe (requests are serialised on the connection). Each request has a deadline: Get/Wait
+// use the caller's timeout, the others `request_timeout` given at construction. A request that
+// fails half-way (the connection dropped, a link was down) throws and closes the connection; the
+// next request connects and authenticates again within its own deadline. The failed request may or
+// may not have been applied (an Add may count once more): callers that retry must tolerate that, as
+// the elastic rendezvous does by timing out a round.
 #pragma once
 
 #include <chrono>

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "cdt/error.h"
+#include "comm/store/store_protocol.h"
 #include "common/bytes.h"
 #include "common/thread_name.h"
-#include "comm/store/store_protocol.h"
 
 namespace cdt {
 
@@ -257,8 +257,8 @@ void TcpStoreServer::Serve() {
         continue;
       }
       if (re & POLLOUT) {
-        ssize_t n = ::send(c.sock.fd(), c.out.data() + c.out_pos, c.out.size() - c.out_pos,
-                           MSG_NOSIGNAL);
+        ssize_t n =
+            ::send(c.sock.fd(), c.out.data() + c.out_pos, c.out.size() - c.out_pos, MSG_NOSIGNAL);
         if (n > 0) c.out_pos += static_cast<size_t>(n);
         if (n < 0 && errno != EAGAIN && errno != EINTR) {
           c.closing = true;
@@ -293,8 +293,8 @@ void TcpStoreServer::Serve() {
             auto type = static_cast<MsgType>(static_cast<uint8_t>(c.in[4]));
             std::string_view payload(c.in.data() + 5, len - 1);
             if (!c.authed) {
-              if (type != MsgType::kAuth || !store::MacEquals(
-                                                 payload, store::ComputeMac(s.secret, c.nonce))) {
+              if (type != MsgType::kAuth ||
+                  !store::MacEquals(payload, store::ComputeMac(s.secret, c.nonce))) {
                 AppendFrame(&c.out, MsgType::kAuthFailed, "");
                 reject(c, "wrong job secret");
               } else {

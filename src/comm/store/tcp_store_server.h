@@ -1,8 +1,8 @@
-// TcpStoreServer: the rendezvous key-value store, hosted by the node-0 agent (or rank 0 when no agent
-// runs). One background thread serves every client with poll(); a client parked in Wait() costs no
-// thread. Every connection must prove it knows the job secret (HMAC challenge, the secret never
-// crosses the wire) before any key is read or written. Malformed input closes that connection only
-// and is counted; it never stops the server.
+// TcpStoreServer: the rendezvous key-value store, hosted by the node-0 agent (or rank 0 when no
+// agent runs). One background thread serves every client with poll(); a client parked in Wait()
+// costs no thread. Every connection must prove it knows the job secret (HMAC challenge, the secret
+// never crosses the wire) before any key is read or written. Malformed input closes that connection
+// only and is counted; it never stops the server.
 #pragma once
 
 #include <atomic>

@@ -31,8 +31,10 @@ PathSample ReadPathSample(int fd) {
 int PacedSendBuffer(const PathSample& sample, int floor_bytes, int cap_bytes, int current_bytes) {
   if (floor_bytes >= cap_bytes) return cap_bytes;
   if (!sample.valid || sample.app_limited) return current_bytes;
-  const double want = std::max(2 * sample.delivery_bytes_per_s * sample.min_rtt_s, 8.0 * sample.mss_bytes);
-  return static_cast<int>(std::clamp(want, static_cast<double>(floor_bytes), static_cast<double>(cap_bytes)));
+  const double want =
+      std::max(2 * sample.delivery_bytes_per_s * sample.min_rtt_s, 8.0 * sample.mss_bytes);
+  return static_cast<int>(
+      std::clamp(want, static_cast<double>(floor_bytes), static_cast<double>(cap_bytes)));
 }
 
 }  // namespace cdt::net

@@ -18,11 +18,11 @@ namespace cdt::net {
 
 // What the kernel measured of one TCP connection (Linux TCP_INFO).
 struct PathSample {
-  bool valid = false;          // the kernel reported both figures
+  bool valid = false;  // the kernel reported both figures
   double delivery_bytes_per_s = 0;
   double min_rtt_s = 0;
-  bool app_limited = false;    // the sender had too little to send: the rate says nothing of the path
-  int mss_bytes = 0;           // the sender's segment size
+  bool app_limited = false;  // the sender had too little to send: the rate says nothing of the path
+  int mss_bytes = 0;         // the sender's segment size
 };
 PathSample ReadPathSample(int fd);
 

@@ -19,7 +19,8 @@
 namespace cdt::net {
 
 int MillisUntil(Deadline deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
   if (left <= 0) return 0;
   return left > INT_MAX ? INT_MAX : static_cast<int>(left);
 }
@@ -56,7 +57,8 @@ HostPort ParseHostPort(const std::string& text, const std::string& what) {
   size_t colon = text.rfind(':');
   if (colon == std::string::npos || colon == 0) throw bad("missing ':'");
   std::string host = text.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   std::string port_text = text.substr(colon + 1);
   if (port_text.empty() || port_text.size() > 5 ||
       port_text.find_first_not_of("0123456789") != std::string::npos)
@@ -237,7 +239,8 @@ void RecvAll(int fd, void* data, size_t len, Deadline deadline, const std::strin
     if (n == 0) throw Error(ErrorCode::kPeerLost, peer + " closed the connection");
     if (n < 0) {
       if (errno == EAGAIN || errno == EINTR) continue;
-      throw Error(ErrorCode::kPeerLost, "receive from " + peer + " failed: " + std::strerror(errno));
+      throw Error(ErrorCode::kPeerLost,
+                  "receive from " + peer + " failed: " + std::strerror(errno));
     }
     p += n;
     len -= static_cast<size_t>(n);

@@ -65,8 +65,9 @@ TcpMesh::~TcpMesh() {
 
 std::unique_ptr<TcpMesh> TcpMesh::Connect(Store& store, const MeshOptions& o) {
   if (o.size < 1 || o.rank < 0 || o.rank >= o.size)
-    throw Error(ErrorCode::kInvalidArgument, "rank " + std::to_string(o.rank) +
-                                                 " is outside world size " + std::to_string(o.size));
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        "rank " + std::to_string(o.rank) + " is outside world size " + std::to_string(o.size));
   std::unique_ptr<TcpMesh> mesh(new TcpMesh());
   mesh->rank_ = o.rank;
   mesh->size_ = o.size;
@@ -107,9 +108,10 @@ std::unique_ptr<TcpMesh> TcpMesh::Connect(Store& store, const MeshOptions& o) {
     std::string missing;
     for (int r = 0; r < o.size; ++r)
       if (!store.Check(keys[r])) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-    throw Error(ErrorCode::kTimeout, who + ": ranks [" + missing + "] did not join generation " +
-                                         std::to_string(o.generation) + " within " +
-                                         std::to_string(o.timeout.count()) + " ms",
+    throw Error(ErrorCode::kTimeout,
+                who + ": ranks [" + missing + "] did not join generation " +
+                    std::to_string(o.generation) + " within " + std::to_string(o.timeout.count()) +
+                    " ms",
                 {o.rank, -1, "", "connect", 0});
   }
   for (int r = 0; r < o.size; ++r) {
@@ -124,12 +126,17 @@ std::unique_ptr<TcpMesh> TcpMesh::Connect(Store& store, const MeshOptions& o) {
   for (int ch = 0; ch < kChannels; ++ch) {
     for (int peer = 0; peer < o.size; ++peer) {
       if (peer == o.rank) continue;
-      net::HostPort hp = net::ParseHostPort(mesh->addresses_[peer], "address of rank " +
-                                                                        std::to_string(peer));
+      net::HostPort hp =
+          net::ParseHostPort(mesh->addresses_[peer], "address of rank " + std::to_string(peer));
       net::Socket s = net::ConnectUntil(hp, deadline);
-      handshake::Hello h{handshake::kMagic, handshake::kVersion, o.generation,
-                         static_cast<uint32_t>(o.rank), static_cast<uint32_t>(peer),
-                         static_cast<uint32_t>(ch), 0, {}};
+      handshake::Hello h{handshake::kMagic,
+                         handshake::kVersion,
+                         o.generation,
+                         static_cast<uint32_t>(o.rank),
+                         static_cast<uint32_t>(peer),
+                         static_cast<uint32_t>(ch),
+                         0,
+                         {}};
       std::memcpy(h.token, token.data(), handshake::kTokenBytes);
       net::SendAll(s.fd(), &h, sizeof h, deadline, "rank " + std::to_string(peer));
       mesh->send_socks_[mesh->Slot(ch, peer)] = std::move(s);
@@ -141,9 +148,10 @@ std::unique_ptr<TcpMesh> TcpMesh::Connect(Store& store, const MeshOptions& o) {
     std::string from;
     net::Socket s = net::AcceptUntil(listener, deadline, &from);
     if (!s.valid())
-      throw Error(ErrorCode::kTimeout, who + ": " + std::to_string(expected) +
-                                           " rank(s) did not connect within the timeout",
-                  {o.rank, -1, "", "connect", 0});
+      throw Error(
+          ErrorCode::kTimeout,
+          who + ": " + std::to_string(expected) + " rank(s) did not connect within the timeout",
+          {o.rank, -1, "", "connect", 0});
     handshake::Hello h{};
     try {
       net::RecvAll(s.fd(), &h, sizeof h,
@@ -162,7 +170,9 @@ std::unique_ptr<TcpMesh> TcpMesh::Connect(Store& store, const MeshOptions& o) {
       status = handshake::kAckBadToken;
     else if (h.to_rank != static_cast<uint32_t>(o.rank) || h.from_rank == h.to_rank ||
              h.from_rank >= static_cast<uint32_t>(o.size) || h.channel >= kChannels ||
-             mesh->recv_socks_[mesh->Slot(static_cast<int>(h.channel), static_cast<int>(h.from_rank))].valid())
+             mesh->recv_socks_[mesh->Slot(static_cast<int>(h.channel),
+                                          static_cast<int>(h.from_rank))]
+                 .valid())
       status = handshake::kAckBadRank;
     handshake::Ack ack{handshake::kMagic, status};
     try {
@@ -275,9 +285,9 @@ void TcpMesh::ThrowPeerError(ErrorCode code, int peer, const std::string& what,
 void TcpMesh::Exchange(Transfer* t, size_t n, const OpLabel& label) {
   for (size_t i = 0; i < n; ++i) {
     if (t[i].peer < 0 || t[i].peer >= size_ || t[i].peer == rank_)
-      throw Error(ErrorCode::kInvalidArgument,
-                  "rank " + std::to_string(rank_) + ": transfer to invalid peer " +
-                      std::to_string(t[i].peer) + " in " + label.name);
+      throw Error(ErrorCode::kInvalidArgument, "rank " + std::to_string(rank_) +
+                                                   ": transfer to invalid peer " +
+                                                   std::to_string(t[i].peer) + " in " + label.name);
   }
   if (n > pollfds_.size() - 1 || n > prev_.size()) {
     // Large transfer lists grow the scratch once; the steady state never allocates.
@@ -285,8 +295,8 @@ void TcpMesh::Exchange(Transfer* t, size_t n, const OpLabel& label) {
     poll_owner_.resize(n + 1);
     prev_.resize(n);
   }
-  // prev_[i]: the previous transfer of the same kind to the same peer; i may progress only once that
-  // one is complete (byte-stream order).
+  // prev_[i]: the previous transfer of the same kind to the same peer; i may progress only once
+  // that one is complete (byte-stream order).
   std::fill(last_of_.begin(), last_of_.end(), -1);
   for (size_t i = 0; i < n; ++i) {
     int slot = 2 * t[i].peer + (t[i].kind == Transfer::Kind::kSend ? 0 : 1);
@@ -345,14 +355,16 @@ void TcpMesh::Exchange(Transfer* t, size_t n, const OpLabel& label) {
       } else if (x.kind == Transfer::Kind::kRecv && remote_receive_batch_ > 0) {
         // Wake once a batch can be read, not per packet (the kernel still wakes us early when
         // the receive window is full). A non-blocking recv ignores it, so only poll is affected.
-        const int lowat = static_cast<int>(std::min<size_t>(left, static_cast<size_t>(remote_receive_batch_)));
+        const int lowat =
+            static_cast<int>(std::min<size_t>(left, static_cast<size_t>(remote_receive_batch_)));
         if (receive_lowat_[slot] != lowat &&
             ::setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof lowat) == 0)
           receive_lowat_[slot] = lowat;
         // A message's last batch: its arrival ends the wait, so catch it at once.
         if (left <= static_cast<size_t>(remote_receive_batch_)) latency_bound = true;
       }
-      pollfds_[npoll] = {fd, static_cast<short>(x.kind == Transfer::Kind::kSend ? POLLOUT : POLLIN), 0};
+      pollfds_[npoll] = {fd, static_cast<short>(x.kind == Transfer::Kind::kSend ? POLLOUT : POLLIN),
+                         0};
       poll_owner_[npoll] = static_cast<int>(i);
       ++npoll;
     }
@@ -381,7 +393,8 @@ void TcpMesh::Exchange(Transfer* t, size_t n, const OpLabel& label) {
     auto idle = std::chrono::duration_cast<std::chrono::milliseconds>(now - last_progress);
     int wait_ms = static_cast<int>(std::max<int64_t>(0, (timeout_ - idle).count()));
     int rc = ::poll(pollfds_.data(), npoll + 1, wait_ms);
-    if (rc < 0 && errno != EINTR) throw Error(ErrorCode::kIo, std::string("poll: ") + strerror(errno));
+    if (rc < 0 && errno != EINTR)
+      throw Error(ErrorCode::kIo, std::string("poll: ") + strerror(errno));
     if (rc == 0 && net::Clock::now() - last_progress >= timeout_) {
       // Name the first peer we are still waiting on (every pending one is listed).
       std::string others;
@@ -389,12 +402,14 @@ void TcpMesh::Exchange(Transfer* t, size_t n, const OpLabel& label) {
       for (size_t k = 0; k < npoll; ++k) {
         const Transfer& x = t[poll_owner_[k]];
         if (first < 0) first = x.peer;
-        others += (others.empty() ? "" : ", ") + std::string(x.kind == Transfer::Kind::kSend ? "send to " : "receive from ") +
-                  std::to_string(x.peer) + " (" + std::to_string(x.done) + "/" + std::to_string(x.bytes) + " B)";
+        others += (others.empty() ? "" : ", ") +
+                  std::string(x.kind == Transfer::Kind::kSend ? "send to " : "receive from ") +
+                  std::to_string(x.peer) + " (" + std::to_string(x.done) + "/" +
+                  std::to_string(x.bytes) + " B)";
       }
-      ThrowPeerError(ErrorCode::kTimeout, first,
-                     "no byte moved for " + std::to_string(timeout_.count()) + " ms [" + others + "]",
-                     label);
+      ThrowPeerError(
+          ErrorCode::kTimeout, first,
+          "no byte moved for " + std::to_string(timeout_.count()) + " ms [" + others + "]", label);
     }
   }
 }

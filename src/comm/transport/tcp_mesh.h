@@ -63,8 +63,8 @@ struct Ack {
 struct Transfer {
   enum class Kind : uint8_t { kSend, kRecv };
   Kind kind;
-  int peer;      // global rank
-  void* data;    // const for sends
+  int peer;    // global rank
+  void* data;  // const for sends
   size_t bytes;
   size_t done = 0;
   // Called on the exchanging thread the moment this transfer completes, while the others are still
@@ -76,7 +76,8 @@ struct Transfer {
   const int* gate = nullptr;
 
   static Transfer Send(int peer, const void* data, size_t bytes) {
-    return Transfer{Kind::kSend, peer, const_cast<void*>(data), bytes, 0, nullptr, nullptr, nullptr};
+    return Transfer{Kind::kSend, peer,   const_cast<void*>(data), bytes, 0, nullptr,
+                    nullptr,     nullptr};
   }
   static Transfer Recv(int peer, void* data, size_t bytes) {
     return Transfer{Kind::kRecv, peer, data, bytes, 0, nullptr, nullptr, nullptr};
@@ -93,10 +94,10 @@ struct MeshOptions {
   int rank = 0;
   int size = 1;
   uint64_t generation = 0;
-  std::string key_prefix = "cdt";      // store namespace of this communicator
-  std::string bind_host = "0.0.0.0";   // where this rank listens
+  std::string key_prefix = "cdt";            // store namespace of this communicator
+  std::string bind_host = "0.0.0.0";         // where this rank listens
   std::string advertise_host = "127.0.0.1";  // what peers dial
-  std::string host_id;                 // node identity; empty = this machine's (hostname+netns+boot)
+  std::string host_id;  // node identity; empty = this machine's (hostname+netns+boot)
   std::chrono::milliseconds timeout{30000};
   // SO_SNDBUF/SO_RCVBUF (0 = kernel autotuning) of the two channels to ranks on the same host.
   // Measured on loopback (docs/benchmarks.md): small buffers keep the bytes in flight
@@ -156,7 +157,8 @@ class TcpMesh {
   static constexpr int kChannels = 2;
   static constexpr int kLatencyChannel = 0;
   static constexpr int kBulkChannel = 1;
-  // The channel later Exchange calls use. Same thread as Exchange; change it between operations only.
+  // The channel later Exchange calls use. Same thread as Exchange; change it between operations
+  // only.
   void UseChannel(int channel) { channel_ = channel; }
 
   // Runs every transfer to completion (see the header comment). Throws cdt::Error.
@@ -197,19 +199,19 @@ class TcpMesh {
   size_t Slot(int channel, int rank) const {
     return static_cast<size_t>(channel) * static_cast<size_t>(size_) + static_cast<size_t>(rank);
   }
-  int channel_ = kLatencyChannel;  // used by the exchanging thread only
-  std::vector<std::string> addresses_;   // "host:port" of each rank's listener
+  int channel_ = kLatencyChannel;       // used by the exchanging thread only
+  std::vector<std::string> addresses_;  // "host:port" of each rank's listener
   std::vector<std::string> host_ids_;
-  std::vector<char> remote_;             // per rank: on another host
-  std::vector<int> receive_lowat_;       // per receiving socket: SO_RCVLOWAT last set (1 = Linux's)
+  std::vector<char> remote_;        // per rank: on another host
+  std::vector<int> receive_lowat_;  // per receiving socket: SO_RCVLOWAT last set (1 = Linux's)
   int wake_fd_ = -1;
 
   std::atomic<bool> aborted_{false};
   // Scratch for Exchange, sized at Connect so the hot path never allocates. Used by one thread.
   std::vector<pollfd> pollfds_;
-  std::vector<int> poll_owner_;          // transfer index behind each pollfd
-  std::vector<int> prev_;                // per transfer: previous one on the same stream
-  std::vector<int> last_of_;             // per (peer, kind): last transfer seen
+  std::vector<int> poll_owner_;  // transfer index behind each pollfd
+  std::vector<int> prev_;        // per transfer: previous one on the same stream
+  std::vector<int> last_of_;     // per (peer, kind): last transfer seen
 };
 
 // This machine's identity: hostname, network namespace and boot id (two network namespaces on one
