@@ -37,6 +37,24 @@ CompressionSteering::CompressionSteering(const TrainOptions& o, const Compressio
   if (o.compress != "adaptive") {
     r_.compression_phases.push_back(
         {first_step, "fixed", o.compress, ParameterOf(o.compress, o.powersgd_rank)});
+    // PowerSGD sends a matrix whole where its factors would save less than the minimum: at a
+    // rank that high for every matrix, "powersgd" is an uncompressed allreduce. Say so.
+    if (o.compress == "powersgd" && rank_ == 0 && reducer_.num_buckets() > 0) {
+      bool factors_any = false;
+      for (size_t b = 0; b < reducer_.num_buckets() && !factors_any; ++b) {
+        const auto tensors = reducer_.bucket_tensors(b);
+        size_t fp32 = 0;
+        for (const auto& t : tensors) fp32 += 4 * t.numel();
+        factors_any = compress::PowerSgdWireBytes(tensors, o.powersgd_rank,
+                                                  setup_.options.powersgd_min_saved_bytes) < fp32;
+      }
+      if (!factors_any)
+        std::fprintf(stderr,
+                     "compress: powersgd at --powersgd-rank %d factors no matrix of this model "
+                     "(none would save %zu bytes or more, --powersgd-min-saved-bytes): every "
+                     "bucket is sent uncompressed; lower --powersgd-rank\n",
+                     o.powersgd_rank, setup_.options.powersgd_min_saved_bytes);
+    }
     return;
   }
   // What uncompressed communication costs here: one allreduce of the whole gradient on the bulk

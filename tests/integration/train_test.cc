@@ -249,6 +249,25 @@ TEST(Train, AdaptiveCompressionStopsCompressingWhereItCannotPay) {
   EXPECT_GT(j["compression"]["direct_reductions"].get<int64_t>(), 0);
 }
 
+// At a rank so high that no matrix's factors would save the minimum, PowerSGD sends everything
+// uncompressed: the run says so instead of reporting "0.0% less" at the end only.
+TEST(Train, PowerSgdThatFactorsNothingSaysSo) {
+  auto args = kCommon;
+  args[3] = "2";
+  args.insert(args.end(), {"--nproc-per-node", "2", "--batch-size", "16", "--compress", "powersgd",
+                           "--powersgd-rank", "100000"});
+  int rc = -1;
+  const std::string out = Train("powersgd-rank-too-high", args, &rc)["output"];
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("compress: powersgd at --powersgd-rank 100000 factors no matrix"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("(0.0% less)"), std::string::npos) << out;
+  args.back() = "2";  // the default rank factors the cnn's big layers: no such line
+  const std::string fine = Train("powersgd-rank-2", args, &rc)["output"];
+  EXPECT_EQ(fine.find("factors no matrix"), std::string::npos) << fine;
+}
+
 // Without --compress-ratio each sparse compressor runs at its own default (top-k 1%, random-k
 // 75%: random-k's delay costs accuracy below that, docs/benchmarks.md); the JSON says which, and
 // in which type the values travelled (--compress-values fp16: 2 bytes a value).
