@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <numeric>
 
 #include "cdt/error.h"
 
@@ -175,11 +176,13 @@ int ReportTrainResult(const train::TrainResult& r, const TrainCommandOptions& o,
         r.compress.c_str(), r.bytes_wire / 1e6, r.bytes_fp32 / 1e6,
         r.bytes_fp32 > 0 ? 100 * (1 - r.bytes_wire / r.bytes_fp32) : 0.0, r.residual_pct);
   if (!r.checkpoint.empty()) std::printf("checkpoint: %s\n", r.checkpoint.c_str());
-  if (!r.energy.meter.empty() && r.steps > 0)
-    std::printf("energy: %.1f J over %lld steps (%.3f J per step on rank 0's windows), %s\n", r.energy.joules,
-                static_cast<long long>(r.steps),
-                r.energy.step_j.empty() ? 0.0 : [&] { double s = 0; for (double x : r.energy.step_j) s += x; return s / r.energy.step_j.size(); }(),
-                r.energy.meter.c_str());
+  if (!r.energy.meter.empty() && r.steps > 0) {
+    const auto& step_j = r.energy.step_j;
+    const double per_step =
+        step_j.empty() ? 0.0 : std::accumulate(step_j.begin(), step_j.end(), 0.0) / step_j.size();
+    std::printf("energy: %.1f J over %lld steps (%.3f J per step on rank 0's windows), %s\n",
+                r.energy.joules, static_cast<long long>(r.steps), per_step, r.energy.meter.c_str());
+  }
   for (const auto& x : r.recoveries)
     std::printf(
         "recovered in process: generation %lld, world %d -> %d, resumed at step %lld "
