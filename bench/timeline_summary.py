@@ -69,17 +69,16 @@ def main():
         for e in events:
             if e["pid"] == r and e["tid"] != 0 and e["name"].startswith("bucket"):
                 buckets.setdefault(e["name"], []).append(e["dur"] / 1e3)
-        waits = {}
-        for v in rows:
-            for name in {w for row in rows for w in row.get("waits", {})}:
-                waits.setdefault(name, []).append(v.get("waits", {}).get(name, 0.0))
+        # Every step counts for every bucket waited on in any step (0 where it did not wait).
+        names = sorted({w for v in rows for w in v.get("waits", {})})
+        waits = {name: [v.get("waits", {}).get(name, 0.0) for v in rows] for name in names}
         out["ranks"][r] = {
             "steps": len(rows),
             "forward_ms": percentiles([v["forward"] for v in rows]),
             "backward_ms": percentiles([v["backward"] for v in rows]),
             "wait_ms": percentiles([v["wait"] for v in rows]),
             "steps_waiting_over_5ms": sum(v["wait"] > 5 for v in rows),
-            "wait_per_bucket_ms": {k: percentiles(w) for k, w in sorted(waits.items())},
+            "wait_per_bucket_ms": {k: percentiles(w) for k, w in waits.items()},
             "bucket_span_ms": {k: percentiles(d) for k, d in sorted(buckets.items())},
         }
     median = {(r, part): out["ranks"][r][part + "_ms"]["p50"] for r in ranks for part in ("forward", "backward")}

@@ -40,14 +40,12 @@ CompressionSteering::CompressionSteering(const TrainOptions& o, const Compressio
     // PowerSGD sends a matrix whole where its factors would save less than the minimum: at a
     // rank that high for every matrix, "powersgd" is an uncompressed allreduce. Say so.
     if (o.compress == "powersgd" && rank_ == 0 && reducer_.num_buckets() > 0) {
+      const std::vector<size_t> elements = reducer_.bucket_elements();
       bool factors_any = false;
-      for (size_t b = 0; b < reducer_.num_buckets() && !factors_any; ++b) {
-        const auto tensors = reducer_.bucket_tensors(b);
-        size_t fp32 = 0;
-        for (const auto& t : tensors) fp32 += 4 * t.numel();
-        factors_any = compress::PowerSgdWireBytes(tensors, o.powersgd_rank,
-                                                  setup_.options.powersgd_min_saved_bytes) < fp32;
-      }
+      for (size_t b = 0; b < elements.size() && !factors_any; ++b)
+        factors_any =
+            compress::PowerSgdWireBytes(reducer_.bucket_tensors(b), o.powersgd_rank,
+                                        setup_.options.powersgd_min_saved_bytes) < 4 * elements[b];
       if (!factors_any)
         std::fprintf(stderr,
                      "compress: powersgd at --powersgd-rank %d factors no matrix of this model "

@@ -209,7 +209,7 @@ std::shared_ptr<ClassifierModel> MakeModel(const ModelOptions& o) {
     return std::make_shared<MoeTransformer>(o);
   }
   throw Error(ErrorCode::kInvalidArgument,
-              "unknown model '" + o.name + "' (use mlp, cnn or moe-transformer)");
+              "unknown model '" + o.name + "' (use " + kModelNameList + ")");
 }
 
 }  // namespace cdt::train

@@ -49,7 +49,7 @@ void ValidateTrainOptions(const TrainOptions& o) {
   if (o.balance_batches < 0) bad("--balance-batches must be 0 (off) or a number of steps");
   if (o.compress_interval < 1) bad("--compress-interval must be at least 1");
   if (o.model != "mlp" && o.model != "cnn" && o.model != "moe-transformer")
-    bad("unknown --model '" + o.model + "' (use mlp, cnn or moe-transformer)");
+    bad("unknown --model '" + o.model + "' (use " + kModelNameList + ")");
   if (o.model == "moe-transformer" &&
       (o.layers < 1 || o.width < 1 || o.heads < 1 || o.width % o.heads != 0 || o.experts < 1 ||
        o.top_k < 1 || o.top_k > o.experts))

@@ -16,6 +16,8 @@ namespace cdt::train {
 
 // The outputs of fc1 in mlp and cnn (models.cc): the most row blocks --linear-blocks can make.
 inline constexpr int kMlpHidden = 512, kCnnHidden = 128;
+// The --model names MakeModel (models.cc) builds, as error messages list them.
+inline constexpr const char* kModelNameList = "mlp, cnn or moe-transformer";
 
 struct TrainOptions {
   std::string model = "cnn";                                      // mlp | cnn | moe-transformer
