@@ -362,7 +362,10 @@ TEST(Train, BalancedBatchesKeepTheArithmetic) {
   balanced_args.insert(balanced_args.end(), {"--balance-batches", "2"});
   nlohmann::json balanced = Train("balanced", balanced_args), even = Train("even", args);
   EXPECT_TRUE(balanced["params_consistent"].get<bool>());
-  ExpectCurvesClose(Losses(balanced), Losses(even), 1e-4);
+  // The split follows measured speeds, so which rank sums which samples, and in what float
+  // order, differs from run to run; the rounding grows over 20 steps (1.7e-4 at step 17 once,
+  // under CI load, against the 1e-4 this test first allowed); 1e-3 as for quantised increments.
+  ExpectCurvesClose(Losses(balanced), Losses(even), 1e-3);
   EXPECT_EQ(balanced["samples"], even["samples"]);
   for (const auto& split : balanced["batch_splits"]) {
     const int64_t from = split[0];
