@@ -37,22 +37,7 @@ CompressionSteering::CompressionSteering(const TrainOptions& o, const Compressio
   if (o.compress != "adaptive") {
     r_.compression_phases.push_back(
         {first_step, "fixed", o.compress, ParameterOf(o.compress, o.powersgd_rank)});
-    // PowerSGD sends a matrix whole where its factors would save less than the minimum: at a
-    // rank that high for every matrix, "powersgd" is an uncompressed allreduce. Say so.
-    if (o.compress == "powersgd" && rank_ == 0 && reducer_.num_buckets() > 0) {
-      const std::vector<size_t> elements = reducer_.bucket_elements();
-      bool factors_any = false;
-      for (size_t b = 0; b < elements.size() && !factors_any; ++b)
-        factors_any =
-            compress::PowerSgdWireBytes(reducer_.bucket_tensors(b), o.powersgd_rank,
-                                        setup_.options.powersgd_min_saved_bytes) < 4 * elements[b];
-      if (!factors_any)
-        std::fprintf(stderr,
-                     "compress: powersgd at --powersgd-rank %d factors no matrix of this model "
-                     "(none would save %zu bytes or more, --powersgd-min-saved-bytes): every "
-                     "bucket is sent uncompressed; lower --powersgd-rank\n",
-                     o.powersgd_rank, setup_.options.powersgd_min_saved_bytes);
-    }
+    if (rank_ == 0 && reducer_.num_buckets() > 0) WarnIfTheKnobHasNoHold(o);
     return;
   }
   // What uncompressed communication costs here: one allreduce of the whole gradient on the bulk
@@ -85,6 +70,44 @@ CompressionSteering::CompressionSteering(const TrainOptions& o, const Compressio
                  "here; step %lld phase %s powersgd rank %d (%s)\n",
                  1e3 * plain_comm_s_, static_cast<long long>(first_step), d.phase.c_str(),
                  ao.low_rank, d.reason.c_str());
+}
+
+void CompressionSteering::WarnIfTheKnobHasNoHold(const TrainOptions& o) const {
+  const std::vector<size_t> elements = reducer_.bucket_elements();
+  // PowerSGD sends a matrix whole where its factors would save less than the minimum: at a rank
+  // that high for every matrix, "powersgd" is an uncompressed allreduce.
+  if (o.compress == "powersgd") {
+    bool factors_any = false;
+    for (size_t b = 0; b < elements.size() && !factors_any; ++b)
+      factors_any =
+          compress::PowerSgdWireBytes(reducer_.bucket_tensors(b), o.powersgd_rank,
+                                      setup_.options.powersgd_min_saved_bytes) < 4 * elements[b];
+    if (!factors_any)
+      std::fprintf(stderr,
+                   "compress: powersgd at --powersgd-rank %d factors no matrix of this model "
+                   "(none would save %zu bytes or more, --powersgd-min-saved-bytes): every "
+                   "bucket is sent uncompressed; lower --powersgd-rank\n",
+                   o.powersgd_rank, setup_.options.powersgd_min_saved_bytes);
+  }
+  // Top-k and random-k send at least one element of a bucket: below one element of the largest,
+  // every bucket sends one a step whatever the ratio, and error feedback holds nearly everything.
+  if (compress::IsSparse(o.compress)) {
+    const size_t largest = *std::max_element(elements.begin(), elements.end());
+    if (largest > 0 && setup_.ratio * static_cast<double>(largest) < 1.0)
+      std::fprintf(stderr,
+                   "compress: %s at --compress-ratio %g is less than one element of the largest "
+                   "bucket (%zu elements): every bucket sends 1 element a step and error feedback "
+                   "holds nearly all of the gradient; use --compress-ratio %.2g or more\n",
+                   o.compress.c_str(), setup_.ratio, largest, 1.0 / static_cast<double>(largest));
+  }
+}
+
+std::string CompressLessHint(const TrainOptions& o) {
+  if (compress::IsSparse(o.compress)) return ", or raise --compress-ratio";
+  if (o.compress == "powersgd") return ", or raise --powersgd-rank";
+  if (o.compress == "int8" || o.compress == "signsgd")
+    return ", or a milder --compress than " + o.compress;
+  return "";
 }
 
 double CompressionSteering::ParameterOf(const std::string& compressor, int rank) const {

@@ -9,8 +9,7 @@
 //   - before training, every rank times one uncompressed allreduce of the whole gradient (the
 //     slowest rank's time, so that every rank decides from the same figure);
 //   - after each syncing backward (AfterBackward) it adds up the buckets' gradient norms; at the
-//   end
-//     of an interval it puts the interval's compute, wait, optimizer, communication and bytes
+//     end of an interval it puts the interval's compute, wait, optimizer, communication and bytes
 //     behind the step's buckets as one small allreduce (sums over the ranks);
 //   - before the next backward (DecideIfDue), when every bucket of the step has been collected and
 //     compressors may change, it waits for that sum, decides and swaps the buckets' compressors.
@@ -20,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "cdt/communicator.h"
@@ -37,6 +37,10 @@ struct CompressionSetup {
 };
 
 CompressionSetup MakeCompressionSetup(const TrainOptions& o);
+
+// What to add to "lower --lr" when the loss diverges: the flag that makes `--compress` lossy
+// compression milder (", or raise --compress-ratio"), empty for none, fp16, bf16 and adaptive.
+std::string CompressLessHint(const TrainOptions& o);
 
 class CompressionSteering {
  public:
@@ -62,6 +66,9 @@ class CompressionSteering {
 
  private:
   double ParameterOf(const std::string& compressor, int rank) const;
+  // Rank 0, fixed compressors: says so when --powersgd-rank or --compress-ratio leaves no choice
+  // (no matrix factored; one element of every bucket sent).
+  void WarnIfTheKnobHasNoHold(const TrainOptions& o) const;
   void Apply(const compress::Decision& d);
 
   const bool progress_;  // a progress line is being drawn: start log lines with \r

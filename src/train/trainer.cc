@@ -249,6 +249,14 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
 
   BatchBalancer balancer(W, me, o.batch_size, o.balance_batches);
   const int64_t global_batch = static_cast<int64_t>(o.batch_size) * W;
+  // A step cannot take more samples than there are; the LR would be scaled for the batch asked.
+  if (global_batch > train_set.count)
+    throw Error(ErrorCode::kInvalidArgument,
+                Who(comm) + ": --batch-size " + std::to_string(o.batch_size) + " x " +
+                    std::to_string(W) + " worker(s) = " + std::to_string(global_batch) +
+                    " samples a step, more than the " + std::to_string(train_set.count) +
+                    " training samples of " + o.dataset + "; use --batch-size " +
+                    std::to_string(std::max<int64_t>(1, train_set.count / W)) + " or less");
   const int64_t steps_per_epoch = (train_set.count + global_batch - 1) / global_batch;
   int64_t total_steps =
       o.steps > 0
@@ -373,7 +381,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
     if (!std::isfinite(mean_loss))
       throw Error(ErrorCode::kDiverged, Who(comm) + ": loss is " + std::to_string(mean_loss) +
                                             " at step " + std::to_string(l.step) +
-                                            " (diverged: lower --lr?)");
+                                            " (diverged: lower --lr" + CompressLessHint(o) + "?)");
     r.loss_curve.push_back({l.step, mean_loss});
     r.final_loss = mean_loss;
     const bool last = l.step + 1 == end_step;

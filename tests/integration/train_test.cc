@@ -268,6 +268,50 @@ TEST(Train, PowerSgdThatFactorsNothingSaysSo) {
   EXPECT_EQ(fine.find("factors no matrix"), std::string::npos) << fine;
 }
 
+// Top-k below one element of the largest bucket sends one element of every bucket whatever the
+// ratio: the run says so, and names the least ratio that would hold. A ratio above it prints
+// nothing. When a compressed run diverges, the hint names the compressor's knob besides --lr.
+TEST(Train, SparseRatioBelowOneElementAndDivergenceSaySo) {
+  auto args = kCommon;
+  args[3] = "2";
+  args.insert(args.end(), {"--nproc-per-node", "2", "--batch-size", "16", "--compress", "topk",
+                           "--compress-ratio", "1e-9"});
+  int rc = -1;
+  const std::string out = Train("topk-one-element", args, &rc)["output"];
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("compress: topk at --compress-ratio 1e-09 is less than one element of the "
+                     "largest bucket (401536 elements)"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("use --compress-ratio 2.5e-06 or more"), std::string::npos) << out;
+  args.back() = "0.001";
+  const std::string fine = Train("topk-ratio-0.001", args, &rc)["output"];
+  EXPECT_EQ(rc, 0) << fine;
+  EXPECT_EQ(fine.find("less than one element"), std::string::npos) << fine;
+  args[3] = "5";    // --steps: the loss is inf at step 2
+  args[5] = "1e8";  // --lr
+  const std::string diverged = Train("topk-diverged", args, &rc)["output"];
+  EXPECT_NE(rc, 0) << diverged;
+  EXPECT_NE(diverged.find("(diverged: lower --lr, or raise --compress-ratio?)"), std::string::npos)
+      << diverged;
+}
+
+// A global batch larger than the training set is refused before the first step, with the
+// --batch-size that fits (before, it ran one whole-dataset step with the LR scaled for the batch
+// asked).
+TEST(Train, BatchLargerThanTheDatasetIsRefused) {
+  auto args = kCommon;
+  args[3] = "1";
+  args.insert(args.end(), {"--nproc-per-node", "2", "--batch-size", "3000"});
+  int rc = -1;
+  const std::string out = Train("batch-too-large", args, &rc)["output"];
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(out.find("--batch-size 3000 x 2 worker(s) = 6000 samples a step, more than the 4000 "
+                     "training samples of synthetic; use --batch-size 2000 or less"),
+            std::string::npos)
+      << out;
+}
+
 // Without --compress-ratio each sparse compressor runs at its own default (top-k 1%, random-k
 // 75%: random-k's delay costs accuracy below that, docs/benchmarks.md); the JSON says which, and
 // in which type the values travelled (--compress-values fp16: 2 bytes a value).
