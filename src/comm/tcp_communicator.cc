@@ -136,12 +136,7 @@ class TcpCommunicator : public Communicator {
 
   std::shared_ptr<Work> Allgatherv(const void* input, void* output,
                                    const std::vector<size_t>& counts, DataType dtype) override {
-    if (counts.size() != static_cast<size_t>(size()))
-      throw Error(ErrorCode::kInvalidArgument,
-                  "allgatherv: counts has " + std::to_string(counts.size()) +
-                      " entries, the world has " + std::to_string(size()) + " ranks");
-    std::vector<size_t> offsets(counts.size() + 1, 0);
-    std::partial_sum(counts.begin(), counts.end(), offsets.begin() + 1);
+    const std::vector<size_t> offsets = BlockOffsets(counts, "allgatherv");
     Fingerprint fp{0,
                    offsets.back(),
                    -1,
@@ -160,12 +155,7 @@ class TcpCommunicator : public Communicator {
   std::shared_ptr<Work> ReduceScatter(const void* input, void* output,
                                       const std::vector<size_t>& counts, DataType dtype,
                                       ReduceOp op) override {
-    if (counts.size() != static_cast<size_t>(size()))
-      throw Error(ErrorCode::kInvalidArgument,
-                  "reduce_scatter: counts has " + std::to_string(counts.size()) +
-                      " entries, the world has " + std::to_string(size()) + " ranks");
-    std::vector<size_t> offsets(counts.size() + 1, 0);
-    std::partial_sum(counts.begin(), counts.end(), offsets.begin() + 1);
+    const std::vector<size_t> offsets = BlockOffsets(counts, "reduce_scatter");
     Fingerprint fp{0,
                    offsets.back(),
                    -1,
@@ -286,6 +276,18 @@ class TcpCommunicator : public Communicator {
     std::function<void(CollectiveContext&)> run;
     std::shared_ptr<WorkImpl> work;
   };
+
+  // Where each rank's block starts in the whole, and where the whole ends: counts' prefix sums,
+  // once counts has one entry per rank.
+  std::vector<size_t> BlockOffsets(const std::vector<size_t>& counts, const char* op) const {
+    if (counts.size() != static_cast<size_t>(size()))
+      throw Error(ErrorCode::kInvalidArgument,
+                  std::string(op) + ": counts has " + std::to_string(counts.size()) +
+                      " entries, the world has " + std::to_string(size()) + " ranks");
+    std::vector<size_t> offsets(counts.size() + 1, 0);
+    std::partial_sum(counts.begin(), counts.end(), offsets.begin() + 1);
+    return offsets;
+  }
 
   void CheckRank(int r, const char* what) const {
     if (r < 0 || r >= size())

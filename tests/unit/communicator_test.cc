@@ -359,6 +359,20 @@ TEST(Communicator, InvalidArgumentsAreRejectedAtSubmission) {
     EXPECT_THROW(comm.Broadcast(&x, 1, DataType::kInt32, 5), Error);
     EXPECT_THROW(comm.Send(&x, 4, comm.rank()), Error);
     EXPECT_THROW(comm.Allgatherv(&x, &x, {1}, DataType::kInt32), Error);
+    for (const char* op : {"allgatherv", "reduce_scatter"}) {
+      try {
+        if (std::string(op) == "allgatherv")
+          comm.Allgatherv(&x, &x, {1, 1, 1}, DataType::kInt32);
+        else
+          comm.ReduceScatter(&x, &x, {1}, DataType::kInt32, ReduceOp::kSum);
+        ADD_FAILURE() << op << " took counts that do not match the world";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+        const size_t n = std::string(op) == "allgatherv" ? 3 : 1;
+        EXPECT_EQ(std::string(e.what()), std::string(op) + ": counts has " + std::to_string(n) +
+                                             " entries, the world has 2 ranks");
+      }
+    }
   });
 }
 
