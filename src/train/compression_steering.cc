@@ -131,9 +131,11 @@ void CompressionSteering::AfterBackward(int64_t step, int64_t end_step, double c
       interval_sum_.end(),
       {compute - interval_start_.compute, comm_wait_s - interval_start_.wait,
        rs.comm_seconds - interval_start_.comm, rs.bytes_fp32 - interval_start_.fp32,
-       rs.bytes_wire - interval_start_.wire, optimizer_s - interval_start_.optimizer});
-  interval_start_ = {compute,       comm_wait_s,   rs.comm_seconds,
-                     rs.bytes_fp32, rs.bytes_wire, optimizer_s};
+       rs.bytes_wire - interval_start_.wire, optimizer_s - interval_start_.optimizer,
+       rs.residual_sq - interval_start_.residual_sq,
+       rs.compressed_sq - interval_start_.compressed_sq});
+  interval_start_ = {compute,       comm_wait_s, rs.comm_seconds, rs.bytes_fp32,
+                     rs.bytes_wire, optimizer_s, rs.residual_sq,  rs.compressed_sq};
   std::fill(interval_norms_.begin(), interval_norms_.end(), 0.0);
   interval_last_step_ = step;
   interval_lr_ = lr_fraction;
@@ -164,7 +166,9 @@ void CompressionSteering::DecideIfDue() {
   const compress::Decision d = controller_->Decide(obs);
   Apply(d);
   if (rank_ != 0) return;
-  const ReducerStats& rs = reducer_.stats();
+  // The residual and the overlap of the interval's reductions on all ranks, not the run's so far:
+  // once the buckets go uncompressed the residual reads 0.
+  const double residual_sq = interval_sum_[7 + nb], compressed_sq = interval_sum_[8 + nb];
   const auto& first = d.buckets[0];
   std::fprintf(
       stderr,
@@ -176,9 +180,8 @@ void CompressionSteering::DecideIfDue() {
                                      : "",
       obs.bytes_fp32 / std::max(1.0, obs.steps) / 1e6,
       obs.bytes_wire / std::max(1.0, obs.steps) / 1e6,
-      rs.compressed_sq > 0 ? 100 * std::sqrt(rs.residual_sq / rs.compressed_sq) : 0.0,
-      rs.comm_seconds > 0 ? std::clamp(1 - rs.wait_seconds / rs.comm_seconds, 0.0, 1.0) : 0.0,
-      d.reason.c_str());
+      compressed_sq > 0 ? 100 * std::sqrt(residual_sq / compressed_sq) : 0.0,
+      obs.comm_s > 0 ? std::clamp(1 - obs.wait_s / obs.comm_s, 0.0, 1.0) : 0.0, d.reason.c_str());
 }
 
 void CompressionSteering::Apply(const compress::Decision& d) {

@@ -81,10 +81,11 @@ class CompressionSteering {
   // The interval being measured: what the run's totals were at its start, its buckets' norms.
   struct Totals {
     double compute = 0, wait = 0, comm = 0, fp32 = 0, wire = 0, optimizer = 0;
+    double residual_sq = 0, compressed_sq = 0;  // ReducerStats': the log line's residual
   } interval_start_;
   std::vector<double> interval_norms_;
   std::vector<double> interval_sum_;  // allreduce buffer: [steps, norms..., compute, wait, comm,
-                                      // fp32, wire, optimizer]
+                                      // fp32, wire, optimizer, residual_sq, compressed_sq]
   int64_t interval_last_step_ = 0;
   double interval_lr_ = 1;
   std::shared_ptr<Work> interval_work_;

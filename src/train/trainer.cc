@@ -255,8 +255,10 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
                 Who(comm) + ": --batch-size " + std::to_string(o.batch_size) + " x " +
                     std::to_string(W) + " worker(s) = " + std::to_string(global_batch) +
                     " samples a step, more than the " + std::to_string(train_set.count) +
-                    " training samples of " + o.dataset + "; use --batch-size " +
-                    std::to_string(std::max<int64_t>(1, train_set.count / W)) + " or less");
+                    " training samples of " + o.dataset +
+                    (train_set.count >= W
+                         ? "; use --batch-size " + std::to_string(train_set.count / W) + " or less"
+                         : "; use fewer workers than samples"));
   const int64_t steps_per_epoch = (train_set.count + global_batch - 1) / global_batch;
   int64_t total_steps =
       o.steps > 0

@@ -225,11 +225,20 @@ TEST(Train, CompressedTrainingIsConsistentAndResumesExactly) {
       << out2;
 }
 
+// The residual a `compress: step N ...` line of rank 0 reports, in percent (-1: no such line).
+double LoggedResidualPct(const std::string& out, int step) {
+  const std::string line = "compress: step " + std::to_string(step) + " ";
+  const size_t at = out.find(line);
+  if (at == std::string::npos) return -1;
+  const size_t r = out.find("residual ", at);
+  return r == std::string::npos || r > out.find('\n', at) ? -1 : std::stod(out.substr(r + 9));
+}
+
 // The adaptive controller on loopback, where the network is not the bottleneck: after its first
 // interval it sends uncompressed, and says why; all ranks switch together.
 TEST(Train, AdaptiveCompressionStopsCompressingWhereItCannotPay) {
   auto args = kCommon;
-  args[3] = "30";
+  args[3] = "40";
   args.insert(args.end(), {"--nproc-per-node", "2", "--batch-size", "16", "--compress", "adaptive",
                            "--compress-interval", "10"});
   nlohmann::json j = Train("adaptive", args);
@@ -241,10 +250,15 @@ TEST(Train, AdaptiveCompressionStopsCompressingWhereItCannotPay) {
   EXPECT_EQ(phases[1][0], 10);
   EXPECT_EQ(phases[1][2], "none");
   // Once "none" has sent the residual (step 10), the buckets skip the compression thread: steps
-  // 11..29 of every bucket, unless the controller probes compression again.
+  // 11..39 of every bucket, unless the controller probes compression again.
   const int64_t buckets = j["comm"]["buckets"].get<int64_t>();
+  const std::string out = ReadFile(TempPath("adaptive"));
+  EXPECT_GT(LoggedResidualPct(out, 10), 0.0) << out;  // the warmup's PowerSGD interval
   if (phases.size() == 2) {
-    EXPECT_EQ(j["compression"]["direct_reductions"].get<int64_t>(), 19 * buckets);
+    EXPECT_EQ(j["compression"]["direct_reductions"].get<int64_t>(), 29 * buckets);
+    // Each line's residual is its interval's (whose reductions end one step after its backward:
+    // the step-20 line still holds step 9's): uncompressed from step 10, the step-30 line's is 0.
+    EXPECT_EQ(LoggedResidualPct(out, 30), 0.0) << out;
   }
   EXPECT_GT(j["compression"]["direct_reductions"].get<int64_t>(), 0);
 }
