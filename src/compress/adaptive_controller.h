@@ -79,7 +79,7 @@ struct BucketChoice {
 
 struct Decision {
   int64_t from_step = 0;
-  std::string phase;  // warmup | stable | converging
+  std::string phase;  // warmup | stable | converging (the trainer adds fixed, single-worker)
   std::vector<BucketChoice> buckets;
   std::string reason;  // one line for the log
 };

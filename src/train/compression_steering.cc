@@ -40,6 +40,17 @@ CompressionSteering::CompressionSteering(const TrainOptions& o, const Compressio
     if (rank_ == 0 && reducer_.num_buckets() > 0) WarnIfTheKnobHasNoHold(o);
     return;
   }
+  // One worker: nothing crosses a network, so compressing could only cost accuracy and time.
+  if (comm.size() == 1) {
+    for (size_t b = 0; b < reducer_.num_buckets(); ++b)
+      reducer_.SetCompressor(
+          b, compress::MakeCompressor("none", setup_.options, reducer_.bucket_tensors(b)));
+    r_.compression_phases.push_back({first_step, "single-worker", "none", 0.0});
+    std::fprintf(stderr,
+                 "compress: adaptive on one worker: no communication to save, every bucket is "
+                 "sent uncompressed\n");
+    return;
+  }
   // What uncompressed communication costs here: one allreduce of the whole gradient on the bulk
   // channel, after one untimed, the slowest rank's time (every rank gets the same).
   std::vector<float> probe(static_cast<size_t>(r_.params), 0.0f);

@@ -263,6 +263,26 @@ TEST(Train, AdaptiveCompressionStopsCompressingWhereItCannotPay) {
   EXPECT_GT(j["compression"]["direct_reductions"].get<int64_t>(), 0);
 }
 
+// On one worker there is no communication to save: adaptive sends uncompressed from step 0
+// instead of running its PowerSGD warmup interval, and says so.
+TEST(Train, AdaptiveOnOneWorkerSendsUncompressed) {
+  auto args = kCommon;
+  args[3] = "12";
+  args.insert(args.end(), {"--nproc-per-node", "1", "--batch-size", "16", "--compress", "adaptive",
+                           "--compress-interval", "5"});
+  nlohmann::json j = Train("adaptive-one-worker", args);
+  const auto& phases = j["compression"]["phases"];
+  ASSERT_EQ(phases.size(), 1u) << phases.dump();
+  EXPECT_EQ(phases[0], nlohmann::json({0, "single-worker", "none", 0.0}));
+  EXPECT_EQ(j["compression"]["volume_reduction"].get<double>(), 0.0);
+  EXPECT_EQ(j["compression"]["residual_pct"].get<double>(), 0.0);
+  const std::string out = ReadFile(TempPath("adaptive-one-worker"));
+  EXPECT_NE(out.find("compress: adaptive on one worker: no communication to save"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("compress: step "), std::string::npos) << out;  // no interval decisions
+}
+
 // At a rank so high that no matrix's factors would save the minimum, PowerSGD sends everything
 // uncompressed: the run says so instead of reporting "0.0% less" at the end only.
 TEST(Train, PowerSgdThatFactorsNothingSaysSo) {
