@@ -48,6 +48,18 @@ void ValidateTrainOptions(const TrainOptions& o) {
   if (!o.timeline.empty() && o.timeline_steps < 1) bad("--timeline-steps must be at least 1");
   if (o.balance_batches < 0) bad("--balance-batches must be 0 (off) or a number of steps");
   if (o.compress_interval < 1) bad("--compress-interval must be at least 1");
+  if (!(o.compress_min_exposed >= 0 && o.compress_min_exposed <= 1))
+    bad("--compress-min-exposed is a share of the step: it must be in [0, 1]");
+  // Knobs of one compressor given with another would be ignored: refused, as --compress-ratio is.
+  const TrainOptions defaults;
+  if (o.compress != "adaptive" && (o.compress_interval != defaults.compress_interval ||
+                                   o.compress_min_exposed != defaults.compress_min_exposed))
+    bad("--compress-interval and --compress-min-exposed steer --compress adaptive (--compress " +
+        o.compress + " would ignore them)");
+  if (o.compress != "powersgd" && o.powersgd_rank != defaults.powersgd_rank)
+    bad("--powersgd-rank is the rank of --compress powersgd (adaptive chooses its own; "
+        "--compress " +
+        o.compress + " would ignore it)");
   if (o.model != "mlp" && o.model != "cnn" && o.model != "moe-transformer")
     bad("unknown --model '" + o.model + "' (use " + kModelNameList + ")");
   if (o.model == "moe-transformer" &&

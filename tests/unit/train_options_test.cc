@@ -2,6 +2,7 @@
 // message that names the flag as the user typed it; the defaults and the options as meant pass.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 #include "cdt/error.h"
@@ -48,6 +49,31 @@ TEST(TrainOptions, CompressionKnobsTheCompressorWouldIgnoreAreRefused) {
     o.compress_values = "bf16";
     EXPECT_NE(Refusal(o).find("--compress-values"), std::string::npos) << other;
   }
+  // The adaptive controller's knobs with a fixed compressor, PowerSGD's rank with another.
+  for (const char* fixed : {"none", "topk", "powersgd"}) {
+    TrainOptions o;
+    o.compress = fixed;
+    o.compress_interval = 10;
+    EXPECT_EQ(Refusal(o), std::string("--compress-interval and --compress-min-exposed steer "
+                                      "--compress adaptive (--compress ") +
+                              fixed + " would ignore them)");
+    o.compress_interval = TrainOptions().compress_interval;
+    o.compress_min_exposed = 0;
+    EXPECT_NE(Refusal(o).find("steer --compress adaptive"), std::string::npos) << fixed;
+  }
+  for (const char* other : {"none", "topk", "adaptive"}) {
+    TrainOptions o;
+    o.compress = other;
+    o.powersgd_rank = 4;
+    EXPECT_EQ(Refusal(o), std::string("--powersgd-rank is the rank of --compress powersgd "
+                                      "(adaptive chooses its own; --compress ") +
+                              other + " would ignore it)");
+  }
+  TrainOptions adaptive;
+  adaptive.compress = "adaptive";
+  adaptive.compress_interval = 10;
+  adaptive.compress_min_exposed = 0;
+  EXPECT_EQ(Refusal(adaptive), "");
 }
 
 TEST(TrainOptions, OutOfRangeCompressionKnobsNameTheirFlag) {
@@ -63,7 +89,16 @@ TEST(TrainOptions, OutOfRangeCompressionKnobsNameTheirFlag) {
   EXPECT_NE(Refusal(o).find("--powersgd-rank"), std::string::npos);
   o = TrainOptions();
   o.compress_interval = 0;
-  EXPECT_NE(Refusal(o).find("--compress-interval"), std::string::npos);
+  EXPECT_NE(Refusal(o).find("--compress-interval must be at least 1"), std::string::npos);
+  for (double share : {-0.1, 1.5, std::nan("")}) {
+    o = TrainOptions();
+    o.compress = "adaptive";
+    o.compress_min_exposed = share;
+    EXPECT_NE(
+        Refusal(o).find("--compress-min-exposed is a share of the step: it must be in [0, 1]"),
+        std::string::npos)
+        << share;
+  }
 }
 
 // Model options are checked here too, so that the launcher refuses them once instead of every
