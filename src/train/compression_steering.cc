@@ -7,7 +7,7 @@
 
 namespace cdt::train {
 
-CompressionSetup MakeCompressionSetup(const TrainOptions& o) {
+CompressionSetup MakeCompressionSetup(const TrainOptions& o, int world_size) {
   CompressionSetup s;
   s.ratio = o.compress_ratio > 0 ? o.compress_ratio : compress::DefaultRatio(o.compress);
   if (s.ratio > 0) s.options.ratio = s.ratio;  // else (adaptive) the library default
@@ -18,9 +18,10 @@ CompressionSetup MakeCompressionSetup(const TrainOptions& o) {
   s.options.error_feedback =
       false;  // the reducer wraps each bucket, so that swaps keep the residual
   if (o.compress != "none") {
-    // Adaptive starts at PowerSGD of the controller's low rank (its warmup choice).
+    // Adaptive starts at PowerSGD of the controller's low rank (its warmup choice); on one worker,
+    // with nothing to send, uncompressed (CompressionSteering says so).
     const bool adaptive = o.compress == "adaptive";
-    const std::string first = adaptive ? "powersgd" : o.compress;
+    const std::string first = !adaptive ? o.compress : world_size == 1 ? "none" : "powersgd";
     compress::CompressorOptions fo = s.options;
     if (adaptive) fo.powersgd_rank = compress::AdaptiveOptions().low_rank;
     s.factory = [fo, first](size_t, const std::vector<compress::TensorView>& t) {
@@ -41,10 +42,7 @@ CompressionSteering::CompressionSteering(const TrainOptions& o, const Compressio
     return;
   }
   // One worker: nothing crosses a network, so compressing could only cost accuracy and time.
-  if (comm.size() == 1) {
-    for (size_t b = 0; b < reducer_.num_buckets(); ++b)
-      reducer_.SetCompressor(
-          b, compress::MakeCompressor("none", setup_.options, reducer_.bucket_tensors(b)));
+  if (comm.size() == 1) {  // the buckets were made uncompressed (MakeCompressionSetup)
     r_.compression_phases.push_back({first_step, "single-worker", "none", 0.0});
     std::fprintf(stderr,
                  "compress: adaptive on one worker: no communication to save, every bucket is "

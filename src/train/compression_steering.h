@@ -36,7 +36,8 @@ struct CompressionSetup {
   CompressorFactory factory;            // null for --compress none
 };
 
-CompressionSetup MakeCompressionSetup(const TrainOptions& o);
+// `world_size`: the ranks of the run (adaptive on one rank starts, and stays, uncompressed).
+CompressionSetup MakeCompressionSetup(const TrainOptions& o, int world_size);
 
 // What to add to "lower --lr" when the loss diverges: the flag that makes `--compress` lossy
 // compression milder (", or raise --compress-ratio"), empty for none, fp16, bf16 and adaptive.

@@ -315,7 +315,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   }
   r.bucket_bytes = bucket_bytes;
   // Compression: fixed, or chosen per interval by the adaptive controller.
-  const CompressionSetup compression = MakeCompressionSetup(o);
+  const CompressionSetup compression = MakeCompressionSetup(o, W);
   GradientReducer reducer(comm, priority, model->parameters(), bucket_bytes, compression.factory,
                           o.error_feedback, momentum_in_compressor ? o.momentum : 0.0);
   Timeline timeline(o.timeline.empty() ? 0 : o.timeline_steps);
