@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 
 namespace cdt::compress {
 namespace {
@@ -12,6 +13,9 @@ double Median(std::vector<double> v) {  // of 1..3 values; of two, their mean
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
+
+constexpr double kStateFormat = 1;
+const char* const kPhases[] = {"warmup", "stable", "converging"};
 
 }  // namespace
 
@@ -204,6 +208,93 @@ Decision AdaptiveController::Decide(const IntervalObservation& o) {
   }
   prev_norms_ = norms;
   return d;
+}
+
+std::vector<double> AdaptiveController::State(const Decision& in_force) const {
+  std::vector<double> s = {kStateFormat,
+                           static_cast<double>(buckets_),
+                           measured_plain_step_,
+                           measured_plain_exposed_,
+                           measured_compressed_step_,
+                           last_plain_ ? 1.0 : 0.0,
+                           static_cast<double>(since_plain_),
+                           static_cast<double>(since_compressed_),
+                           static_cast<double>(backoff_),
+                           static_cast<double>(probing_),
+                           static_cast<double>(plain_steps_.size())};
+  s.insert(s.end(), plain_steps_.begin(), plain_steps_.end());
+  s.insert(s.end(), plain_exposed_.begin(), plain_exposed_.end());
+  s.push_back(static_cast<double>(prev_norms_.size()));
+  s.insert(s.end(), prev_norms_.begin(), prev_norms_.end());
+  s.push_back(static_cast<double>(in_force.from_step));
+  const auto phase = std::find(std::begin(kPhases), std::end(kPhases), in_force.phase);
+  s.push_back(static_cast<double>(phase - std::begin(kPhases)));
+  for (const BucketChoice& b : in_force.buckets)
+    s.push_back(b.compressor == "none" ? 0.0 : static_cast<double>(b.powersgd_rank));
+  return s;
+}
+
+bool AdaptiveController::Restore(const std::vector<double>& state, Decision* in_force) {
+  size_t at = 0;
+  bool ok = true;
+  // The next number, which must be a whole number in [lo, hi].
+  const auto count = [&](double lo, double hi) -> size_t {
+    const double v = at < state.size() ? state[at++] : -1;
+    ok = ok && v >= lo && v <= hi && v == std::floor(v);
+    return ok ? static_cast<size_t>(v) : 0;
+  };
+  const auto number = [&] {
+    const double v = at < state.size() ? state[at++] : 0.0;
+    ok = ok && std::isfinite(v);
+    return v;
+  };
+  const auto numbers = [&](size_t n) {
+    std::vector<double> v;
+    for (size_t i = 0; i < n && ok; ++i) v.push_back(number());
+    return v;
+  };
+  count(kStateFormat, kStateFormat);
+  if (count(0, 1e9) != buckets_ || !ok) return false;
+  const double plain_step = number(), plain_exposed = number(), compressed_step = number();
+  const bool last_plain = count(0, 1) == 1;
+  const int since_plain = static_cast<int>(count(0, 1e9)),
+            since_compressed = static_cast<int>(count(0, 1e9)),
+            backoff = static_cast<int>(count(0, 1e9)), probing = static_cast<int>(count(0, 1));
+  const size_t plain_n = count(0, 3);
+  std::vector<double> plain_steps = numbers(plain_n), plain_exposed_v = numbers(plain_n);
+  const size_t norms_n = count(0, static_cast<double>(buckets_));
+  std::vector<double> prev_norms = numbers(norms_n);
+  Decision d;
+  d.from_step = static_cast<int64_t>(count(0, 9e15));
+  const size_t phase = count(0, std::size(kPhases) - 1);
+  for (size_t b = 0; b < buckets_ && ok; ++b) {
+    const int rank = static_cast<int>(count(0, 1e6));
+    d.buckets.push_back(rank == 0 ? BucketChoice{"none", 0} : BucketChoice{"powersgd", rank});
+  }
+  if (!ok || at != state.size() || (norms_n != 0 && norms_n != buckets_)) return false;
+  d.phase = kPhases[phase];
+  d.reason = "the choice in force at the checkpoint";
+  measured_plain_step_ = plain_step;
+  measured_plain_exposed_ = plain_exposed;
+  measured_compressed_step_ = compressed_step;
+  last_plain_ = last_plain;
+  since_plain_ = since_plain;
+  since_compressed_ = since_compressed;
+  backoff_ = backoff;
+  probing_ = probing;
+  plain_steps_ = std::move(plain_steps);
+  plain_exposed_ = std::move(plain_exposed_v);
+  prev_norms_ = std::move(prev_norms);
+  *in_force = std::move(d);
+  return true;
+}
+
+void AdaptiveController::ForgetStepTimes() {
+  measured_plain_step_ = measured_plain_exposed_ = measured_compressed_step_ = 0;
+  plain_steps_.clear();
+  plain_exposed_.clear();
+  last_plain_ = false;
+  since_plain_ = since_compressed_ = backoff_ = probing_ = 0;
 }
 
 }  // namespace cdt::compress

@@ -96,6 +96,16 @@ class AdaptiveController {
   Decision Decide(const IntervalObservation& o);
   const AdaptiveOptions& options() const { return options_; }
 
+  // For a checkpoint: what the controller has measured and `in_force`, the choice it made last,
+  // as numbers (the same on every rank; layout in docs/compression.md, "Resume"). Restore puts
+  // both back and returns the choice; false, with the controller unchanged, when `state` was
+  // written for another number of buckets or by another format.
+  std::vector<double> State(const Decision& in_force) const;
+  bool Restore(const std::vector<double>& state, Decision* in_force);
+  // Forgets the step times measured (a resume on another machine or link): both ways are
+  // predicted, then measured, again.
+  void ForgetStepTimes();
+
  private:
   // The phase from step o.last_step + 1 on: warmup before `warmup_until`, then converging once the
   // LR has fallen below converging_lr of its peak, stable in between.

@@ -270,7 +270,8 @@ std::string CompressionStatePath(const std::string& dir, int rank) {
 
 std::string CaptureCompressionState(const std::vector<std::vector<float>>& states, int world,
                                     const std::vector<size_t>& bucket_elements,
-                                    const std::string& compress) {
+                                    const std::string& compress,
+                                    const std::vector<double>& adaptive) {
   torch::serialize::OutputArchive archive;
   archive.write("world_size", torch::tensor(static_cast<int64_t>(world)));
   std::vector<uint8_t> name(compress.begin(), compress.end());
@@ -284,6 +285,11 @@ std::string CaptureCompressionState(const std::vector<std::vector<float>>& state
                   torch::from_blob(const_cast<float*>(states[b].data()),
                                    {static_cast<int64_t>(states[b].size())}, torch::kFloat32)
                       .clone());
+  if (!adaptive.empty())
+    archive.write("adaptive",
+                  torch::from_blob(const_cast<double*>(adaptive.data()),
+                                   {static_cast<int64_t>(adaptive.size())}, torch::kFloat64)
+                      .clone());
   std::ostringstream out;
   archive.save_to(out);
   return out.str();
@@ -292,8 +298,10 @@ std::string CaptureCompressionState(const std::vector<std::vector<float>>& state
 std::vector<std::vector<float>> RestoreCompressionState(const std::string& path,
                                                         const std::vector<size_t>& bucket_elements,
                                                         int world, const std::string& compress,
-                                                        std::string* why_not) {
+                                                        std::string* why_not,
+                                                        std::vector<double>* adaptive) {
   std::vector<std::vector<float>> states;
+  if (adaptive) adaptive->clear();
   auto refuse = [&](const std::string& why) {
     if (why_not) *why_not = why;
     return std::vector<std::vector<float>>();
@@ -329,6 +337,9 @@ std::vector<std::vector<float>> RestoreCompressionState(const std::string& path,
       archive.read("bucket" + std::to_string(b), t);
       states.emplace_back(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());
     }
+    torch::Tensor a;
+    if (adaptive && archive.try_read("adaptive", a) && a.scalar_type() == torch::kFloat64)
+      adaptive->assign(a.data_ptr<double>(), a.data_ptr<double>() + a.numel());
   } catch (const c10::Error& e) {
     throw Error(ErrorCode::kProtocol,
                 "compression state '" + path + "' cannot be loaded: " + e.what_without_backtrace());

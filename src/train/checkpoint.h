@@ -92,16 +92,20 @@ std::string ReadFile(const std::string& path);
 // rank beside the checkpoint, with the world size, the bucket layout (elements per bucket) and
 // the `--compress` choice it was written for.
 std::string CompressionStatePath(const std::string& dir, int rank);
+// `adaptive`: the adaptive controller's state (CompressionSteering::State), empty otherwise.
 std::string CaptureCompressionState(const std::vector<std::vector<float>>& states, int world,
                                     const std::vector<size_t>& bucket_elements,
-                                    const std::string& compress);
+                                    const std::string& compress,
+                                    const std::vector<double>& adaptive = {});
 // Empty, with the reason in `why_not`, when the file is missing or was written for another world
 // size, bucket layout or --compress (files without a layout or a compressor, from before they
 // were recorded, count as another): each compressor's own state (PowerSGD's Q, random-k's call
-// number) means nothing to another.
+// number) means nothing to another. `adaptive` (optional) receives the adaptive controller's
+// state, empty where the file has none (another --compress, or an older version).
 std::vector<std::vector<float>> RestoreCompressionState(const std::string& path,
                                                         const std::vector<size_t>& bucket_elements,
                                                         int world, const std::string& compress,
-                                                        std::string* why_not);
+                                                        std::string* why_not,
+                                                        std::vector<double>* adaptive = nullptr);
 
 }  // namespace cdt::train

@@ -33,7 +33,8 @@ CompressionSetup MakeCompressionSetup(const TrainOptions& o, int world_size) {
 
 CompressionSteering::CompressionSteering(const TrainOptions& o, const CompressionSetup& setup,
                                          Communicator& comm, GradientReducer& reducer,
-                                         int64_t first_step, TrainResult* r)
+                                         int64_t first_step, TrainResult* r,
+                                         const std::vector<double>* resumed)
     : progress_(o.progress), setup_(setup), reducer_(reducer), r_(*r), rank_(comm.rank()) {
   if (o.compress != "adaptive") {
     r_.compression_phases.push_back(
@@ -49,14 +50,6 @@ CompressionSteering::CompressionSteering(const TrainOptions& o, const Compressio
                  "sent uncompressed\n");
     return;
   }
-  // What uncompressed communication costs here: one allreduce of the whole gradient on the bulk
-  // channel, after one untimed, the slowest rank's time (every rank gets the same).
-  std::vector<float> probe(static_cast<size_t>(r_.params), 0.0f);
-  comm.Allreduce(probe.data(), probe.size(), DataType::kFloat32, ReduceOp::kSum)->Wait();
-  const auto tp = std::chrono::steady_clock::now();
-  comm.Allreduce(probe.data(), probe.size(), DataType::kFloat32, ReduceOp::kSum)->Wait();
-  plain_comm_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - tp).count();
-  comm.Allreduce(&plain_comm_s_, 1, DataType::kFloat64, ReduceOp::kMax)->Wait();
   compress::AdaptiveOptions ao;
   ao.interval = o.compress_interval;
   ao.min_exposed = o.compress_min_exposed;
@@ -67,18 +60,69 @@ CompressionSteering::CompressionSteering(const TrainOptions& o, const Compressio
     for (int rank = 1; rank <= std::max(ao.low_rank, ao.high_rank); ++rank)
       wire[b].push_back(static_cast<double>(compress::PowerSgdWireBytes(
           reducer_.bucket_tensors(b), rank, setup_.options.powersgd_min_saved_bytes)));
-  controller_ =
-      std::make_unique<compress::AdaptiveController>(ao, reducer_.num_buckets(), std::move(wire));
-  interval_norms_.assign(reducer_.num_buckets(), 0.0);
-  const compress::Decision d = controller_->Initial();
-  r_.compression_phases.push_back(
-      {first_step, d.phase, d.buckets[0].compressor, double(ao.low_rank)});
-  if (rank_ == 0)
+  const auto start_afresh = [&] {
+    controller_ = std::make_unique<compress::AdaptiveController>(ao, reducer_.num_buckets(), wire);
+    interval_norms_.assign(reducer_.num_buckets(), 0.0);
+    interval_start_ = latest_ = {};
+    interval_steps_ = 0;
+    in_force_ = controller_->Initial();
+    in_force_.from_step = first_step;
+  };
+  start_afresh();
+  const bool resumed_here = resumed && Resume(*resumed, first_step);
+  // What uncompressed communication costs here: one allreduce of the whole gradient on the bulk
+  // channel, after one untimed, the slowest rank's time (every rank gets the same). With it,
+  // whether any rank could not resume the controller: every rank goes on from it, or none.
+  std::vector<float> probe(static_cast<size_t>(r_.params), 0.0f);
+  comm.Allreduce(probe.data(), probe.size(), DataType::kFloat32, ReduceOp::kSum)->Wait();
+  const auto tp = std::chrono::steady_clock::now();
+  comm.Allreduce(probe.data(), probe.size(), DataType::kFloat32, ReduceOp::kSum)->Wait();
+  double slowest[2] = {std::chrono::duration<double>(std::chrono::steady_clock::now() - tp).count(),
+                       resumed && !resumed_here ? 1.0 : 0.0};
+  comm.Allreduce(slowest, 2, DataType::kFloat64, ReduceOp::kMax)->Wait();
+  plain_comm_s_ = slowest[0];
+  const bool resumed_everywhere = resumed && slowest[1] == 0;
+  if (resumed && !resumed_everywhere) start_afresh();
+  // Step times are the machine's and the link's that measured them: where the uncompressed
+  // allreduce now takes less than half or more than twice as long as it did, measure again.
+  const bool link_changed = resumed_everywhere && (plain_comm_s_ > 2 * resumed_plain_comm_s_ ||
+                                                   2 * plain_comm_s_ < resumed_plain_comm_s_);
+  if (link_changed) controller_->ForgetStepTimes();
+  const auto& first = in_force_.buckets[0];
+  r_.compression_phases.push_back({first_step, in_force_.phase, first.compressor,
+                                   ParameterOf(first.compressor, first.powersgd_rank)});
+  if (resumed_everywhere) {
+    Apply(in_force_);  // the compressors of the checkpoint's step, before their states return
+    // The interval ended with the step before the checkpoint's, and the run stopped there: its
+    // sums go out now, for the decision the run not stopped would have taken before this step.
+    if (interval_steps_ > 0 && first_step % controller_->options().interval == 0)
+      SubmitInterval(first_step - 1);
+  }
+  if (rank_ != 0) return;
+  char forgotten[128];
+  std::snprintf(forgotten, sizeof forgotten,
+                ", %.1f ms before the stop: the step times measured then are forgotten",
+                1e3 * resumed_plain_comm_s_);
+  if (resumed_everywhere)
+    std::fprintf(
+        stderr,
+        "compress: adaptive resumed at step %lld: phase %s %s%s (%s, chosen for "
+        "step %lld on); an uncompressed allreduce of the gradient takes %.1f ms here%s\n",
+        static_cast<long long>(first_step), in_force_.phase.c_str(), first.compressor.c_str(),
+        first.compressor == "powersgd" ? (" rank " + std::to_string(first.powersgd_rank)).c_str()
+                                       : "",
+        in_force_.reason.c_str(), static_cast<long long>(in_force_.from_step), 1e3 * plain_comm_s_,
+        link_changed ? forgotten : "");
+  else
     std::fprintf(stderr,
-                 "compress: adaptive; an uncompressed allreduce of the gradient takes %.1f ms "
+                 "compress: adaptive%s; an uncompressed allreduce of the gradient takes %.1f ms "
                  "here; step %lld phase %s powersgd rank %d (%s)\n",
-                 1e3 * plain_comm_s_, static_cast<long long>(first_step), d.phase.c_str(),
-                 ao.low_rank, d.reason.c_str());
+                 resumed ? ": --resume: no controller state that fits on every rank (another "
+                           "world size or bucket layout, or a checkpoint of an older version), "
+                           "the controller starts again"
+                         : "",
+                 1e3 * plain_comm_s_, static_cast<long long>(first_step), in_force_.phase.c_str(),
+                 ao.low_rank, in_force_.reason.c_str());
 }
 
 void CompressionSteering::WarnIfTheKnobHasNoHold(const TrainOptions& o) const {
@@ -130,28 +174,86 @@ void CompressionSteering::AfterBackward(int64_t step, int64_t end_step, double c
   if (!controller_) return;
   for (size_t b = 0; b < reducer_.num_buckets(); ++b)
     interval_norms_[b] += reducer_.gradient_norm(b);
-  const int64_t interval = controller_->options().interval;
-  if ((step + 1) % interval != 0 || step + 1 >= end_step) return;
+  ++interval_steps_;
   const ReducerStats& rs = reducer_.stats();
-  const double compute = r_.step_time.forward_s + r_.step_time.backward_s;
-  interval_sum_.assign(1, static_cast<double>(std::min<int64_t>(interval, r_.steps)));
+  latest_ = {r_.step_time.forward_s + r_.step_time.backward_s,
+             comm_wait_s,
+             rs.comm_seconds,
+             rs.bytes_fp32,
+             rs.bytes_wire,
+             optimizer_s,
+             rs.residual_sq,
+             rs.compressed_sq};
+  latest_lr_ = lr_fraction;
+  if ((step + 1) % controller_->options().interval != 0 || step + 1 >= end_step) return;
+  SubmitInterval(step);
+}
+
+void CompressionSteering::SubmitInterval(int64_t step) {
+  interval_sum_.assign(1, static_cast<double>(interval_steps_));
   interval_sum_.insert(interval_sum_.end(), interval_norms_.begin(), interval_norms_.end());
-  interval_sum_.insert(
-      interval_sum_.end(),
-      {compute - interval_start_.compute, comm_wait_s - interval_start_.wait,
-       rs.comm_seconds - interval_start_.comm, rs.bytes_fp32 - interval_start_.fp32,
-       rs.bytes_wire - interval_start_.wire, optimizer_s - interval_start_.optimizer,
-       rs.residual_sq - interval_start_.residual_sq,
-       rs.compressed_sq - interval_start_.compressed_sq});
-  interval_start_ = {compute,       comm_wait_s, rs.comm_seconds, rs.bytes_fp32,
-                     rs.bytes_wire, optimizer_s, rs.residual_sq,  rs.compressed_sq};
+  const std::vector<double> grew = latest_.Since(interval_start_);
+  interval_sum_.insert(interval_sum_.end(), grew.begin(), grew.end());
+  interval_start_ = latest_;
   std::fill(interval_norms_.begin(), interval_norms_.end(), 0.0);
+  interval_steps_ = 0;
   interval_last_step_ = step;
-  interval_lr_ = lr_fraction;
+  interval_lr_ = latest_lr_;
   interval_work_ = reducer_.SubmitInOrder(true, [this](Communicator& c) {
     return c.Allreduce(interval_sum_.data(), interval_sum_.size(), DataType::kFloat64,
                        ReduceOp::kSum);
   });
+}
+
+std::vector<double> CompressionSteering::State() const {
+  if (!controller_) return {};
+  std::vector<double> s = controller_->State(in_force_);
+  s.insert(s.begin(), static_cast<double>(s.size()));
+  // The reductions' figures as they are now, when none is in flight (a checkpoint settles
+  // first): the last step's reductions end after its AfterBackward.
+  Totals z = latest_;
+  const ReducerStats& rs = reducer_.stats();
+  z.comm = rs.comm_seconds;
+  z.fp32 = rs.bytes_fp32;
+  z.wire = rs.bytes_wire;
+  z.residual_sq = rs.residual_sq;
+  z.compressed_sq = rs.compressed_sq;
+  s.push_back(plain_comm_s_);
+  s.push_back(static_cast<double>(interval_steps_));
+  s.push_back(latest_lr_);
+  s.insert(s.end(), interval_norms_.begin(), interval_norms_.end());
+  const std::vector<double> grew = z.Since(interval_start_);
+  s.insert(s.end(), grew.begin(), grew.end());
+  return s;
+}
+
+bool CompressionSteering::Resume(const std::vector<double>& resumed, int64_t first_step) {
+  const size_t nb = reducer_.num_buckets();
+  if (resumed.empty() || !(resumed[0] >= 0) || resumed[0] > 1e9) return false;
+  const size_t n = static_cast<size_t>(resumed[0]);
+  if (resumed.size() != 1 + n + 3 + nb + 8) return false;
+  const auto at = resumed.begin() + 1;
+  const std::vector<double> tail(at + static_cast<long>(n), resumed.end());
+  for (double v : tail)
+    if (!std::isfinite(v)) return false;
+  resumed_plain_comm_s_ = tail[0];
+  const double steps = tail[1];
+  if (steps < 0 || steps > static_cast<double>(controller_->options().interval) ||
+      steps != std::floor(steps))
+    return false;
+  compress::Decision d;
+  if (!controller_->Restore(std::vector<double>(at, at + static_cast<long>(n)), &d) ||
+      d.from_step > first_step)
+    return false;
+  in_force_ = std::move(d);
+  interval_steps_ = static_cast<int64_t>(steps);
+  latest_lr_ = tail[2];
+  interval_norms_.assign(tail.begin() + 3, tail.begin() + 3 + static_cast<long>(nb));
+  const double* t = tail.data() + 3 + nb;
+  // The totals of this run start at zero: the interval's start lies that far before them.
+  interval_start_ = {-t[0], -t[1], -t[2], -t[3], -t[4], -t[5], -t[6], -t[7]};
+  latest_ = {};
+  return true;
 }
 
 void CompressionSteering::DecideIfDue() {
@@ -172,7 +274,8 @@ void CompressionSteering::DecideIfDue() {
   obs.optimizer_s = interval_sum_[6 + nb];
   obs.lr_fraction = interval_lr_;
   obs.plain_comm_s = plain_comm_s_;
-  const compress::Decision d = controller_->Decide(obs);
+  in_force_ = controller_->Decide(obs);
+  const compress::Decision& d = in_force_;
   Apply(d);
   if (rank_ != 0) return;
   // The residual and the overlap of the interval's reductions on all ranks, not the run's so far:

@@ -47,9 +47,19 @@ class CompressionSteering {
  public:
   // Records the first phase in `r` (which must outlive this). With --compress adaptive, times the
   // uncompressed allreduce (a collective: every rank constructs this at the same point) and prints
-  // the controller's first choice on rank 0.
+  // the controller's first choice on rank 0. `resumed` (adaptive, on a resume; null otherwise):
+  // what State() wrote into this rank's compression state, empty where there was none. The
+  // controller goes on from it (and the interval it was measuring) where every rank has one that
+  // fits; else every rank starts again at the first interval. Construct this before the
+  // compressors' states are restored: it sets the compressors in force at the checkpoint.
   CompressionSteering(const TrainOptions& o, const CompressionSetup& setup, Communicator& comm,
-                      GradientReducer& reducer, int64_t first_step, TrainResult* r);
+                      GradientReducer& reducer, int64_t first_step, TrainResult* r,
+                      const std::vector<double>* resumed = nullptr);
+
+  // Adaptive: what a checkpoint after the last AfterBackward keeps of the controller (the same on
+  // every rank) and of this rank's sums of the interval so far; empty otherwise. Call DecideIfDue
+  // first: a decision due is taken, not lost.
+  std::vector<double> State() const;
 
   // After a syncing backward of `step`. `comm_wait_s`, `optimizer_s`: the run's exposed
   // communication and optimizer time so far; `lr_fraction`: the step's LR over the schedule's peak.
@@ -71,6 +81,11 @@ class CompressionSteering {
   // (no matrix factored; one element of every bucket sent).
   void WarnIfTheKnobHasNoHold(const TrainOptions& o) const;
   void Apply(const compress::Decision& d);
+  // Puts the controller and the interval back from `resumed` (State's layout); false if it does
+  // not fit.
+  bool Resume(const std::vector<double>& resumed, int64_t first_step);
+  // Sends the interval's sums (every rank at the same step) for DecideIfDue; `step`: its last.
+  void SubmitInterval(int64_t step);
 
   const bool progress_;  // a progress line is being drawn: start log lines with \r
   CompressionSetup setup_;
@@ -79,11 +94,26 @@ class CompressionSteering {
   const int rank_;
   std::unique_ptr<compress::AdaptiveController> controller_;
   double plain_comm_s_ = 0;  // one uncompressed allreduce of the gradient, the slowest rank's
+  double resumed_plain_comm_s_ = 0;  // the same, timed by the run that wrote the checkpoint
   // The interval being measured: what the run's totals were at its start, its buckets' norms.
   struct Totals {
     double compute = 0, wait = 0, comm = 0, fp32 = 0, wire = 0, optimizer = 0;
     double residual_sq = 0, compressed_sq = 0;  // ReducerStats': the log line's residual
-  } interval_start_;
+    // What each grew by since `start`, in interval_sum_'s order.
+    std::vector<double> Since(const Totals& start) const {
+      return {compute - start.compute,
+              wait - start.wait,
+              comm - start.comm,
+              fp32 - start.fp32,
+              wire - start.wire,
+              optimizer - start.optimizer,
+              residual_sq - start.residual_sq,
+              compressed_sq - start.compressed_sq};
+    }
+  } interval_start_, latest_;    // latest_: the totals at the last AfterBackward
+  double latest_lr_ = 1;         // the LR fraction of the last AfterBackward's step
+  int64_t interval_steps_ = 0;   // steps of the interval so far
+  compress::Decision in_force_;  // the controller's last choice
   std::vector<double> interval_norms_;
   std::vector<double> interval_sum_;  // allreduce buffer: [steps, norms..., compute, wait, comm,
                                       // fp32, wire, optimizer, residual_sq, compressed_sq]

@@ -322,28 +322,37 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   reducer.set_timeline(&timeline);
   r.compress = o.compress;
   r.compress_values = o.compress_values;
-  CompressionSteering steering(o, compression, comm, reducer, at.step, &r);
+  // On a resume, this rank's compression state: the residuals and the compressors' own state,
+  // and the adaptive controller's, which the steering takes back first (it sets the compressors
+  // whose state returns).
+  const bool resume_compression = reducer.compressing() && !r.resumed_from.empty();
+  const std::string compression_path = CompressionStatePath(o.checkpoint_dir, me);
+  std::string why_not;
+  std::vector<double> adaptive_state;
+  const auto states = resume_compression
+                          ? RestoreCompressionState(compression_path, reducer.bucket_elements(), W,
+                                                    o.compress, &why_not, &adaptive_state)
+                          : std::vector<std::vector<float>>();
+  CompressionSteering steering(o, compression, comm, reducer, at.step, &r,
+                               resume_compression ? &adaptive_state : nullptr);
   UpdateScheduler updates(reducer, *opt, model->parameters());
   updates.LearnLaunchOrders(*model, Images(train_set, {0}));
   if (o.overlap_next_forward)
     model->set_use_hook([&updates](const std::vector<torch::Tensor>& p) { updates.BeforeUse(p); });
   r.buckets = reducer.stats().buckets;
   r.bucket_elements = reducer.bucket_elements();
-  if (reducer.compressing() && !r.resumed_from.empty()) {
-    const std::string path = CompressionStatePath(o.checkpoint_dir, me);
-    std::string why_not;
-    auto states = RestoreCompressionState(path, reducer.bucket_elements(), W, o.compress, &why_not);
+  if (resume_compression) {
     if (!states.empty()) {
       const std::string left_out = reducer.SetCompressorStates(states);
       if (!left_out.empty() && me == 0)
         std::fprintf(
             stderr,
             "cann-dist-train train: --resume: compression state '%s', %s; the rest was restored\n",
-            path.c_str(), left_out.c_str());
+            compression_path.c_str(), left_out.c_str());
     } else if (me == 0)
       std::fprintf(stderr,
                    "cann-dist-train train: --resume: %s ('%s'): error feedback starts from zero\n",
-                   why_not.c_str(), path.c_str());
+                   why_not.c_str(), compression_path.c_str());
   }
   r.bucket_priority = reducer.bucket_priority();
 
@@ -558,9 +567,11 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
           },
           Since(loop_start) / std::max<int64_t>(1, r.steps));
       if (reducer.compressing()) {
-        WriteFileAtomically(CompressionStatePath(o.checkpoint_dir, me),
-                            CaptureCompressionState(reducer.CompressorStates(), W,
-                                                    reducer.bucket_elements(), o.compress));
+        steering.DecideIfDue();  // as before the next backward: the state holds the decision
+        WriteFileAtomically(
+            compression_path,
+            CaptureCompressionState(reducer.CompressorStates(), W, reducer.bucket_elements(),
+                                    o.compress, steering.State()));
         comm.Barrier()->Wait();  // the ranks' compression state of the same step is on disk
       }
     }

@@ -283,6 +283,37 @@ TEST(Train, AdaptiveOnOneWorkerSendsUncompressed) {
   EXPECT_EQ(out.find("compress: step "), std::string::npos) << out;  // no interval decisions
 }
 
+// A resumed adaptive run goes on where the controller stood: the choice in force, what it
+// measured and the interval half measured come back with the checkpoint, so that stopped at an
+// interval's end (step 6) and in the middle of one (step 7) it follows the run never stopped. The
+// phase schedule alone decides here (--compress-min-exposed 0): timings would differ between runs.
+TEST(Train, AdaptiveCompressionResumesWhereItStood) {
+  const std::string dir = TempPath("ckpt-adaptive");
+  auto base = kCommon;
+  base[3] = "12";
+  base.insert(base.end(), {"--nproc-per-node", "2", "--batch-size", "16", "--compress", "adaptive",
+                           "--compress-interval", "3", "--compress-min-exposed", "0"});
+  nlohmann::json whole = Train("adaptive-whole", base);
+  const auto& phases = whole["compression"]["phases"];
+  ASSERT_GE(phases.size(), 2u) << phases.dump();  // it changed its choice during the run
+  auto first = base, second = base, third = base;
+  first.insert(first.end(), {"--checkpoint-dir", dir, "--stop-after", "6"});
+  second.insert(second.end(), {"--checkpoint-dir", dir, "--resume", "--stop-after", "7"});
+  third.insert(third.end(), {"--checkpoint-dir", dir, "--resume"});
+  nlohmann::json a = Train("adaptive-first", first), b = Train("adaptive-second", second),
+                 c = Train("adaptive-third", third);
+  std::vector<double> curve = Stitched(a, b), tail = Losses(c);
+  curve.insert(curve.end(), tail.begin(), tail.end());
+  ExpectCurvesClose(curve, Losses(whole), 1e-6);
+  const std::string out = ReadFile(TempPath("adaptive-third"));
+  EXPECT_EQ(out.find("does not fit"), std::string::npos) << out;  // PowerSGD's Q came back too
+  EXPECT_NE(out.find("compress: adaptive resumed at step 7"), std::string::npos) << out;
+  // The resumed run's record starts at its first step, with the choice in force there.
+  const auto& resumed = c["compression"]["phases"];
+  EXPECT_GE(resumed[0][0].get<int64_t>(), 7);
+  for (int k = 1; k < 4; ++k) EXPECT_EQ(resumed.back()[k], phases.back()[k]) << resumed.dump();
+}
+
 // At a rank so high that no matrix's factors would save the minimum, PowerSGD sends everything
 // uncompressed: the run says so instead of reporting "0.0% less" at the end only.
 TEST(Train, PowerSgdThatFactorsNothingSaysSo) {

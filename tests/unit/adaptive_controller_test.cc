@@ -139,6 +139,90 @@ TEST(AdaptiveController, SameInputsSameDecisions) {
   }
 }
 
+void ExpectSameDecision(const Decision& x, const Decision& y) {
+  EXPECT_EQ(x.from_step, y.from_step);
+  EXPECT_EQ(x.phase, y.phase);
+  EXPECT_EQ(x.reason, y.reason);
+  ASSERT_EQ(x.buckets.size(), y.buckets.size());
+  for (size_t i = 0; i < x.buckets.size(); ++i) {
+    EXPECT_EQ(x.buckets[i].compressor, y.buckets[i].compressor) << "bucket " << i;
+    EXPECT_EQ(x.buckets[i].powersgd_rank, y.buckets[i].powersgd_rank) << "bucket " << i;
+  }
+}
+
+// A checkpoint's controller state (State, Restore) carries on as if never stopped: after every
+// interval of a run that measures both ways, re-probes and changes phase, a controller restored
+// from the state decides the rest exactly as the one that went on. A state that does not fit
+// (another number of buckets, cut short, not a number, another format) is refused, and the
+// controller it was offered to decides as a fresh one.
+TEST(AdaptiveController, RestoredStateDecidesAsTheControllerThatWentOn) {
+  AdaptiveOptions opt;
+  opt.interval = 10;
+  opt.warmup_steps = 20;
+  std::vector<IntervalObservation> run;
+  for (int i = 0; i < 16; ++i) {
+    const int64_t last = 10 * i + 9;
+    auto o = Obs(last, {1.0 + 0.7 * (i % 3), 0.5, 2.0 / (i + 1)}, 0.04, 0.05,
+                 1.0 - static_cast<double>(last) / 170);
+    if (i % 4 == 1) o.bytes_wire = o.bytes_fp32;  // an uncompressed interval now and then
+    o.wait_s = 10 * (0.012 + 0.002 * (i % 5));
+    run.push_back(o);
+  }
+  for (size_t stop = 0; stop < run.size(); ++stop) {
+    AdaptiveController a(opt, 3);
+    Decision in_force = a.Initial();
+    for (size_t i = 0; i < stop; ++i) in_force = a.Decide(run[i]);
+    AdaptiveController b(opt, 3);
+    Decision restored;
+    ASSERT_TRUE(b.Restore(a.State(in_force), &restored)) << "stopped after " << stop;
+    EXPECT_EQ(restored.phase, in_force.phase);
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(restored.buckets[i].compressor, in_force.buckets[i].compressor);
+      EXPECT_EQ(restored.buckets[i].powersgd_rank, in_force.buckets[i].powersgd_rank);
+    }
+    for (size_t i = stop; i < run.size(); ++i)
+      ExpectSameDecision(b.Decide(run[i]), a.Decide(run[i]));
+  }
+  AdaptiveController a(opt, 3);
+  Decision d = a.Initial();
+  for (size_t i = 0; i < 6; ++i) d = a.Decide(run[i]);
+  const std::vector<double> good = a.State(d);
+  std::vector<std::vector<double>> bad = {
+      {}, std::vector<double>(good.begin(), good.end() - 1), good, good, good};
+  bad[2][2] = std::nan("");
+  bad[3][0] = 2;  // another format
+  bad.back().push_back(0);
+  for (const auto& state : bad) {
+    AdaptiveController b(opt, 3), fresh(opt, 3);
+    Decision untouched = fresh.Initial(), out = untouched;
+    EXPECT_FALSE(b.Restore(state, &out));
+    ExpectSameDecision(out, untouched);
+    for (size_t i = 6; i < run.size(); ++i)
+      ExpectSameDecision(b.Decide(run[i]), fresh.Decide(run[i]));
+  }
+  AdaptiveController two(opt, 2);
+  Decision out;
+  EXPECT_FALSE(two.Restore(good, &out));
+}
+
+// Resumed on another link, the step times measured before are forgotten: the next decision
+// predicts again where the controller that went on compares two measurements.
+TEST(AdaptiveController, ForgottenStepTimesArePredictedAgain) {
+  AdaptiveOptions opt;
+  opt.interval = 10;
+  AdaptiveController a(opt, 1);
+  Intervals intervals(a, 10, 0.04, 0.05);
+  intervals.Run(true, 0.0545);
+  Decision d = intervals.Run(false, 0.050);
+  AdaptiveController b(opt, 1);
+  ASSERT_TRUE(b.Restore(a.State(d), &d));
+  b.ForgetStepTimes();
+  const auto next = Obs(29, {1.0}, 0.04, 0.05);
+  const std::string went_on = a.Decide(next).reason, forgot = b.Decide(next).reason;
+  EXPECT_NE(went_on.find("ms uncompressed (measured)"), std::string::npos) << went_on;
+  EXPECT_NE(forgot.find("ms uncompressed (predicted)"), std::string::npos) << forgot;
+}
+
 // One noisy uncompressed interval must not settle the choice for the rest of the run (a loopback
 // run compressed from step 550 to its end at 0.88x, after one slow uncompressed interval): while
 // compressing with the two ways within 15%, uncompressed is measured again, less often each time
