@@ -155,6 +155,7 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch,
                   "CDT_TARGET_WORLD='" + *env.target_world + "' is not an integer");
     }
   }
+  options.train.max_world_size = target_world;
   std::vector<Fault> faults = ParseFaults(elastic.inject);
   std::vector<bool> fired(faults.size(), false);  // once per process: a step run again after a
                                                   // recovery does not repeat its fault

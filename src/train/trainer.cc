@@ -250,15 +250,23 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   BatchBalancer balancer(W, me, o.batch_size, o.balance_batches);
   const int64_t global_batch = static_cast<int64_t>(o.batch_size) * W;
   // A step cannot take more samples than there are; the LR would be scaled for the batch asked.
-  if (global_batch > train_set.count)
-    throw Error(ErrorCode::kInvalidArgument,
-                Who(comm) + ": --batch-size " + std::to_string(o.batch_size) + " x " +
-                    std::to_string(W) + " worker(s) = " + std::to_string(global_batch) +
-                    " samples a step, more than the " + std::to_string(train_set.count) +
-                    " training samples of " + o.dataset +
-                    (train_set.count >= W
-                         ? "; use --batch-size " + std::to_string(train_set.count / W) + " or less"
-                         : "; use fewer workers than samples"));
+  // An elastic group that may grow is checked at the size it may reach, before its first step
+  // rather than at the regroup that would end it.
+  const int most = std::max(W, o.max_world_size);
+  const int64_t largest_batch = static_cast<int64_t>(o.batch_size) * most;
+  if (largest_batch > train_set.count)
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        Who(comm) + ": --batch-size " + std::to_string(o.batch_size) + " x " +
+            (most > W ? "up to " : "") + std::to_string(most) +
+            " worker(s) = " + std::to_string(largest_batch) + " samples a step, more than the " +
+            std::to_string(train_set.count) + " training samples of " + o.dataset +
+            (train_set.count >= most
+                 ? "; use --batch-size " + std::to_string(train_set.count / most) + " or less"
+                 : "; use fewer workers than samples") +
+            (most > W
+                 ? " (the group may grow to " + std::to_string(most) + " workers: --nnodes MIN:MAX)"
+                 : ""));
   const int64_t steps_per_epoch = (train_set.count + global_batch - 1) / global_batch;
   int64_t total_steps =
       o.steps > 0

@@ -85,6 +85,7 @@ struct TrainOptions {
   bool progress = true;      // live progress line on rank 0 (stderr)
   int threads = 0;           // torch threads per rank; 0 = UsableCpus() / local ranks
   int local_world_size = 1;  // ranks sharing this host (for the thread default)
+  int max_world_size = 0;    // elastic: the ranks the group may grow to (0 = this world)
   // Energy windows per step (Zeus-style begin/end around each step, green/energy_meter.h): the
   // hardware profiles file turns them on ("" = off). Each rank meters its own process.
   std::string energy_profiles;

@@ -53,12 +53,13 @@ class EtcdServer {
   uint16_t port() const { return port_; }
   std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }
 
- private:
   static uint16_t FreePort() {  // bound and released: free for the moment after
     net::HostPort bound;
     net::Socket s = net::Listen("127.0.0.1", 0, &bound);
     return bound.port;
   }
+
+ private:
   std::filesystem::path dir_;
   uint16_t port_ = 0;
   pid_t pid_ = -1;

@@ -476,5 +476,41 @@ TEST(Elastic, BadFaultSpecsAreRefusedBeforeAnyWorkerStarts) {
   EXPECT_NE(output.find("FACTOR must be a number from 1 to 1000"), std::string::npos) << output;
 }
 
+// A group that may grow (--nnodes 1:2, started by node 0 alone) is checked at the size it may
+// reach: a per-rank batch that two workers could not take from the dataset is refused before the
+// first step, naming the growth, rather than ending the job at the regroup that admits node 1.
+TEST(Elastic, ABatchTheGrownGroupCouldNotTakeIsRefusedAtTheStart) {
+  const std::string out = TempPath("grow-batch");
+  Proc p = Spawn({CDT_CLI,
+                  "elastic",
+                  "--nnodes",
+                  "1:2",
+                  "--nproc-per-node",
+                  "1",
+                  "--rdzv-endpoint",
+                  "127.0.0.1:" + std::to_string(testing::EtcdServer::FreePort()),
+                  "--timeout",
+                  "5",
+                  "--",
+                  "--no-progress",
+                  "--dataset",
+                  "synthetic",
+                  "--synthetic-samples",
+                  "4000",
+                  "--model",
+                  "mlp",
+                  "--steps",
+                  "2",
+                  "--batch-size",
+                  "2500"},
+                 {{"CDT_JOB_SECRET", "grow-batch"}}, out);
+  EXPECT_EQ(WaitFor(p.pid, std::chrono::seconds(120)), 2) << ReadFile(out);
+  EXPECT_NE(ReadFile(out).find("--batch-size 2500 x up to 2 worker(s) = 5000 samples a step, more "
+                               "than the 4000 training samples of synthetic; use --batch-size 2000 "
+                               "or less (the group may grow to 2 workers: --nnodes MIN:MAX)"),
+            std::string::npos)
+      << ReadFile(out);
+}
+
 }  // namespace
 }  // namespace cdt
