@@ -267,8 +267,10 @@ bool AdaptiveController::Restore(const std::vector<double>& state, Decision* in_
   Decision d;
   d.from_step = static_cast<int64_t>(count(0, 9e15));
   const size_t phase = count(0, std::size(kPhases) - 1);
+  // A rank the controller could have chosen: a damaged file must not size PowerSGD's factors.
+  const double top_rank = std::max(options_.low_rank, options_.high_rank);
   for (size_t b = 0; b < buckets_ && ok; ++b) {
-    const int rank = static_cast<int>(count(0, 1e6));
+    const int rank = static_cast<int>(count(0, top_rank));
     d.buckets.push_back(rank == 0 ? BucketChoice{"none", 0} : BucketChoice{"powersgd", rank});
   }
   if (!ok || at != state.size() || (norms_n != 0 && norms_n != buckets_)) return false;

@@ -56,6 +56,12 @@ class CompressionSteering {
                       GradientReducer& reducer, int64_t first_step, TrainResult* r,
                       const std::vector<double>* resumed = nullptr);
 
+  // The interval sums may still be on their way into this object (the constructor sends them on
+  // a resume at an interval's end): waits for them, as the trainer's guard does later on.
+  ~CompressionSteering() { WaitIgnoringError(interval_work_); }
+  CompressionSteering(const CompressionSteering&) = delete;
+  CompressionSteering& operator=(const CompressionSteering&) = delete;
+
   // Adaptive: what a checkpoint after the last AfterBackward keeps of the controller (the same on
   // every rank) and of this rank's sums of the interval so far; empty otherwise. Call DecideIfDue
   // first: a decision due is taken, not lost.

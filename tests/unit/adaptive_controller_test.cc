@@ -153,7 +153,8 @@ void ExpectSameDecision(const Decision& x, const Decision& y) {
 // A checkpoint's controller state (State, Restore) carries on as if never stopped: after every
 // interval of a run that measures both ways, re-probes and changes phase, a controller restored
 // from the state decides the rest exactly as the one that went on. A state that does not fit
-// (another number of buckets, cut short, not a number, another format) is refused, and the
+// (another number of buckets, cut short, not a number, another format, a rank the controller
+// never chooses) is refused, and the
 // controller it was offered to decides as a fresh one.
 TEST(AdaptiveController, RestoredStateDecidesAsTheControllerThatWentOn) {
   AdaptiveOptions opt;
@@ -191,6 +192,8 @@ TEST(AdaptiveController, RestoredStateDecidesAsTheControllerThatWentOn) {
       {}, std::vector<double>(good.begin(), good.end() - 1), good, good, good};
   bad[2][2] = std::nan("");
   bad[3][0] = 2;  // another format
+  bad[4].back() = 1000;  // the last bucket's rank: more than the controller ever chooses
+  bad.push_back(good);
   bad.back().push_back(0);
   for (const auto& state : bad) {
     AdaptiveController b(opt, 3), fresh(opt, 3);
