@@ -175,18 +175,17 @@ void CompressionSteering::AfterBackward(int64_t step, int64_t end_step, double c
   for (size_t b = 0; b < reducer_.num_buckets(); ++b)
     interval_norms_[b] += reducer_.gradient_norm(b);
   ++interval_steps_;
-  const ReducerStats& rs = reducer_.stats();
-  latest_ = {r_.step_time.forward_s + r_.step_time.backward_s,
-             comm_wait_s,
-             rs.comm_seconds,
-             rs.bytes_fp32,
-             rs.bytes_wire,
-             optimizer_s,
-             rs.residual_sq,
-             rs.compressed_sq};
+  latest_ = TotalsNow(r_.step_time.forward_s + r_.step_time.backward_s, comm_wait_s, optimizer_s);
   latest_lr_ = lr_fraction;
   if ((step + 1) % controller_->options().interval != 0 || step + 1 >= end_step) return;
   SubmitInterval(step);
+}
+
+CompressionSteering::Totals CompressionSteering::TotalsNow(double compute, double wait,
+                                                           double optimizer) const {
+  const ReducerStats& rs = reducer_.stats();
+  return {compute,       wait,      rs.comm_seconds, rs.bytes_fp32,
+          rs.bytes_wire, optimizer, rs.residual_sq,  rs.compressed_sq};
 }
 
 void CompressionSteering::SubmitInterval(int64_t step) {
@@ -211,13 +210,7 @@ std::vector<double> CompressionSteering::State() const {
   s.insert(s.begin(), static_cast<double>(s.size()));
   // The reductions' figures as they are now, when none is in flight (a checkpoint settles
   // first): the last step's reductions end after its AfterBackward.
-  Totals z = latest_;
-  const ReducerStats& rs = reducer_.stats();
-  z.comm = rs.comm_seconds;
-  z.fp32 = rs.bytes_fp32;
-  z.wire = rs.bytes_wire;
-  z.residual_sq = rs.residual_sq;
-  z.compressed_sq = rs.compressed_sq;
+  const Totals z = TotalsNow(latest_.compute, latest_.wait, latest_.optimizer);
   s.push_back(plain_comm_s_);
   s.push_back(static_cast<double>(interval_steps_));
   s.push_back(latest_lr_);

@@ -117,6 +117,8 @@ class CompressionSteering {
               compressed_sq - start.compressed_sq};
     }
   } interval_start_, latest_;    // latest_: the totals at the last AfterBackward
+  // The run's totals: these three as given, the reductions' from the reducer's stats.
+  Totals TotalsNow(double compute, double wait, double optimizer) const;
   double latest_lr_ = 1;         // the LR fraction of the last AfterBackward's step
   int64_t interval_steps_ = 0;   // steps of the interval so far
   compress::Decision in_force_;  // the controller's last choice
