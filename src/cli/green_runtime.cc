@@ -15,6 +15,7 @@
 
 #include "cdt/error.h"
 #include "cli/green_common.h"
+#include "common/die_with_parent.h"
 #include "common/unix_time.h"
 #include "green/accounting.h"
 #include "green/batch_controller.h"
@@ -58,9 +59,11 @@ int RunMetered(const std::string& exe, const std::vector<std::string>& args, Met
   argv.push_back(nullptr);
   m->Sample();  // a pause ends here: no energy since the last sample
   m->running = true;
+  const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) throw Error(ErrorCode::kIo, "green: fork failed");
   if (pid == 0) {
+    DieWithParent(parent);  // the workload goes with the meter, however green ends
     execv(exe.c_str(), argv.data());
     std::fprintf(stderr, "cann-dist-train green: cannot run %s\n", exe.c_str());
     _exit(127);

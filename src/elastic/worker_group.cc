@@ -17,6 +17,7 @@
 #include "comm/store/store_protocol.h"
 #include "comm/store/tcp_store_client.h"
 #include "comm/store/tcp_store_server.h"
+#include "common/die_with_parent.h"
 #include "elastic/rendezvous.h"
 
 extern char** environ;
@@ -61,16 +62,22 @@ std::vector<std::string> BuildEnvironment(const std::map<std::string, std::strin
   return env;
 }
 
+// `with_agent`: the kernel kills the worker when the agent goes (see RunWorkerGroup's header).
 pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-            const sigset_t& original_mask) {
+            const sigset_t& original_mask, bool with_agent) {
   std::vector<char*> args, envp;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
+  const pid_t agent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) throw Error(ErrorCode::kIo, std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
+    // Killed with -9, the agent forwards nothing: an orphaned worker would go on holding its
+    // rank's ports, memory and accelerator with no one to stop it. RunWorkerGroup forks from the
+    // thread that waits for the workers.
+    if (with_agent) DieWithParent(agent);
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGTERM, SIG_DFL);
     ::signal(SIGCHLD, SIG_DFL);
@@ -222,14 +229,14 @@ GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>&
     for (int l = 0; l < c.nproc_per_node; ++l) {
       env["RANK"] = std::to_string(base + l);
       env["LOCAL_RANK"] = std::to_string(l);
-      children.push_back({Spawn(argv, BuildEnvironment(env), original), l, true});
+      children.push_back({Spawn(argv, BuildEnvironment(env), original, !c.elastic), l, true});
     }
     for (int s = 0; c.elastic && s < c.spares; ++s) {
       env["RANK"] = std::to_string(target + c.node_rank * c.spares + s);
       env["LOCAL_RANK"] = std::to_string(c.nproc_per_node + s);
       env["CDT_SPARE"] = "1";
       children.push_back(
-          {Spawn(argv, BuildEnvironment(env), original), c.nproc_per_node + s, true});
+          {Spawn(argv, BuildEnvironment(env), original, false), c.nproc_per_node + s, true});
     }
   } catch (...) {
     stop_all(SIGKILL);
@@ -269,10 +276,11 @@ GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>&
         if (ex.exit_code != 0 && c.elastic && !finished) {
           // The others re-form the group without it: tell them it is gone, so that their
           // rendezvous round need not wait for it.
-          std::fprintf(stderr,
-                       "cann-dist-train agent (node %d): worker %d (pid %d) %s; the others "
-                       "re-form the group without it\n",
-                       c.node_rank, ex.global_rank, static_cast<int>(pid), ex.how.c_str());
+          std::fprintf(stderr, "cann-dist-train agent (node %d): worker %d (pid %d) %s; %s\n",
+                       c.node_rank, ex.global_rank, static_cast<int>(pid), ex.how.c_str(),
+                       target + c.spares * c.nnodes > 1
+                           ? "the others re-form the group without it"
+                           : "it was the job's only worker, so the job ends");
           try {
             elastic::ReportGone(store, job, ex.global_rank, ex.how);
           } catch (const Error& e) {

@@ -2,12 +2,15 @@
 // restarts for now). It hosts the rendezvous store on node 0, agrees with the other nodes' agents
 // on global rank offsets (nodes may run different numbers of workers), starts K workers with
 // torchrun-compatible variables, forwards SIGINT/SIGTERM to them, and on the first worker failure
-// stops the rest and reports that worker's status.
+// stops the rest and reports that worker's status. Its workers do not outlive it: the kernel kills
+// them when it goes, even by SIGKILL (PR_SET_PDEATHSIG, common/die_with_parent.h), as the job
+// ends at its first failure anyway.
 //
 // Elastic mode (`elastic`): a failed worker is reported gone in the store (elastic/rendezvous.h)
 // and the others keep running — they re-form the group without it. The job succeeds when its last
 // generation reports it finished; workers still running then (hung, or left out of the group) get
-// `stop_grace` to exit and are killed after it.
+// `stop_grace` to exit and are killed after it. Workers outlive a killed agent here: they need it
+// only to re-form a group (docs/elastic.md, "Limits").
 //
 // Rendezvous keys (under "<job_id>/agent/"): node/<r>/nproc, node/<r>/done.
 #pragma once

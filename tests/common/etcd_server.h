@@ -12,7 +12,7 @@
 #include <string>
 
 #include "comm/transport/socket.h"
-#include "die_with_parent.h"
+#include "common/die_with_parent.h"
 
 namespace cdt::testing {
 

@@ -268,6 +268,41 @@ TEST(Launcher, ForwardsSigtermToWorkers) {
   EXPECT_NE(text.find("got-term-1"), std::string::npos) << text;
 }
 
+// An agent killed with SIGKILL forwards nothing; its workers must not run on unsupervised
+// (holding their ports and memory) after it.
+TEST(Launcher, WorkersDoNotOutliveAnAgentKilledWithSigkill) {
+  std::string out = TempPath("launch_sigkill");
+  Proc p = Spawn({CDT_CLI, "launch", "--nproc-per-node", "2", "--", "sh", "-c",
+                  "echo worker-$RANK-pid=$$; exec sleep 120"},
+                 {}, out);
+  std::vector<pid_t> workers;
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  for (int r = 0; r < 2; ++r) {
+    const std::string key = "worker-" + std::to_string(r) + "-pid=";
+    std::string text;
+    while ((text = ReadFile(out)).find(key) == std::string::npos) {
+      ASSERT_LT(std::chrono::steady_clock::now(), until) << text;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    workers.push_back(std::stoi(text.substr(text.find(key) + key.size())));
+  }
+  kill(p.pid, SIGKILL);
+  ASSERT_EQ(WaitFor(p.pid, std::chrono::seconds(10)), 128 + SIGKILL);
+  // Gone: no such process, or a zombie waiting for whoever adopted it to reap it.
+  auto running = [](pid_t pid) {
+    std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+    const auto paren = stat.rfind(')');
+    return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
+  };
+  until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (pid_t w : workers) {
+    while (running(w) && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_FALSE(running(w)) << "worker pid " << w << " still runs after its agent was killed";
+    if (running(w)) kill(w, SIGKILL);
+  }
+}
+
 TEST(Launcher, WorkersRunUnderSrunEnvironment) {
   // What srun gives each task; rank 0 hosts the store at MASTER_ADDR:MASTER_PORT.
   std::vector<Proc> procs;

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "die_with_parent.h"
+#include "common/die_with_parent.h"
 
 namespace cdt {
 
@@ -42,7 +42,7 @@ inline Proc Spawn(const std::vector<std::string>& argv,
   const pid_t parent = getpid();
   p.pid = fork();
   if (p.pid == 0) {
-    cdt::testing::DieWithParent(parent);
+    cdt::DieWithParent(parent);
     for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
     FILE* f = freopen(out.c_str(), "w", stdout);
     (void)f;
