@@ -304,6 +304,7 @@ std::vector<std::vector<float>> RestoreCompressionState(const std::string& path,
   if (adaptive) adaptive->clear();
   auto refuse = [&](const std::string& why) {
     if (why_not) *why_not = why;
+    if (adaptive) adaptive->clear();
     return std::vector<std::vector<float>>();
   };
   if (!std::filesystem::exists(path))
@@ -341,8 +342,11 @@ std::vector<std::vector<float>> RestoreCompressionState(const std::string& path,
     if (adaptive && archive.try_read("adaptive", a) && a.scalar_type() == torch::kFloat64)
       adaptive->assign(a.data_ptr<double>(), a.data_ptr<double>() + a.numel());
   } catch (const c10::Error& e) {
-    throw Error(ErrorCode::kProtocol,
-                "compression state '" + path + "' cannot be loaded: " + e.what_without_backtrace());
+    // Damaged (a torn copy, a disk fault): the model's checkpoint is whole and checksummed, and
+    // this rank's residuals are a refinement of it. Thrown here, this rank would end while the
+    // others waited for it in the steering's first collective until the timeout.
+    return refuse(std::string("the compression state cannot be loaded (") +
+                  e.what_without_backtrace() + ")");
   }
   return states;
 }

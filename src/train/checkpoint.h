@@ -97,11 +97,13 @@ std::string CaptureCompressionState(const std::vector<std::vector<float>>& state
                                     const std::vector<size_t>& bucket_elements,
                                     const std::string& compress,
                                     const std::vector<double>& adaptive = {});
-// Empty, with the reason in `why_not`, when the file is missing or was written for another world
-// size, bucket layout or --compress (files without a layout or a compressor, from before they
-// were recorded, count as another): each compressor's own state (PowerSGD's Q, random-k's call
-// number) means nothing to another. `adaptive` (optional) receives the adaptive controller's
-// state, empty where the file has none (another --compress, or an older version).
+// Empty, with the reason in `why_not`, when the file is missing, cannot be loaded (damaged), or
+// was written for another world size, bucket layout or --compress (files without a layout or a
+// compressor, from before they were recorded, count as another): it never throws, so that one
+// rank's bad file cannot end that rank alone while the others wait for it. Each compressor's own
+// state (PowerSGD's Q, random-k's call number) means nothing to another. `adaptive` (optional)
+// receives the adaptive controller's state, empty where the file has none (another --compress, or
+// an older version).
 std::vector<std::vector<float>> RestoreCompressionState(const std::string& path,
                                                         const std::vector<size_t>& bucket_elements,
                                                         int world, const std::string& compress,

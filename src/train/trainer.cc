@@ -357,7 +357,8 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
             stderr,
             "cann-dist-train train: --resume: compression state '%s', %s; the rest was restored\n",
             compression_path.c_str(), left_out.c_str());
-    } else if (me == 0)
+    } else if (me == 0 || std::filesystem::exists(compression_path))
+      // Rank 0 speaks for the ranks that found no file; a file refused may be this rank's alone.
       std::fprintf(stderr,
                    "cann-dist-train train: --resume: %s ('%s'): error feedback starts from zero\n",
                    why_not.c_str(), compression_path.c_str());

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -223,6 +224,22 @@ TEST(Train, CompressedTrainingIsConsistentAndResumesExactly) {
   EXPECT_NE(out2.find("written for --compress powersgd, this run has --compress topk"),
             std::string::npos)
       << out2;
+  // One rank's file damaged: that rank starts its residuals from zero and says so, naming its
+  // file; the others restore theirs, and the run goes on (it used to end that rank alone, and the
+  // other waited for it until the timeout).
+  const std::string damaged = dir + "/compression.rank1.pt";
+  {
+    std::string bytes = ReadFile(damaged);
+    ASSERT_GT(bytes.size(), 64u);
+    std::ofstream(damaged, std::ios::binary | std::ios::trunc) << bytes.substr(0, bytes.size() / 2);
+  }
+  auto redamaged = recompressed;
+  redamaged[3] = "18";
+  const std::string out3 = Train("compressed-damaged", redamaged, &rc)["output"];
+  EXPECT_EQ(rc, 0) << out3;
+  EXPECT_NE(out3.find("the compression state cannot be loaded"), std::string::npos) << out3;
+  EXPECT_NE(out3.find("('" + damaged + "'): error feedback starts from zero"), std::string::npos)
+      << out3;
 }
 
 // The residual a `compress: step N ...` line of rank 0 reports, in percent (-1: no such line).
