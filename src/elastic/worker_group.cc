@@ -236,7 +236,7 @@ GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>&
       env["LOCAL_RANK"] = std::to_string(c.nproc_per_node + s);
       env["CDT_SPARE"] = "1";
       children.push_back(
-          {Spawn(argv, BuildEnvironment(env), original, false), c.nproc_per_node + s, true});
+          {Spawn(argv, BuildEnvironment(env), original, !c.elastic), c.nproc_per_node + s, true});
     }
   } catch (...) {
     stop_all(SIGKILL);

@@ -304,7 +304,6 @@ std::vector<std::vector<float>> RestoreCompressionState(const std::string& path,
   if (adaptive) adaptive->clear();
   auto refuse = [&](const std::string& why) {
     if (why_not) *why_not = why;
-    if (adaptive) adaptive->clear();
     return std::vector<std::vector<float>>();
   };
   if (!std::filesystem::exists(path))
