@@ -117,9 +117,11 @@ if shared < 0.95 or statistics.median(u) / (2 * statistics.median(s)) < 0.95:
     print(f"note: with no communication at all two workers here ran at {shared:.2f}x one alone, and "
           f"uncompressed training on an unshaped link scaled "
           f"{statistics.median(u) / (2 * statistics.median(s)):.2f}: the emulated nodes share "
-          f"{os.cpu_count()} CPUs and their caches, so the efficiency above measures this machine as "
-          f"much as the engine (docs/benchmarks.md, 'Where it stands'); --cpus-per-node C on a "
-          f"machine with 2C CPUs or more gives each node cores of its own")
+          f"{os.cpu_count()} CPUs, so their communication work (helper threads, the kernel's network "
+          f"stack) runs on the cores that compute, and the efficiency above measures this machine as "
+          f"much as the engine (docs/benchmarks.md, 'Where it stands'); on a machine with 2C CPUs, "
+          f"--cpus-per-node C with --threads below C gives each node cores of its own with room for "
+          f"its communication")
 dc = [json.load(open(p))["samples_per_s"] for p in sorted(glob.glob(d + "/ddp_compressed_*.json"))]
 if os.path.exists(d + "/failed.txt"):
     print("failed runs, left out:", open(d + "/failed.txt").read().strip().replace("\n", "; "))

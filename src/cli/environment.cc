@@ -29,6 +29,19 @@ int GetInt(const char* name, int fallback) {
               std::string("environment variable ") + name + "='" + *v + "' is not an integer");
 }
 
+std::string AllocatorSetBy() {
+  if (auto preload = Get("LD_PRELOAD"))
+    for (const char* lib : {"jemalloc", "tcmalloc", "mimalloc"})
+      if (preload->find(lib) != std::string::npos) return "LD_PRELOAD=" + *preload;
+  if (auto tunables = Get("GLIBC_TUNABLES");
+      tunables && tunables->find("glibc.malloc.") != std::string::npos)
+    return "GLIBC_TUNABLES=" + *tunables;
+  for (const char* name :
+       {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "MALLOC_MMAP_MAX_"})
+    if (auto v = Get(name)) return std::string(name) + "=" + *v;
+  return "";
+}
+
 }  // namespace
 
 Environment Environment::FromProcess() {
@@ -92,6 +105,7 @@ Environment Environment::FromProcess() {
   e.spare = Get("CDT_SPARE").value_or("") == "1";
   e.joiner = Get("CDT_JOINER").value_or("") == "1";
   e.target_world = Get("CDT_TARGET_WORLD");
+  e.allocator_set_by = AllocatorSetBy();
 
   WorkerIdentity w;
   if (Get("RANK") && Get("WORLD_SIZE")) {

@@ -56,6 +56,11 @@ struct Environment {
   std::optional<std::string>
       target_world;                      // CDT_TARGET_WORLD: the most workers an elastic job takes
   std::optional<WorkerIdentity> worker;  // set when any launcher's variables are present
+  // Who already governs malloc, in words ("" = nobody: glibc's defaults): another allocator in
+  // LD_PRELOAD (jemalloc, tcmalloc, mimalloc), or the user's glibc settings (GLIBC_TUNABLES'
+  // glibc.malloc.*, MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_, MALLOC_TOP_PAD_,
+  // MALLOC_MMAP_MAX_). `train` then leaves the allocator alone (common/heap_retention.h).
+  std::string allocator_set_by;
 
   static Environment FromProcess();
 };

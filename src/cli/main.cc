@@ -227,6 +227,7 @@ int Main(int argc, char** argv) {
     if (elastic.spares < 0 || (elastic.spares > 0 && !elastic.enabled))
       throw Error(ErrorCode::kInvalidArgument, "--spares needs --elastic and must not be negative");
     if (!ShouldRunAsWorker(env)) return RunAsAgent(train_launch, argc, argv);
+    train_opts.train.allocator = ConfigureAllocator(env, train_opts.use_default_allocator);
     if (elastic.enabled) {
       if (train_adaptive)
         throw Error(ErrorCode::kInvalidArgument,

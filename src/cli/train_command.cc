@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "cdt/error.h"
+#include "common/heap_retention.h"
 
 namespace cdt::cli {
 
@@ -117,6 +118,10 @@ void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o) {
   cmd->add_flag("--energy-windows", o->energy_windows,
                 "meter every step's energy (RAPL, else the model of docs/green.md); JSON `energy`");
   cmd->add_option("--json", o->json, "write the results here (rank 0)");
+  cmd->add_flag("--use-default-allocator", o->use_default_allocator,
+                "leave glibc's malloc as it is: it unmaps large freed blocks and faults them in "
+                "again at their next use (by default each worker keeps them; docs/training.md, "
+                "'Memory')");
   cmd->add_option("--balance-batches", t.balance_batches,
                   "every K steps, split the global batch by the ranks' measured compute speed "
                   "(0 = off; docs/training.md)")
@@ -127,6 +132,15 @@ void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o) {
       "docs/training.md)");
   cmd->add_option("--timeline-steps", t.timeline_steps, "steps the timeline covers, from the first")
       ->capture_default_str();
+}
+
+std::string ConfigureAllocator(const Environment& env, bool use_default_allocator) {
+  if (!env.allocator_set_by.empty()) return "as set by " + env.allocator_set_by;
+  if (use_default_allocator) return "glibc defaults (--use-default-allocator)";
+  if (!RetainFreedHeapMemory()) return "the C library's defaults (not glibc, or it refused)";
+  return "glibc, freed memory kept (mmap threshold " +
+         std::to_string(kRetainedMmapThreshold >> 20) + " MiB, trim threshold " +
+         std::to_string(kRetainedTrimThreshold >> 20) + " MiB)";
 }
 
 int RunTrainCommand(Communicator& comm, Communicator* priority, TrainCommandOptions o,

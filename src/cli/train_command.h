@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cdt/communicator.h"
+#include "cli/environment.h"
 #include "train/trainer.h"
 
 namespace cdt::cli {
@@ -14,6 +15,7 @@ struct TrainCommandOptions {
   train::TrainOptions train;
   std::string json;
   bool energy_windows = false;  // --energy-windows: per-step energy (TrainOptions::energy_profiles)
+  bool use_default_allocator = false;  // --use-default-allocator: see ConfigureAllocator
 };
 
 void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o);
@@ -21,6 +23,12 @@ void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o);
 // Rank 0 prints the summary and writes the JSON. Returns the exit code. `priority` may be null.
 int RunTrainCommand(Communicator& comm, Communicator* priority, TrainCommandOptions o,
                     int local_world_size);
+
+// Keeps freed heap memory in this worker process (common/heap_retention.h) unless
+// --use-default-allocator or the environment already governs malloc (Environment::
+// allocator_set_by). Call at the worker's start, before the dataset loads. Returns what governs
+// malloc now, in words, for the result (JSON `allocator`).
+std::string ConfigureAllocator(const Environment& env, bool use_default_allocator);
 
 // The summary and the JSON of a finished run (rank 0); the exit code for this rank.
 int ReportTrainResult(const train::TrainResult& r, const TrainCommandOptions& o, int rank);

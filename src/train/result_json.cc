@@ -29,6 +29,7 @@ std::string TrainResultJson(const TrainResult& r) {
       {"model", r.model},
       {"params", r.params},
       {"blas", {{"name", r.blas}, {"path", r.blas_path}}},
+      {"allocator", r.allocator},
       {"steps", r.steps},
       {"first_step", r.first_step},
       {"total_steps", r.total_steps},

@@ -244,6 +244,7 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   r.model = o.model;
   r.blas = blas.name;
   r.blas_path = blas.path;
+  r.allocator = o.allocator;
   r.params = 0;
   for (auto& p : model->parameters()) r.params += p.numel();
 

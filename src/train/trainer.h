@@ -96,6 +96,9 @@ struct TrainOptions {
   // rank 0 (train/timeline.h; "" = none).
   std::string timeline;
   int64_t timeline_steps = 100;
+  // What governs malloc in this process, in words, for the result (the CLI sets it up:
+  // cli::ConfigureAllocator).
+  std::string allocator;
 };
 
 // Throws cdt::Error(kInvalidArgument) naming the first bad option by its flag (train_options.cc).
@@ -129,6 +132,7 @@ struct TrainResult {
   int buckets = 0;
   size_t bucket_bytes = 0;
   std::string blas, blas_path;  // the BLAS libtorch's matrix products ran on (train/blas_library.h)
+  std::string allocator;        // TrainOptions::allocator
   std::string bucket_source;    // "--bucket-mb", "topology plan" or "a quarter of the model"
   std::vector<size_t> bucket_elements;
   std::vector<bool> bucket_priority;  // which buckets ran on the priority channel

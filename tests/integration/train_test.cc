@@ -18,13 +18,13 @@ namespace cdt {
 namespace {
 
 nlohmann::json Train(const std::string& tag, std::vector<std::string> args,
-                     int* exit_code = nullptr) {
+                     int* exit_code = nullptr, const std::map<std::string, std::string>& env = {}) {
   const std::string out = TempPath(tag), json = TempPath(tag + ".json");
   std::vector<std::string> argv = {CDT_CLI, "train", "--no-progress", "--json", json};
   if (std::find(args.begin(), args.end(), "--dataset") == args.end())
     argv.insert(argv.end(), {"--dataset", "synthetic", "--synthetic-samples", "4000"});
   argv.insert(argv.end(), args.begin(), args.end());
-  Proc p = Spawn(argv, {}, out);
+  Proc p = Spawn(argv, env, out);
   const int rc = WaitFor(p.pid, std::chrono::seconds(300));
   if (exit_code) {
     *exit_code = rc;
@@ -392,6 +392,27 @@ TEST(Train, BatchLargerThanTheDatasetIsRefused) {
                      "training samples of synthetic; use --batch-size 2000 or less"),
             std::string::npos)
       << out;
+}
+
+// Every worker keeps freed heap memory for the next step (common/heap_retention.h) and the JSON
+// says so; --use-default-allocator, or the user's own malloc settings in the environment, leave
+// the allocator as it is, and the JSON names who governs it.
+TEST(Train, WorkersKeepFreedMemoryUnlessTheUserSaysOtherwise) {
+  auto args = kCommon;
+  args[3] = "2";
+  args.insert(args.end(), {"--nproc-per-node", "2", "--batch-size", "8"});
+  EXPECT_EQ(Train("allocator-kept", args)["allocator"],
+            "glibc, freed memory kept (mmap threshold 1024 MiB, trim threshold 1024 MiB)");
+  auto plain = args;
+  plain.push_back("--use-default-allocator");
+  EXPECT_EQ(Train("allocator-default", plain)["allocator"],
+            "glibc defaults (--use-default-allocator)");
+  EXPECT_EQ(Train("allocator-tunables", args, nullptr,
+                  {{"GLIBC_TUNABLES", "glibc.malloc.trim_threshold=262144"}})["allocator"],
+            "as set by GLIBC_TUNABLES=glibc.malloc.trim_threshold=262144");
+  EXPECT_EQ(
+      Train("allocator-env", args, nullptr, {{"MALLOC_MMAP_THRESHOLD_", "65536"}})["allocator"],
+      "as set by MALLOC_MMAP_THRESHOLD_=65536");
 }
 
 // Without --compress-ratio each sparse compressor runs at its own default (top-k 1%, random-k
