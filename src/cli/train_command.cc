@@ -137,7 +137,8 @@ void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o) {
 std::string ConfigureAllocator(const Environment& env, bool use_default_allocator) {
   if (!env.allocator_set_by.empty()) return "as set by " + env.allocator_set_by;
   if (use_default_allocator) return "glibc defaults (--use-default-allocator)";
-  if (!RetainFreedHeapMemory()) return "the C library's defaults (not glibc, or it refused)";
+  if (!RetainFreedHeapMemory())
+    return "the C library's defaults (mallopt refused: not glibc's malloc, or a sanitizer's)";
   return "glibc, freed memory kept (mmap threshold " +
          std::to_string(kRetainedMmapThreshold >> 20) + " MiB, trim threshold " +
          std::to_string(kRetainedTrimThreshold >> 20) + " MiB)";
