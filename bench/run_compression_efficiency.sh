@@ -105,18 +105,18 @@ print("two lone workers at once, each:", ", ".join(f"{x:.1f}" for x in w))
 u = [json.load(open(p))["samples_per_s"] for p in sorted(glob.glob(d + "/unshaped_*.json"))]
 print("uncompressed, 2 workers, unshaped link:", ", ".join(f"{x:.1f}" for x in u))
 print(f"scaling efficiency (medians): {statistics.median(c) / (2 * statistics.median(s)):.3f}")
-print(f"uncompressed on an unshaped link, its scaling efficiency: {statistics.median(u) / (2 * statistics.median(s)):.3f}; "
+unshaped = statistics.median(u) / (2 * statistics.median(s))
+print(f"uncompressed on an unshaped link, its scaling efficiency: {unshaped:.3f}; "
       f"compressed on this link against it: {statistics.median(c) / statistics.median(u):.3f} "
       f"(per repetition: {', '.join(f'{a / b:.2f}' for a, b in zip(c, u))})")
 shared = statistics.median(w) / statistics.median(s)
 print(f"against two lone workers at once (no communication, same sharing): "
       f"{statistics.median(c) / (2 * statistics.median(w)):.3f}; their own ratio to one alone "
       f"{shared:.3f}")
-if shared < 0.95 or statistics.median(u) / (2 * statistics.median(s)) < 0.95:
+if shared < 0.95 or unshaped < 0.95:
     # The criterion is about nodes with cores of their own; say when this machine cannot show it.
     print(f"note: with no communication at all two workers here ran at {shared:.2f}x one alone, and "
-          f"uncompressed training on an unshaped link scaled "
-          f"{statistics.median(u) / (2 * statistics.median(s)):.2f}: the emulated nodes share "
+          f"uncompressed training on an unshaped link scaled {unshaped:.2f}: the emulated nodes share "
           f"{os.cpu_count()} CPUs, so their communication work (helper threads, the kernel's network "
           f"stack) runs on the cores that compute, and the efficiency above measures this machine as "
           f"much as the engine (docs/benchmarks.md, 'Where it stands'); on a machine with 2C CPUs, "
