@@ -36,6 +36,39 @@ int64_t CountWrong(const void* base, DataType t, size_t count, int p, size_t* fi
   return wrong;
 }
 
+// Warms one size up and returns the calls it made. An explicit --warmup (> 0) runs exactly that
+// many. The default runs at least `min_calls`, then goes on until 4 MiB have crossed (a shaped
+// link's token bucket lets the first ~1 MB of a small size through at full speed, so timing starts
+// in steady state) or kWarmupBudget has passed on the slowest rank, whichever comes first. The
+// traffic rule alone asked a 4-byte size for a million calls: minutes of warm-up with no output
+// where ranks outnumber cores. Every rank takes the same decision from the slowest rank's clock,
+// agreed by an allreduce between batches that double in size (a handful of extra calls per size).
+int WarmUp(Communicator& comm, void* buf, size_t count, DataType dtype, AllreduceOptions ao,
+           int explicit_calls, int min_calls) {
+  auto call = [&] { comm.Allreduce(buf, count, dtype, ReduceOp::kSum, ao)->Wait(); };
+  if (explicit_calls > 0) {
+    for (int i = 0; i < explicit_calls; ++i) call();
+    return explicit_calls;
+  }
+  constexpr double kWarmupBudget = 0.5;  // seconds
+  constexpr size_t kWarmupTraffic = size_t{4} << 20;
+  const size_t bytes = std::max<size_t>(1, count * ElementSize(dtype));
+  const auto start = std::chrono::steady_clock::now();
+  int done = 0;
+  for (int batch = 1;; batch *= 2) {
+    for (int i = 0; i < batch; ++i) call();
+    done += batch;
+    if (done < min_calls) continue;
+    if (static_cast<size_t>(done) * bytes >= kWarmupTraffic) return done;
+    double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    comm.Allreduce(&elapsed, 1, DataType::kFloat64, ReduceOp::kMax,
+                   {AllreduceAlgorithm::kRecursiveDoubling})
+        ->Wait();
+    if (elapsed >= kWarmupBudget) return done;
+  }
+}
+
 }  // namespace
 
 int RunBenchAllreduce(Communicator& comm, const BenchAllreduceOptions& o,
@@ -73,19 +106,16 @@ int RunBenchAllreduce(Communicator& comm, const BenchAllreduceOptions& o,
       int iters = o.iters > 0
                       ? o.iters
                       : static_cast<int>(std::clamp<size_t>((256u << 20) / real_bytes, 5, 200));
-      // Default warm-up: iters / 5, and at least 4 MiB of traffic, so that every algorithm is
-      // timed in steady state (a shaped link's token bucket, as on the emulated cluster, otherwise
-      // lets the first ~1 MB of a small size through at full speed).
-      int warmup = o.warmup > 0
-                       ? o.warmup
-                       : std::max({2, iters / 5, static_cast<int>((size_t{4} << 20) / real_bytes)});
-      if (ao.algorithm == AllreduceAlgorithm::kAuto)
-        warmup = std::max(
-            warmup, 1 + AllreduceAutotuner::CallsToDecide(
-                            o.autotune_trials, AllreduceAutotuner::kDefaultMinBytes, real_bytes));
+      // `auto` is timed once the autotuner has decided this size.
+      const int tuned =
+          ao.algorithm == AllreduceAlgorithm::kAuto
+              ? 1 + AllreduceAutotuner::CallsToDecide(
+                        o.autotune_trials, AllreduceAutotuner::kDefaultMinBytes, real_bytes)
+              : 0;
       Fill(buf.data(), dtype, count, comm.rank());
-      for (int i = 0; i < warmup; ++i)
-        comm.Allreduce(buf.data(), count, dtype, ReduceOp::kSum, ao)->Wait();
+      const int warmup =
+          WarmUp(comm, buf.data(), count, dtype, ao, o.warmup > 0 ? std::max(o.warmup, tuned) : 0,
+                 std::max({2, iters / 5, tuned}));
       comm.Barrier()->Wait();
       auto start = std::chrono::steady_clock::now();
       for (int i = 0; i < iters; ++i)
@@ -142,6 +172,7 @@ int RunBenchAllreduce(Communicator& comm, const BenchAllreduceOptions& o,
                               {"algbw_GBps", algbw},
                               {"busbw_GBps", busbw},
                               {"iters", iters},
+                              {"warmup", warmup},
                               {"check", check}};
         if (model) row["predicted_us"] = predicted;
         results.push_back(row);

@@ -15,7 +15,7 @@ struct BenchAllreduceOptions {
   std::string min_bytes = "4K";
   std::string max_bytes = "64M";
   int iters = 0;   // 0 = scale with size (about 256 MiB moved per size, 5..200 iterations)
-  int warmup = 0;  // 0 = iters / 5 and at least 4 MiB moved (at least 2)
+  int warmup = 0;  // 0 = at least max(2, iters / 5), then until 4 MiB moved or 0.5 s passed
   // `auto` warms up until online autotuning (comm/allreduce_autotuner.h) has decided each size.
   int autotune_trials = 2;  // CDT_AUTOTUNE
   bool check = false;

@@ -67,8 +67,9 @@ int Main(int argc, char** argv) {
   bench_ar->add_option("--max-bytes", bench.max_bytes, "largest message")->capture_default_str();
   bench_ar->add_option("--iters", bench.iters, "timed iterations per size (0 = by size)")
       ->capture_default_str();
-  bench_ar->add_option("--warmup", bench.warmup,
-                       "untimed iterations per size (0 = iters/5, at least 4 MiB moved)");
+  bench_ar->add_option(
+      "--warmup", bench.warmup,
+      "untimed iterations per size (0 = at least iters/5, then until 4 MiB moved or 0.5 s passed)");
   bench_ar->add_flag("--check", bench.check, "verify every element against the closed form");
   bench_ar->add_option("--json", bench.json, "write results to this file (rank 0)");
 

@@ -19,7 +19,8 @@ int AllreduceAutotuner::BlockCalls(int trials, size_t min_bytes, size_t bytes) {
   const size_t per_candidate = std::max<size_t>(static_cast<size_t>(trials),
                                                 bytes == 0 ? 1 : (min_bytes + bytes - 1) / bytes);
   const size_t per_block =
-      (per_candidate + static_cast<size_t>(trials) - 1) / static_cast<size_t>(trials);
+      std::min<size_t>(kMaxTimedCallsPerBlock, (per_candidate + static_cast<size_t>(trials) - 1) /
+                                                   static_cast<size_t>(trials));
   return 1 + static_cast<int>(per_block);
 }
 

@@ -48,8 +48,14 @@ class AllreduceAutotuner {
   // The runner-up replaces the selector's choice only when at least this much faster (10%).
   static constexpr double kSwitchMargin = 0.10;
 
+  // At most this many timed calls per block. Where the bytes rule would ask for more, the size is
+  // latency-bound: its calls never drain a shaped link's token bucket, and 256 calls are judged
+  // well. Uncapped, a 4-byte class took 2 million calls to decide (benchmarks warm up for that
+  // long, so `bench allreduce --algo auto --min-bytes 4` ran for minutes printing nothing).
+  static constexpr size_t kMaxTimedCallsPerBlock = 256;
+
   // Calls per block for `bytes`: one untimed, then enough timed ones for min_bytes over `trials`
-  // blocks (at least one).
+  // blocks (at least one, at most kMaxTimedCallsPerBlock).
   static int BlockCalls(int trials, size_t min_bytes, size_t bytes);
   // How many kAuto calls of `bytes` it takes to decide a class (2 · trials blocks). Benchmarks
   // warm up for this long.

@@ -82,6 +82,9 @@ TEST(Autotuner, SmallClassesAreJudgedOverEnoughBytes) {
   EXPECT_EQ(AllreduceAutotuner::BlockCalls(2, 4 << 20, 16 << 10), 129);
   EXPECT_EQ(AllreduceAutotuner::CallsToDecide(2, 4 << 20, 16 << 10), 2 * 2 * 129);
   EXPECT_EQ(AllreduceAutotuner::CallsToDecide(0, 4 << 20, 16 << 10), 0);
+  // Latency-bound sizes are judged over a bounded number of calls: 4 bytes took 2 million.
+  EXPECT_EQ(AllreduceAutotuner::BlockCalls(2, 4 << 20, 4), 1 + 256);
+  EXPECT_EQ(AllreduceAutotuner::CallsToDecide(2, 4 << 20, 4), 2 * 2 * 257);
   AllreduceAutotuner t(2, 64 << 10);  // 16 KiB calls: 4 timed per candidate, blocks of 1 + 2
   std::optional<std::array<double, 2>> medians;
   int calls = 0;

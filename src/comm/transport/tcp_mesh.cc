@@ -18,6 +18,7 @@
 #include "cdt/error.h"
 #include "comm/store/store_protocol.h"
 #include "comm/transport/send_pacing.h"
+#include "common/check.h"
 
 namespace cdt {
 
@@ -370,6 +371,13 @@ void TcpMesh::Exchange(Transfer* t, size_t n, const OpLabel& label) {
     }
     if (urgent_ && gate_) hold.Set(sending && pending);
     if (!pending) return;
+    // Something is pending but nothing is polled: every waiting transfer is gated, and no
+    // transfer that could open a gate is left. No byte could change that, so the wait would end
+    // only at the timeout, with no peer to name: a broken algorithm schedule (docs/errors.md).
+    if (npoll == 0 && !progressed && !paused)
+      internal::CheckFailed(__FILE__, __LINE__, "a pending transfer can progress",
+                            std::string(label.name) + " #" + std::to_string(label.seq) +
+                                " on rank " + std::to_string(rank_));
     auto now = net::Clock::now();
     if (progressed) {
       last_progress = now;
