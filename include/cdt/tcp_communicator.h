@@ -21,6 +21,10 @@ struct CommunicatorOptions {
   uint64_t generation = 0;
   // Store namespace: keys live under "<job_id>/gen<generation>/".
   std::string job_id = "cdt";
+  // The job secret (CDT_JOB_SECRET), shared by every rank: both ends of every peer connection prove
+  // a key derived from it and the generation (docs/security.md). Empty = the generation's token
+  // from the store alone keys the handshake, which is then only as private as the store.
+  std::string secret;
   std::string bind_host = "0.0.0.0";
   std::string advertise_host = "127.0.0.1";  // the address peers dial (CDT_NODE_ADDR)
   std::string host_id;  // node identity for hierarchical collectives; empty = this machine's

@@ -1,13 +1,17 @@
 #include "cli/fault_inject.h"
 
+#include <unistd.h>
+
 #include <cstdio>
-#include <fstream>
+#include <filesystem>
 #include <memory>
+#include <sstream>
 
 #include "cdt/error.h"
 #include "cli/elastic_train.h"
 #include "comm/store/etcd_store.h"
 #include "comm/store/tcp_store_client.h"
+#include "common/file_io.h"
 #include "elastic/rendezvous.h"
 
 namespace cdt::cli {
@@ -25,8 +29,10 @@ void AddFaultInjectOptions(CLI::App* cmd, FaultInjectOptions* o, const Environme
   cmd->add_option("--rdzv-backend", o->rdzv_backend, "tcp | etcd (default: from the job's agent)");
   cmd->add_option("--rdzv-endpoint", o->rdzv_endpoint,
                   "the job's store (default: from the job's agent)");
+  o->job_secret = env.job_secret.value_or("");
   cmd->add_option("--job-secret", o->job_secret,
-                  "the job's secret, with a TCP store given by hand");
+                  "the job's secret, with a TCP store given by hand (prefer CDT_JOB_SECRET: a "
+                  "command line is visible in ps)");
   cmd->add_option("--kill", o->kill, "SIGKILL the worker that started as this rank");
   cmd->add_option("--hang", o->hang, "SIGSTOP the worker that started as this rank");
   cmd->add_option("--slow", o->slow, "RANK=FACTOR: slow that worker's steps FACTOR times");
@@ -59,12 +65,19 @@ int RunFaultInject(const FaultInjectOptions& o, const Environment& env) {
               secret = o.job_secret;
   if (endpoint.empty()) {
     const std::string path = JobFilePath(env, o.job_id);
-    std::ifstream f(path);
-    if (!(f && std::getline(f, backend) && std::getline(f, endpoint) && std::getline(f, job) &&
-          std::getline(f, secret)))
+    if (::access(path.c_str(), F_OK) != 0)
       throw Error(ErrorCode::kInvalidArgument,
                   "fault-inject: no running job '" + o.job_id + "' on this machine (no " + path +
-                      "); give --rdzv-endpoint (and --rdzv-backend, --job-secret) of its store");
+                      "); give --rdzv-endpoint (and --rdzv-backend, CDT_JOB_SECRET) of its store");
+    // Only a job file of ours, in a directory of ours, points us at a store: a planted one
+    // would send the fault (and our proof of its secret) wherever its author likes.
+    EnsurePrivateDirectory(std::filesystem::path(path).parent_path().string());
+    CheckPrivateFile(path);
+    std::istringstream f(ReadFileBounded(path, 64 << 10));
+    if (!(std::getline(f, backend) && std::getline(f, endpoint) && std::getline(f, job) &&
+          std::getline(f, secret)))
+      throw Error(ErrorCode::kInvalidArgument,
+                  "fault-inject: " + path + " is not a job file (four lines expected)");
   }
   if (backend.empty()) backend = "tcp";
   const net::HostPort hp = net::ParseHostPort(endpoint, "--rdzv-endpoint");

@@ -4,6 +4,8 @@
 
 #include "cdt/error.h"
 #include "cdt/tcp_communicator.h"
+#include "cli/open_files.h"
+#include "comm/auth.h"
 #include "comm/store/etcd_store.h"
 #include "comm/store/tcp_store_client.h"
 #ifdef CDT_HAVE_MPI
@@ -76,9 +78,14 @@ void AddLaunchOptions(CLI::App* cmd, LaunchOptions* o, const Environment& env) {
       ->capture_default_str();
   cmd->add_option("--job-id", o->job_id, "job name, namespaces the store keys (CDT_JOB_ID)")
       ->capture_default_str();
-  cmd->add_option(
-      "--job-secret", o->job_secret,
-      "shared secret authenticating store connections (CDT_JOB_SECRET; random on one node)");
+  cmd->add_option_function<std::string>(
+      "--job-secret",
+      [o](const std::string& v) {
+        o->job_secret = v;
+        o->secret_on_command_line = true;
+      },
+      "shared secret authenticating every connection of the job; prefer CDT_JOB_SECRET (a "
+      "command line is visible to every user in ps); random on one node");
   cmd->add_option("--timeout", o->timeout_s,
                   "seconds a peer may stay silent before collectives fail (CDT_TIMEOUT)")
       ->capture_default_str();
@@ -163,6 +170,7 @@ CommunicatorOptions CommunicatorOptionsFor(const Environment& env, const LaunchO
   co.rank = id.rank;
   co.size = id.world_size;
   co.job_id = o.job_id;
+  co.secret = o.job_secret;
   co.timeout = timeout;
   co.host_id = "";  // this machine's identity: hostname + network namespace + boot id
   if (!o.node_addr.empty()) co.advertise_host = o.node_addr;
@@ -199,10 +207,15 @@ void ConnectStore(const Environment& env, const LaunchOptions& o, WorkerSession*
   WorkerSession& s = *session;
   const WorkerIdentity id = IdentityOf(env);
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
+  CheckOpenFilesFor(
+      std::max(id.world_size, env.target_world ? std::atoi(env.target_world->c_str()) : 0),
+      id.rank);
   if (id.world_size == 1 && !env.store_hosted) {
-    // Alone: an in-process store is all a one-rank communicator needs.
-    s.hosted_store = std::make_unique<TcpStoreServer>("127.0.0.1", 0, "single");
-    s.store = std::make_unique<TcpStoreClient>(s.hosted_store->address(), "single", timeout);
+    // Alone: an in-process store is all a one-rank communicator needs. It listens on loopback,
+    // where any local user could connect, so it gets a secret of its own like any other store.
+    const std::string secret = auth::NewSecret();
+    s.hosted_store = std::make_unique<TcpStoreServer>("127.0.0.1", 0, secret);
+    s.store = std::make_unique<TcpStoreClient>(s.hosted_store->address(), secret, timeout);
   } else {
     if (!env.master_addr || !env.master_port)
       throw Error(ErrorCode::kInvalidArgument,
@@ -242,8 +255,43 @@ void ConnectChannels(CommunicatorOptions co, bool priority_channel, WorkerSessio
   }
 }
 
+void WarnAboutSecret(const LaunchOptions& o) {
+  if (o.secret_on_command_line)
+    std::fprintf(stderr,
+                 "cann-dist-train: warning: --job-secret is visible to every user of this machine "
+                 "(ps, /proc/PID/cmdline); set CDT_JOB_SECRET instead (`export "
+                 "CDT_JOB_SECRET=$(cann-dist-train secret)`). Workers get it from the "
+                 "environment, not their command line.\n");
+  if (!o.job_secret.empty() && o.job_secret.size() < auth::kMinSecretChars)
+    std::fprintf(stderr,
+                 "cann-dist-train: warning: the job secret has %zu characters; anyone who "
+                 "records one handshake can guess a short secret offline. Use `cann-dist-train "
+                 "secret` (256 bits).\n",
+                 o.job_secret.size());
+}
+
+std::vector<std::string> WithoutSecretFlags(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--") {  // what follows belongs to another program
+      out.insert(out.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+      break;
+    }
+    if (args[i] == "--job-secret") {
+      ++i;  // and its value
+      continue;
+    }
+    if (args[i].rfind("--job-secret=", 0) == 0) continue;
+    out.push_back(args[i]);
+  }
+  return out;
+}
+
 int RunAsAgent(const LaunchOptions& o, int argc, char** argv) {
-  std::vector<std::string> args(argv, argv + argc);
+  WarnAboutSecret(o);
+  // The workers get the secret through CDT_JOB_SECRET (RunWorkerGroup), never on their command
+  // line.
+  std::vector<std::string> args = WithoutSecretFlags(std::vector<std::string>(argv, argv + argc));
   args[0] = "/proc/self/exe";
   char self[4096];
   ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -26,6 +27,7 @@ struct LaunchOptions {
   std::string rdzv_backend = "tcp";
   std::string job_id = "cdt";
   std::string job_secret;
+  bool secret_on_command_line = false;  // given with --job-secret, which `ps` shows
   double timeout_s = 30;
   std::string backend = "auto";  // tcp | mpi | auto (mpi under mpirun/srun when built with MPI)
   std::string node_addr;
@@ -33,6 +35,11 @@ struct LaunchOptions {
   int spares = 0;        // elastic: hot spares per node
   std::string job_file;  // node 0's agent leaves the store's address here (fault-inject)
 };
+
+// Warns (stderr) about a secret given on the command line, or one short enough to guess offline.
+void WarnAboutSecret(const LaunchOptions& o);
+// argv without `--job-secret VALUE` / `--job-secret=VALUE` (before any `--`): what workers get.
+std::vector<std::string> WithoutSecretFlags(const std::vector<std::string>& args);
 
 // Registers the options on `cmd`, with defaults taken from `env`.
 void AddLaunchOptions(CLI::App* cmd, LaunchOptions* o, const Environment& env);

@@ -1,6 +1,7 @@
 // cann-dist-train: command-line entry point. Parses argv and the environment once, then hands plain
 // config structs to the libraries (nothing below src/cli/ reads either).
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -15,8 +16,10 @@
 #include "cli/fault_inject.h"
 #include "cli/green_command.h"
 #include "cli/launch_options.h"
+#include "cli/open_files.h"
 #include "cli/topo_scan.h"
 #include "cli/train_command.h"
+#include "comm/auth.h"
 #include "elastic/worker_group.h"
 #include "topology/bucket_size.h"
 
@@ -35,7 +38,23 @@ std::vector<std::string> ElasticAsTrain(int argc, char** argv) {
   return out;
 }
 
+// Overwrites the value of --job-secret in this process's own argv, which /proc/PID/cmdline (and
+// so ps) shows to every user, as MySQL's client does with -pPASSWORD. The parsed copy keeps it.
+// Workers never get it on their command line (RunAsAgent drops the flag).
+void HideSecretFromProcessList(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--") == 0) return;
+    char* value = nullptr;
+    if (std::strcmp(argv[i], "--job-secret") == 0 && i + 1 < argc)
+      value = argv[i + 1];
+    else if (std::strncmp(argv[i], "--job-secret=", 13) == 0)
+      value = argv[i] + 13;
+    if (value) std::memset(value, 'x', std::strlen(value));
+  }
+}
+
 int Main(int argc, char** argv) {
+  RaiseOpenFileLimit();  // every rank holds 4 sockets per peer (cli/open_files.h)
   Environment env = Environment::FromProcess();
   CLI::App app{
       "cann-dist-train: data-parallel training: topology-aware collectives, gradient compression, "
@@ -166,10 +185,14 @@ int Main(int argc, char** argv) {
       "green",
       "carbon-aware planning and training: energy, carbon traces, plans, reports (docs/green.md)");
   AddGreenOptions(green_cmd, &green_opts);
+  CLI::App* secret_cmd = app.add_subcommand(
+      "secret",
+      "print a fresh 256-bit job secret: export CDT_JOB_SECRET=$(cann-dist-train secret)");
   CertOptions cert_opts;
   const CertCommands cert_cmds = AddCertCommands(&app, &cert_opts);
 
   std::vector<std::string> args = ElasticAsTrain(argc, argv);
+  HideSecretFromProcessList(argc, argv);  // `args` keeps it; what ps shows does not
   try {
     std::vector<std::string> reversed(args.rbegin(), args.rend() - 1);  // CLI11 takes them reversed
     app.parse(reversed);
@@ -177,11 +200,16 @@ int Main(int argc, char** argv) {
     return app.exit(e);
   }
 
+  if (secret_cmd->parsed()) {
+    std::printf("%s\n", auth::NewSecret().c_str());
+    return 0;
+  }
   if (inject_cmd->parsed()) return RunFaultInject(inject, env);
   if (green_cmd->parsed()) return RunGreen(green_opts, env);
   if (app.got_subcommand("cert")) return RunCert(cert_cmds, cert_opts, env);
   if (launch_cmd->parsed()) {
     ValidateLaunchOptions(launch);
+    WarnAboutSecret(launch);
     GroupResult r = RunWorkerGroup(ToAgentConfig(launch), command, {});
     if (!r.summary.empty()) std::fprintf(stderr, "cann-dist-train launch: %s", r.summary.c_str());
     return r.exit_code;

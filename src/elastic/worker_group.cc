@@ -13,11 +13,12 @@
 #include <optional>
 
 #include "cdt/error.h"
+#include "comm/auth.h"
 #include "comm/store/etcd_store.h"
-#include "comm/store/store_protocol.h"
 #include "comm/store/tcp_store_client.h"
 #include "comm/store/tcp_store_server.h"
 #include "common/die_with_parent.h"
+#include "common/file_io.h"
 #include "elastic/rendezvous.h"
 
 extern char** environ;
@@ -107,16 +108,16 @@ GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>&
   // etcd keeps keys across runs: a job on one node gets its own namespace per run; on several
   // nodes every agent must agree, so the --job-id must be new (checked below).
   std::string job = c.job_id;
-  if (etcd && c.nnodes == 1) job += "/run-" + Hex(store::RandomBytes(6));
+  if (etcd && c.nnodes == 1) job += "/run-" + Hex(auth::RandomBytes(6));
   std::string secret = c.job_secret;
-  if (secret.empty()) {
-    if (c.nnodes > 1 && !etcd)
-      throw Error(
-          ErrorCode::kInvalidArgument,
-          "a job on several nodes needs a shared secret: set CDT_JOB_SECRET (or --job-secret)"
-          " to the same value on every node");
-    secret = Hex(store::RandomBytes(16));
-  }
+  if (secret.empty() && c.nnodes > 1 && !etcd)
+    throw Error(ErrorCode::kInvalidArgument,
+                "a job on several nodes needs a shared secret: run `export CDT_JOB_SECRET=$("
+                "cann-dist-train secret)` once and give every node that value");
+  // One node: a fresh secret nobody else knows. Several nodes on etcd with none given: there is no
+  // secret they share, so the peer handshake is keyed by the generation token in etcd alone
+  // (docs/security.md says to give one).
+  if (secret.empty() && c.nnodes == 1) secret = auth::NewSecret();
   std::string endpoint = c.rdzv_endpoint;
   if (endpoint.empty() && etcd)
     throw Error(ErrorCode::kInvalidArgument,
@@ -179,6 +180,8 @@ GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>&
   }
   const bool joiner = c.node_rank >= min_nodes;  // joins a running job
 
+  // The job file carries the secret: a directory only we may write, a file only we may read,
+  // written atomically; a planted file or link there is refused before any worker starts.
   struct JobFile {
     std::string path;
     ~JobFile() {
@@ -186,16 +189,12 @@ GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>&
     }
   } job_file;
   if (c.node_rank == 0 && !c.job_file.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(std::filesystem::path(c.job_file).parent_path(), ec);
-    const int fd = ::open(c.job_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd >= 0) {
-      const std::string text =
-          c.rdzv_backend + "\n" + rdzv.ToString() + "\n" + job + "\n" + secret + "\n";
-      const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-      ::close(fd);
-      if (ok) job_file.path = c.job_file;
-    }
+    EnsurePrivateDirectory(std::filesystem::path(c.job_file).parent_path().string());
+    CheckPrivateFile(c.job_file);
+    WriteFileAtomically(c.job_file,
+                        c.rdzv_backend + "\n" + rdzv.ToString() + "\n" + job + "\n" + secret + "\n",
+                        0600);
+    job_file.path = c.job_file;
   }
 
   std::map<std::string, std::string> env = extra_env;

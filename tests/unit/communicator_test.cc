@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cdt/error.h"
+#include "comm/transport/peer_handshake.h"
 #include "comm/transport/send_pacing.h"
 #include "comm/transport/socket.h"
 #include "comm/transport/tcp_mesh.h"
@@ -291,42 +292,89 @@ TEST(Communicator, AbortUnblocksWaitersAtOnceAndNextGenerationWorks) {
 
 TEST(Communicator, StaleGenerationAndForeignConnectionsAreRefused) {
   MemoryStore store;
+  std::thread real;
   std::thread intruder([&] {
-    // Act as a survivor of generation 0 dialling rank 0 of generation 1, then as a stranger.
+    // Act as a survivor of generation 0 dialling rank 0 of generation 1 (it knows the secret and
+    // generation 1's token, but keys its proofs for generation 0), then as a stranger who knows
+    // the token but not the secret.
     std::string v = store.Get("t/gen1/addr/0", milliseconds(5000));
     std::string token = store.Get("t/gen1/token", milliseconds(5000));
     auto hp = net::ParseHostPort(v.substr(0, v.find('\n')), "addr");
-    // Rank 0 accepts only once every rank has published its address, so queue both intruders in
-    // its backlog first, then let the real rank 1 join, then read the verdicts.
+    const std::string keys[2] = {handshake::GenerationKey("job secret", "t/gen0", token),
+                                 handshake::GenerationKey("a guess", "t/gen1", token)};
+    // Rank 0 answers only once every rank has published its address, so queue both intruders in
+    // its backlog first, then let the real rank 1 join, then play the handshake.
+    handshake::Hello h{handshake::kMagic, handshake::kVersion, 1, 0, 0, 0, {}};
     std::vector<net::Socket> socks;
-    for (uint64_t gen : {uint64_t{0}, uint64_t{1}}) {
+    for (int i = 0; i < 2; ++i) {
       socks.push_back(net::ConnectUntil(hp, net::DeadlineAfter(milliseconds(2000))));
-      handshake::Hello h{handshake::kMagic, handshake::kVersion, gen, 1, 0, 0, 0, {}};
-      // gen 0 with the right token: a survivor of the previous generation; gen 1 with a zero
-      // token: a stranger who guessed the generation.
-      if (gen == 0) std::memcpy(h.token, token.data(), handshake::kTokenBytes);
       net::SendAll(socks.back().fd(), &h, sizeof h, net::DeadlineAfter(milliseconds(2000)),
                    "rank 0");
     }
-    std::thread real([&] {
-      auto comm = ConnectTcpCommunicator(store, Opts(1, 2, 1, 5000));
+    real = std::thread([&] {
+      CommunicatorOptions o = Opts(1, 2, 1, 5000);
+      o.secret = "job secret";
+      auto comm = ConnectTcpCommunicator(store, o);
       int32_t x = 5;
       comm->Allreduce(&x, 1, DataType::kInt32, ReduceOp::kSum)->Wait();
       EXPECT_EQ(x, 7);
     });
     for (int i = 0; i < 2; ++i) {
-      handshake::Ack ack{};
-      net::RecvAll(socks[i].fd(), &ack, sizeof ack, net::DeadlineAfter(milliseconds(5000)),
-                   "rank 0");
-      EXPECT_EQ(ack.status, i == 0 ? handshake::kAckBadGeneration : handshake::kAckBadToken);
+      handshake::Challenge ch{};
+      net::RecvAll(socks[i].fd(), &ch, sizeof ch, net::DeadlineAfter(milliseconds(5000)), "rank 0");
+      EXPECT_EQ(ch.status, handshake::kOk);
+      // The listener proved a key the intruder does not hold ...
+      EXPECT_NE(std::string(ch.proof, handshake::kProofBytes),
+                handshake::ListenerProof(keys[i], h, ch.nonce));
+      // ... and refuses the intruder's proof (or has formed its mesh and closed on it already).
+      std::string proof = handshake::DialerProof(keys[i], h, ch.nonce);
+      try {
+        net::SendAll(socks[i].fd(), proof.data(), proof.size(),
+                     net::DeadlineAfter(milliseconds(2000)), "rank 0");
+        handshake::Ack ack{};
+        net::RecvAll(socks[i].fd(), &ack, sizeof ack, net::DeadlineAfter(milliseconds(5000)),
+                     "rank 0");
+        EXPECT_EQ(ack.status, handshake::kBadProof);
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::kPeerLost) << e.what();
+      }
     }
-    real.join();
   });
-  auto comm = ConnectTcpCommunicator(store, Opts(0, 2, 1, 5000));
+  CommunicatorOptions o = Opts(0, 2, 1, 5000);
+  o.secret = "job secret";
+  auto comm = ConnectTcpCommunicator(store, o);
   int32_t v = 2;
   comm->Allreduce(&v, 1, DataType::kInt32, ReduceOp::kSum)->Wait();
-  EXPECT_EQ(v, 7);
+  EXPECT_EQ(v, 7);  // rank 1's slot went to rank 1, not to an intruder
   intruder.join();
+  real.join();
+}
+
+// Connections that say nothing cannot hold up the group: every handshake runs at once. (They were
+// answered one at a time with 5 s each, so eight of them outlasted this 4 s timeout.)
+TEST(Communicator, SilentConnectionsDoNotStallGroupFormation) {
+  MemoryStore store;
+  std::vector<net::Socket> silent;
+  std::atomic<bool> squatting{false};
+  std::thread squatter([&] {
+    std::string v = store.Get("t/gen0/addr/0", milliseconds(5000));
+    auto hp = net::ParseHostPort(v.substr(0, v.find('\n')), "addr");
+    for (int i = 0; i < 8; ++i)
+      silent.push_back(net::ConnectUntil(hp, net::DeadlineAfter(milliseconds(2000))));
+    squatting = true;
+  });
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 3; ++r)
+    ranks.emplace_back([&, r] {
+      // Ranks 1 and 2 arrive once rank 0 has eight silent connections queued ahead of theirs.
+      while (r > 0 && !squatting.load()) std::this_thread::sleep_for(milliseconds(1));
+      auto comm = ConnectTcpCommunicator(store, Opts(r, 3, 0, 4000));
+      int32_t x = r + 1;
+      comm->Allreduce(&x, 1, DataType::kInt32, ReduceOp::kSum)->Wait();
+      EXPECT_EQ(x, 6);
+    });
+  squatter.join();
+  for (auto& t : ranks) t.join();
 }
 
 TEST(Communicator, MismatchedCollectivesAreReportedWithEveryRanksSubmission) {

@@ -41,6 +41,29 @@ std::string Frame(uint8_t type, const std::string& payload) {
   return f;
 }
 
+// A raw connection that authenticates as a client would and then sends whatever it likes.
+struct RawSession {
+  net::Socket sock;
+  store::FrameAuthenticator frames;
+};
+
+RawSession Authenticate(const net::HostPort& server, const std::string& secret) {
+  RawSession r;
+  r.sock = net::ConnectUntil(server, net::DeadlineAfter(milliseconds(2000)));
+  char hello[store::kChallengeBytes];
+  net::RecvAll(r.sock.fd(), hello, sizeof hello, net::DeadlineAfter(milliseconds(2000)), "store");
+  const std::string client_nonce(store::kNonceBytes, 'n');
+  store::Handshake h =
+      store::DeriveHandshake(secret, std::string_view(hello + 8, store::kNonceBytes), client_nonce);
+  std::string auth = Frame(1, client_nonce + h.client_proof);
+  net::SendAll(r.sock.fd(), auth.data(), auth.size(), net::DeadlineAfter(milliseconds(500)),
+               "store");
+  char ok[4 + 1 + store::kProofBytes];
+  net::RecvAll(r.sock.fd(), ok, sizeof ok, net::DeadlineAfter(milliseconds(2000)), "store");
+  r.frames = store::FrameAuthenticator(h.session_key, /*server=*/false);
+  return r;
+}
+
 TEST(MalformedInput, StoreSurvivesGarbageBeforeAndAfterAuthentication) {
   TcpStoreServer server("127.0.0.1", 0, "secret");
   std::mt19937 rng(42);
@@ -54,30 +77,30 @@ TEST(MalformedInput, StoreSurvivesGarbageBeforeAndAfterAuthentication) {
 
   // Authenticated client sending malformed requests: it gets an error, the server lives on.
   {
-    net::Socket s = net::ConnectUntil(server.address(), net::DeadlineAfter(milliseconds(2000)));
-    char hello[8 + store::kNonceBytes];
-    net::RecvAll(s.fd(), hello, sizeof hello, net::DeadlineAfter(milliseconds(2000)), "store");
-    std::string auth =
-        Frame(1, store::ComputeMac("secret", std::string_view(hello + 8, store::kNonceBytes)));
-    net::SendAll(s.fd(), auth.data(), auth.size(), net::DeadlineAfter(milliseconds(500)), "store");
-    std::string bad_set = Frame(2, std::string("\xff\xff\xff\x7f", 4));  // key length past the end
-    net::SendAll(s.fd(), bad_set.data(), bad_set.size(), net::DeadlineAfter(milliseconds(500)),
-                 "store");
-    std::string unknown = Frame(99, "");
-    net::SendAll(s.fd(), unknown.data(), unknown.size(), net::DeadlineAfter(milliseconds(500)),
+    RawSession r = Authenticate(server.address(), "secret");
+    std::string bad;
+    r.frames.Seal(&bad, store::MsgType::kSet, std::string("\xff\xff\xff\x7f", 4));  // past the end
+    r.frames.Seal(&bad, static_cast<store::MsgType>(99), "");
+    net::SendAll(r.sock.fd(), bad.data(), bad.size(), net::DeadlineAfter(milliseconds(500)),
                  "store");
   }
-  for (int i = 0; i < 200; ++i) {  // random well-framed requests after a valid auth
-    net::Socket s = net::ConnectUntil(server.address(), net::DeadlineAfter(milliseconds(2000)));
-    char hello[8 + store::kNonceBytes];
-    net::RecvAll(s.fd(), hello, sizeof hello, net::DeadlineAfter(milliseconds(2000)), "store");
-    std::string msg =
-        Frame(1, store::ComputeMac("secret", std::string_view(hello + 8, store::kNonceBytes)));
+  {
+    // A well-formed request whose MAC is wrong (forged, or altered on the way).
+    RawSession r = Authenticate(server.address(), "secret");
+    std::string forged;
+    store::FrameAuthenticator("some other key", false).Seal(&forged, store::MsgType::kCheck, "k");
+    net::SendAll(r.sock.fd(), forged.data(), forged.size(), net::DeadlineAfter(milliseconds(500)),
+                 "store");
+  }
+  for (int i = 0; i < 200; ++i) {  // random well-framed, authenticated requests
+    RawSession r = Authenticate(server.address(), "secret");
     std::string payload(static_cast<size_t>(rng() % 64), '\0');
     for (char& c : payload) c = static_cast<char>(rng() % 4 == 0 ? 0 : rng());
-    msg += Frame(static_cast<uint8_t>(2 + rng() % 8), payload);
+    std::string msg;
+    r.frames.Seal(&msg, static_cast<store::MsgType>(2 + rng() % 8), payload);
     try {
-      net::SendAll(s.fd(), msg.data(), msg.size(), net::DeadlineAfter(milliseconds(500)), "store");
+      net::SendAll(r.sock.fd(), msg.data(), msg.size(), net::DeadlineAfter(milliseconds(500)),
+                   "store");
     } catch (const Error&) {
     }
   }

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "cdt/error.h"
+#include "comm/auth.h"
 #include "common/bytes.h"
 
 namespace cdt {
@@ -32,9 +33,10 @@ void TcpStoreClient::Connect(net::Deadline deadline, std::chrono::milliseconds h
                                          "; check --rdzv-endpoint / MASTER_ADDR:MASTER_PORT");
   }
   net::SetNoDelay(sock_.fd());
+  frames_ = store::FrameAuthenticator();
   net::Deadline hs = net::DeadlineAfter(handshake_timeout);
   try {
-    char hello[8 + store::kNonceBytes];
+    char hello[store::kChallengeBytes];
     net::RecvAll(sock_.fd(), hello, sizeof hello, hs, where_);
     uint32_t magic, version;
     std::memcpy(&magic, hello, 4);
@@ -44,14 +46,43 @@ void TcpStoreClient::Connect(net::Deadline deadline, std::chrono::milliseconds h
     if (version != store::kVersion)
       throw Error(ErrorCode::kProtocol, where_ + " speaks store protocol v" +
                                             std::to_string(version) + ", this build v" +
-                                            std::to_string(store::kVersion));
-    std::string mac = store::ComputeMac(secret_, std::string_view(hello + 8, store::kNonceBytes));
-    auto [type, payload] = Request(MsgType::kAuth, mac, hs);
-    if (type != MsgType::kOk)
+                                            std::to_string(store::kVersion) +
+                                            ": run the same cann-dist-train on every node");
+    const std::string client_nonce = auth::RandomBytes(store::kNonceBytes);
+    store::Handshake h = store::DeriveHandshake(
+        secret_, std::string_view(hello + 8, store::kNonceBytes), client_nonce);
+    std::string frame;
+    ByteWriter w(&frame);
+    w.U32(store::kMaxAuthFrameBytes);
+    w.U8(static_cast<uint8_t>(MsgType::kAuth));
+    w.Raw(client_nonce.data(), client_nonce.size());
+    w.Raw(h.client_proof.data(), h.client_proof.size());
+    net::SendAll(sock_.fd(), frame.data(), frame.size(), hs, where_);
+    uint32_t len;
+    net::RecvAll(sock_.fd(), &len, 4, hs, where_);
+    if (len == 0 || len > 1 + store::kProofBytes)
+      throw Error(ErrorCode::kAuth, where_ + " answered authentication with a " +
+                                        std::to_string(len) +
+                                        "-byte frame: it is not this job's store");
+    std::string body(len, '\0');
+    net::RecvAll(sock_.fd(), body.data(), len, hs, where_);
+    const auto type = static_cast<MsgType>(static_cast<uint8_t>(body[0]));
+    if (type == MsgType::kAuthFailed)
       throw Error(ErrorCode::kAuth, where_ +
                                         " refused the job secret: every process of a job "
                                         "must get the same CDT_JOB_SECRET");
+    // Mutual: the store must answer our nonce too, or it is not the job's (a process that
+    // accepts any answer, or one relaying someone else's handshake).
+    if (type != MsgType::kOk ||
+        !auth::ConstantTimeEquals(std::string_view(body).substr(1), h.server_proof))
+      throw Error(ErrorCode::kAuth,
+                  where_ +
+                      " could not prove it knows the job secret: it is not this job's store "
+                      "(another service on that port, or an impostor); check --rdzv-endpoint "
+                      "and CDT_JOB_SECRET");
+    frames_ = store::FrameAuthenticator(std::move(h.session_key), /*server=*/false);
   } catch (const Error& e) {
+    sock_.Close();
     if (e.code() == ErrorCode::kPeerLost)
       throw Error(ErrorCode::kAuth, where_ + " closed the connection during authentication (" +
                                         e.what() + "); is the job secret right?");
@@ -62,18 +93,25 @@ void TcpStoreClient::Connect(net::Deadline deadline, std::chrono::milliseconds h
 std::pair<MsgType, std::string> TcpStoreClient::ReadFrame(net::Deadline deadline) {
   uint32_t len;
   net::RecvAll(sock_.fd(), &len, 4, deadline, where_);
-  if (len == 0 || len > store::kMaxFrameBytes)
+  if (len < 1 + store::kFrameMacBytes || len > store::kMaxFrameBytes + 1 + store::kFrameMacBytes)
     throw Error(ErrorCode::kProtocol,
                 where_ + " sent a frame of " + std::to_string(len) + " bytes");
   std::string body(len, '\0');
   net::RecvAll(sock_.fd(), body.data(), len, deadline, where_);
-  auto type = static_cast<MsgType>(static_cast<uint8_t>(body[0]));
-  return {type, body.substr(1)};
+  MsgType type;
+  std::string_view payload;
+  try {
+    payload = frames_.Open(body, &type);
+  } catch (const Error& e) {
+    throw Error(ErrorCode::kAuth, where_ + ": reply " + e.what() +
+                                      "; something between us and the store alters the stream");
+  }
+  return {type, std::string(payload)};
 }
 
 std::pair<MsgType, std::string> TcpStoreClient::Request(MsgType type, const std::string& payload,
                                                         net::Deadline deadline) {
-  if (!sock_.valid() && type != MsgType::kAuth) {
+  if (!sock_.valid()) {
     // The last request failed half-way: connect again (the store may be back, or the link).
     try {
       // One short try: callers that want to wait for the store retry the request.
@@ -87,10 +125,7 @@ std::pair<MsgType, std::string> TcpStoreClient::Request(MsgType type, const std:
     }
   }
   std::string frame;
-  ByteWriter w(&frame);
-  w.U32(static_cast<uint32_t>(payload.size() + 1));
-  w.U8(static_cast<uint8_t>(type));
-  w.Raw(payload.data(), payload.size());
+  frames_.Seal(&frame, type, payload);
   try {
     net::SendAll(sock_.fd(), frame.data(), frame.size(), deadline, where_);
     auto reply = ReadFrame(deadline);
@@ -102,7 +137,7 @@ std::pair<MsgType, std::string> TcpStoreClient::Request(MsgType type, const std:
   } catch (const Error& e) {
     // A half-finished exchange leaves the stream out of step: never reuse it.
     sock_.Close();
-    if (e.code() == ErrorCode::kStore) throw;
+    if (e.code() == ErrorCode::kStore || e.code() == ErrorCode::kAuth) throw;
     throw Error(e.code() == ErrorCode::kTimeout ? ErrorCode::kTimeout : ErrorCode::kStore,
                 std::string("rendezvous store request failed: ") + e.what());
   }

@@ -19,8 +19,9 @@ namespace cdt {
 
 class TcpStoreClient : public Store {
  public:
-  // Connects (retrying until connect_timeout: the server may still be starting) and authenticates.
-  // Throws kTimeout if unreachable, kAuth if the secret is wrong.
+  // Connects (retrying until connect_timeout: the server may still be starting) and authenticates
+  // both ways. Throws kTimeout if unreachable, kAuth if the secret is wrong or the server cannot
+  // prove it knows it (not this job's store), kProtocol if it is not a store at all.
   TcpStoreClient(const net::HostPort& server, const std::string& secret,
                  std::chrono::milliseconds connect_timeout,
                  std::chrono::milliseconds request_timeout = std::chrono::seconds(30));
@@ -48,7 +49,8 @@ class TcpStoreClient : public Store {
   const std::string where_;  // "store at host:port"
   const std::chrono::milliseconds request_timeout_;
   std::mutex mu_;
-  net::Socket sock_;  // guarded by mu_
+  net::Socket sock_;                  // guarded by mu_
+  store::FrameAuthenticator frames_;  // guarded by mu_; the connection's session
 };
 
 }  // namespace cdt

@@ -1,11 +1,21 @@
 // TcpStoreServer: the rendezvous key-value store, hosted by the node-0 agent (or rank 0 when no
 // agent runs). One background thread serves every client with poll(); a client parked in Wait()
-// costs no thread. Every connection must prove it knows the job secret (HMAC challenge, the secret
-// never crosses the wire) before any key is read or written. Malformed input closes that connection
-// only and is counted; it never stops the server.
+// costs no thread.
+//
+// Hostile-network rules (docs/security.md):
+//  * Every connection must prove it knows the job secret, and the server proves it back, before
+//    any key is read or written (store_protocol.h); every later frame carries a MAC.
+//  * Before that proof a peer controls nothing that grows: the only frame read is the fixed-size
+//    auth frame, at most kMaxUnauthenticated connections wait for theirs (a newer one drops the
+//    oldest) and each gets kAuthWindow.
+//  * After it, a connection's buffers are bounded: one frame in (<= kMaxFrameBytes), and no new
+//    request is read while a reply is still being sent.
+//  * Running out of descriptors or memory refuses or drops connections and says so; it never stops
+//    the server. Malformed input closes that connection only and is counted.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <thread>
@@ -16,6 +26,10 @@ namespace cdt {
 
 class TcpStoreServer {
  public:
+  static constexpr size_t kMaxUnauthenticated = 64;
+  static constexpr size_t kMaxClients = 4096;
+  static constexpr std::chrono::seconds kAuthWindow{10};
+
   // Binds host:port (port 0 = any free port) and starts serving. Throws kIo if it cannot bind.
   TcpStoreServer(const std::string& host, uint16_t port, std::string secret);
   ~TcpStoreServer();  // Stops the server and closes every connection.
@@ -23,7 +37,7 @@ class TcpStoreServer {
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
 
   const net::HostPort& address() const { return address_; }
-  // Connections closed for bad authentication or malformed frames since start.
+  // Connections closed for bad authentication, malformed frames, or to make room, since start.
   uint64_t rejected_connections() const { return rejected_.load(); }
   void Stop();
 

@@ -16,7 +16,8 @@
 #include <fstream>
 
 #include "cdt/error.h"
-#include "comm/store/store_protocol.h"
+#include "comm/auth.h"
+#include "comm/transport/peer_handshake.h"
 #include "comm/transport/send_pacing.h"
 #include "common/check.h"
 
@@ -98,7 +99,7 @@ std::unique_ptr<TcpMesh> TcpMesh::Connect(Store& store, const MeshOptions& o) {
   std::string my_addr = net::HostPort{o.advertise_host, bound.port}.ToString();
   std::string my_host = o.host_id.empty() ? LocalHostId() : o.host_id;
 
-  if (o.rank == 0) store.Set(prefix + "/token", store::RandomBytes(handshake::kTokenBytes));
+  if (o.rank == 0) store.Set(prefix + "/token", auth::RandomBytes(handshake::kTokenBytes));
   store.Set(prefix + "/addr/" + std::to_string(o.rank), my_addr + "\n" + my_host);
   std::string token = store.Get(prefix + "/token", o.timeout);
   std::vector<std::string> keys;
@@ -122,92 +123,26 @@ std::unique_ptr<TcpMesh> TcpMesh::Connect(Store& store, const MeshOptions& o) {
     mesh->host_ids_[r] = nl == std::string::npos ? "" : v.substr(nl + 1);
   }
 
-  // 1. Dial every other rank once per channel and send our hello (no reply awaited yet): our
-  //    sending connections to it.
+  // Dial every other rank once per channel (our sending connections to it), then run every
+  // handshake, ours and theirs, at once (peer_handshake.h): the accepted connections are our
+  // receiving ones.
   for (int ch = 0; ch < kChannels; ++ch) {
     for (int peer = 0; peer < o.size; ++peer) {
       if (peer == o.rank) continue;
       net::HostPort hp =
           net::ParseHostPort(mesh->addresses_[peer], "address of rank " + std::to_string(peer));
-      net::Socket s = net::ConnectUntil(hp, deadline);
-      handshake::Hello h{handshake::kMagic,
-                         handshake::kVersion,
-                         o.generation,
-                         static_cast<uint32_t>(o.rank),
-                         static_cast<uint32_t>(peer),
-                         static_cast<uint32_t>(ch),
-                         0,
-                         {}};
-      std::memcpy(h.token, token.data(), handshake::kTokenBytes);
-      net::SendAll(s.fd(), &h, sizeof h, deadline, "rank " + std::to_string(peer));
-      mesh->send_socks_[mesh->Slot(ch, peer)] = std::move(s);
+      mesh->send_socks_[mesh->Slot(ch, peer)] = net::ConnectUntil(hp, deadline);
     }
   }
-  // 2. Accept every other rank's sending connections (our receiving ones), checking each hello.
-  int expected = kChannels * (o.size - 1);
-  while (expected > 0) {
-    std::string from;
-    net::Socket s = net::AcceptUntil(listener, deadline, &from);
-    if (!s.valid())
-      throw Error(
-          ErrorCode::kTimeout,
-          who + ": " + std::to_string(expected) + " rank(s) did not connect within the timeout",
-          {o.rank, -1, "", "connect", 0});
-    handshake::Hello h{};
-    try {
-      net::RecvAll(s.fd(), &h, sizeof h,
-                   std::min(deadline, net::DeadlineAfter(std::chrono::seconds(5))), from);
-    } catch (const Error& e) {
-      std::fprintf(stderr, "cdt %s: ignored connection from %s: %s\n", who.c_str(), from.c_str(),
-                   e.what());
-      continue;
-    }
-    uint32_t status = handshake::kAckOk;
-    if (h.magic != handshake::kMagic || h.version != handshake::kVersion)
-      status = handshake::kAckBadToken;
-    else if (h.generation != o.generation)
-      status = handshake::kAckBadGeneration;
-    else if (std::memcmp(h.token, token.data(), handshake::kTokenBytes) != 0)
-      status = handshake::kAckBadToken;
-    else if (h.to_rank != static_cast<uint32_t>(o.rank) || h.from_rank == h.to_rank ||
-             h.from_rank >= static_cast<uint32_t>(o.size) || h.channel >= kChannels ||
-             mesh->recv_socks_[mesh->Slot(static_cast<int>(h.channel),
-                                          static_cast<int>(h.from_rank))]
-                 .valid())
-      status = handshake::kAckBadRank;
-    handshake::Ack ack{handshake::kMagic, status};
-    try {
-      net::SendAll(s.fd(), &ack, sizeof ack, net::DeadlineAfter(std::chrono::seconds(1)), from);
-    } catch (const Error&) {
-    }
-    if (status != handshake::kAckOk) {
-      std::fprintf(stderr,
-                   "cdt %s: refused connection from %s (status %u: %s); a process of another "
-                   "generation or job, or not ours\n",
-                   who.c_str(), from.c_str(), status,
-                   status == handshake::kAckBadGeneration ? "stale generation"
-                   : status == handshake::kAckBadRank     ? "bad rank"
-                                                          : "bad token");
-      continue;
-    }
-    mesh->recv_socks_[mesh->Slot(static_cast<int>(h.channel), static_cast<int>(h.from_rank))] =
-        std::move(s);
-    --expected;
-  }
-  // 3. Collect the acknowledgements for our sending connections.
-  for (size_t slot = 0; slot < mesh->send_socks_.size(); ++slot) {
-    const int peer = static_cast<int>(slot % static_cast<size_t>(o.size));
-    if (peer == o.rank) continue;
-    handshake::Ack ack{};
-    net::RecvAll(mesh->send_socks_[slot].fd(), &ack, sizeof ack, deadline,
-                 "rank " + std::to_string(peer));
-    if (ack.magic != handshake::kMagic || ack.status != handshake::kAckOk)
-      throw Error(ErrorCode::kAuth,
-                  who + ": rank " + std::to_string(peer) + " at " + mesh->addresses_[peer] +
-                      " refused our connection (status " + std::to_string(ack.status) +
-                      "); is it from another generation of this job?",
-                  {o.rank, peer, mesh->addresses_[peer], "connect", 0});
-  }
+  handshake::MeshLinks links;
+  links.rank = o.rank;
+  links.size = o.size;
+  links.channels = kChannels;
+  links.key = handshake::GenerationKey(o.secret, prefix, token);
+  links.who = who;
+  links.label = "generation " + std::to_string(o.generation) + " (" + prefix + ")";
+  links.addresses = mesh->addresses_;
+  mesh->recv_socks_ = handshake::RunHandshakes(links, mesh->send_socks_, listener, deadline);
   mesh->remote_.assign(static_cast<size_t>(o.size), 0);
   for (int peer = 0; peer < o.size; ++peer)
     mesh->remote_[peer] = mesh->host_ids_[peer] != mesh->host_ids_[o.rank];

@@ -15,9 +15,10 @@
 // Connection set-up (Connect) goes through the store, under options.key_prefix:
 //   token           16 random bytes chosen by rank 0 for this generation
 //   addr/<rank>     "host:port\nhost_id" of each rank's listener
-// Every rank dials every other rank (its send channel) and presents {generation, from, to, token};
-// the listener refuses any other generation or token, so connections from an older generation of
-// the job cannot join. The accepted connection is the receive channel from that rank.
+// Every rank dials every other rank (its send channel); both ends of every connection prove the
+// generation key, derived from the job secret, the key prefix and the token (peer_handshake.h), so
+// neither a process of an older generation nor one without the secret can join, and a silent
+// connection cannot hold up the others. The accepted connection is the receive channel.
 #pragma once
 
 #include <atomic>
@@ -36,29 +37,6 @@
 #include "comm/transport/socket.h"
 
 namespace cdt {
-
-// Peer connection handshake (docs/wire_format.md, "Peer handshake"). Little-endian, fixed size.
-namespace handshake {
-constexpr uint32_t kMagic = 0x50544443;  // "CDTP"
-constexpr uint32_t kVersion = 2;
-constexpr size_t kTokenBytes = 16;
-struct Hello {
-  uint32_t magic;
-  uint32_t version;
-  uint64_t generation;
-  uint32_t from_rank;
-  uint32_t to_rank;
-  uint32_t channel;   // TcpMesh::kLatencyChannel or kBulkChannel
-  uint32_t reserved;  // 0; keeps the struct free of implicit padding
-  char token[kTokenBytes];
-};
-static_assert(sizeof(Hello) == 48, "Hello is a wire struct");
-enum AckStatus : uint32_t { kAckOk = 0, kAckBadToken = 1, kAckBadGeneration = 2, kAckBadRank = 3 };
-struct Ack {
-  uint32_t magic;
-  uint32_t status;
-};
-}  // namespace handshake
 
 struct Transfer {
   enum class Kind : uint8_t { kSend, kRecv };
@@ -94,7 +72,10 @@ struct MeshOptions {
   int rank = 0;
   int size = 1;
   uint64_t generation = 0;
-  std::string key_prefix = "cdt";            // store namespace of this communicator
+  std::string key_prefix = "cdt";  // store namespace of this communicator
+  // The job secret every rank holds: keys the peer handshake (with the generation's token). Empty
+  // = the token alone, which is only as private as the store (etcd without TLS: not at all).
+  std::string secret;
   std::string bind_host = "0.0.0.0";         // where this rank listens
   std::string advertise_host = "127.0.0.1";  // what peers dial
   std::string host_id;  // node identity; empty = this machine's (hostname+netns+boot)

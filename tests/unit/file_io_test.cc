@@ -1,0 +1,116 @@
+// Writing files that a crash, a neighbour or a planted link cannot spoil (common/file_io.h).
+#include "common/file_io.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+#include "cdt/error.h"
+
+namespace cdt {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::string FreshDir(const std::string& name) {
+  std::string dir =
+      fs::temp_directory_path() / ("cdt-file-io-" + name + "-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+TEST(FileIo, AtomicWriteReplacesALinkInsteadOfFollowingIt) {
+  const std::string dir = FreshDir("link");
+  const std::string victim = dir + "/victim", path = dir + "/report.json";
+  std::ofstream(victim) << "precious";
+  fs::create_symlink(victim, path);
+  WriteFileAtomically(path, "{}", 0600);
+  EXPECT_EQ(Slurp(victim), "precious");  // the link's target is untouched
+  EXPECT_FALSE(fs::is_symlink(path));
+  EXPECT_EQ(Slurp(path), "{}");
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  fs::remove_all(dir);
+}
+
+TEST(FileIo, ConcurrentWritersNeverShareATemporaryAndLeaveNoneBehind) {
+  const std::string dir = FreshDir("writers");
+  const std::string path = dir + "/state";
+  std::vector<std::thread> writers;
+  for (int w = 0; w < 8; ++w)
+    writers.emplace_back([&, w] {
+      for (int i = 0; i < 50; ++i) WriteFileAtomically(path, std::string(1000, 'a' + w));
+    });
+  for (auto& t : writers) t.join();
+  const std::string text = Slurp(path);
+  ASSERT_EQ(text.size(), 1000u);
+  EXPECT_EQ(text, std::string(1000, text[0]));  // one writer's whole file, never a mix
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
+  fs::remove_all(dir);
+}
+
+TEST(FileIo, PrivateDirectoryAndFileRefuseWhatOthersCouldHavePrepared) {
+  const std::string dir = FreshDir("private");
+  const std::string mine = dir + "/mine";
+  EnsurePrivateDirectory(mine);  // created 0700
+  struct stat st {};
+  ASSERT_EQ(::stat(mine.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EnsurePrivateDirectory(mine);  // and accepted again
+
+  const std::string open_dir = dir + "/open";
+  fs::create_directory(open_dir);
+  ::chmod(open_dir.c_str(), 0777);
+  EXPECT_THROW(EnsurePrivateDirectory(open_dir), Error);
+  const std::string linked_dir = dir + "/linked";
+  fs::create_directory_symlink(mine, linked_dir);
+  EXPECT_THROW(EnsurePrivateDirectory(linked_dir), Error);
+
+  const std::string job = mine + "/cdt.job";
+  CheckPrivateFile(job);  // missing: fine
+  std::ofstream(job) << "planted";
+  ::chmod(job.c_str(), 0666);
+  try {
+    CheckPrivateFile(job);
+    FAIL() << "a world-writable job file was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(job), std::string::npos) << e.what();
+  }
+  fs::remove(job);
+  fs::create_symlink(dir + "/elsewhere", job);
+  EXPECT_THROW(CheckPrivateFile(job), Error);
+  fs::remove(job);
+  WriteFileAtomically(job, "ours", 0600);
+  CheckPrivateFile(job);
+  fs::remove_all(dir);
+}
+
+TEST(FileIo, BoundedReadRefusesAnOversizedFileBeforeReadingIt) {
+  const std::string dir = FreshDir("read");
+  const std::string path = dir + "/big";
+  std::ofstream(path) << std::string(5000, 'x');
+  EXPECT_EQ(ReadFileBounded(path, 5000).size(), 5000u);
+  try {
+    ReadFileBounded(path, 4999);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(ReadFileBounded(dir + "/missing", 10), Error);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace cdt
