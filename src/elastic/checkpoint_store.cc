@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "cdt/error.h"
+#include "common/file_io.h"
 #include "common/thread_name.h"
 
 namespace cdt::elastic {
@@ -33,6 +34,11 @@ constexpr size_t kHeaderBytes = 56, kRecordHeaderBytes = 24;
 enum Codec : uint8_t { kNone = 0, kZstd = 1, kLz4 = 2 };
 enum Encoding : uint8_t { kSameAsBase = 0, kLiteral = 1, kXorWithBase = 2, kQuantisedDelta = 3 };
 constexpr size_t kQuantBlock = 256;  // float32 values per int8 scale
+// Limits a reader holds a file to (a writer never comes near them): an increment's base is a full
+// checkpoint, so chains are two files long.
+constexpr uint32_t kMaxChunkBytes = 256u << 20;
+constexpr size_t kMaxChainDepth = 2;
+constexpr size_t kMaxCheckpointFileBytes = size_t{1} << 40;
 
 double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -210,6 +216,10 @@ std::string RestoreQuantisedChunk(const std::string& payload, const char* base, 
                                   Codec codec, const std::string& who) {
   size_t at = 0;
   const auto raw_len = Take<uint32_t>(payload, &at, who);
+  // Spans, the chunk's bytes, a scale per block and a code per float: never more than this.
+  if (raw_len > 4 + 3 * len + 8 * (len / 4 + 1))
+    throw Error(ErrorCode::kProtocol, who + ": quantised record claims " + std::to_string(raw_len) +
+                                          " bytes for a chunk of " + std::to_string(len));
   const std::string raw = Decompress(codec, payload.data() + at, payload.size() - at, raw_len, who);
   at = 0;
   const auto nspans = Take<uint32_t>(raw, &at, who);
@@ -264,48 +274,7 @@ std::optional<std::pair<int64_t, int64_t>> ParseName(const std::string& name) {
   return std::nullopt;
 }
 
-std::string ReadWhole(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(ErrorCode::kProtocol, path + ": cannot open (" + std::strerror(errno) + ")");
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-void SyncDirectory(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
-
 }  // namespace
-
-void WriteFileDurably(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error(ErrorCode::kIo, "cannot create '" + tmp + "': " + std::strerror(errno));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string why = std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw Error(ErrorCode::kIo, "cannot write '" + tmp + "': " + why);
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    throw Error(ErrorCode::kIo, "cannot sync '" + tmp + "': " + std::strerror(errno));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0)
-    throw Error(ErrorCode::kIo,
-                "cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));
-  SyncDirectory(fs::path(path).parent_path().string());
-}
 
 double YoungDalyInterval(double checkpoint_cost, double mtbf) {
   return std::sqrt(2 * std::max(0.0, checkpoint_cost) * std::max(0.0, mtbf));
@@ -328,9 +297,7 @@ CheckpointWriter::CheckpointWriter(CheckpointOptions o) : options_(std::move(o))
   if (ec)
     throw Error(ErrorCode::kIo,
                 "cannot create checkpoint directory '" + options_.dir + "': " + ec.message());
-  for (const auto& e : fs::directory_iterator(options_.dir, ec))  // a crash's leftovers
-    if (e.path().extension() == ".tmp" && e.path().filename().string().rfind("ckpt-", 0) == 0)
-      fs::remove(e.path(), ec);
+  RemoveStaleTemporaries(options_.dir, "ckpt-");  // a crash's leftovers, never a live writer's
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -507,7 +474,7 @@ CheckpointRecord CheckpointWriter::Write(int64_t step, const std::string& state,
 
   const auto t1 = Clock::now();
   rec.path = (fs::path(options_.dir) / FileName(step, full ? -1 : base_step_)).string();
-  WriteFileDurably(rec.path, out);
+  WriteFileAtomically(rec.path, out, 0600);  // a model's state: its owner's to read
   rec.write_s = Since(t1);
   rec.file_bytes = out.size();
   ++written_;
@@ -535,10 +502,21 @@ CheckpointRecord CheckpointWriter::Write(int64_t step, const std::string& state,
   return rec;
 }
 
-LoadedCheckpoint ReadCheckpointFile(const std::string& path) {
-  const std::string in = ReadWhole(path);
-  size_t at = 0;
+namespace {
+
+// One file, and its base for an increment. `chain` holds the files already being read above this
+// one: an increment's base must be a full checkpoint, so a chain is two files long, and any loop
+// or longer chain is a damaged or planted file.
+LoadedCheckpoint ReadCheckpointChain(const std::string& path, std::vector<std::string>* chain) {
   const std::string who = "checkpoint '" + path + "'";
+  if (std::find(chain->begin(), chain->end(), path) != chain->end())
+    throw Error(ErrorCode::kProtocol, who + ": is its own base (a loop in the chain of bases)");
+  if (chain->size() >= kMaxChainDepth)
+    throw Error(ErrorCode::kProtocol, who + ": the chain of bases is longer than " +
+                                          std::to_string(kMaxChainDepth) + " files");
+  chain->push_back(path);
+  const std::string in = ReadFileBounded(path, kMaxCheckpointFileBytes);
+  size_t at = 0;
   if (in.size() < kHeaderBytes || std::memcmp(in.data(), kMagic, sizeof kMagic) != 0)
     throw Error(ErrorCode::kProtocol, who + ": not a checkpoint (bad magic or too short)");
   at = sizeof kMagic;
@@ -558,21 +536,37 @@ LoadedCheckpoint ReadCheckpointFile(const std::string& path) {
   const uint32_t header_crc = Crc(in.data(), at);
   if (Take<uint32_t>(in, &at, who) != header_crc)
     throw Error(ErrorCode::kProtocol, who + ": header checksum mismatch");
-  if (codec > kLz4 || kind > 1 || chunk == 0 ||
-      static_cast<uint64_t>(chunks) != (state_bytes + chunk - 1) / chunk)
-    throw Error(ErrorCode::kProtocol, who + ": inconsistent header");
+  // Every size is checked against the file before anything is allocated: each chunk has a record
+  // header in the file, and no chunk is larger than kMaxChunkBytes.
+  if (codec > kLz4 || kind > 1 || chunk == 0 || chunk > kMaxChunkBytes ||
+      static_cast<uint64_t>(chunks) != (state_bytes + chunk - 1) / chunk ||
+      static_cast<uint64_t>(chunks) > (in.size() - kHeaderBytes) / kRecordHeaderBytes)
+    throw Error(ErrorCode::kProtocol,
+                who + ": inconsistent header (" + std::to_string(state_bytes) + " bytes in " +
+                    std::to_string(chunks) + " chunks of " + std::to_string(chunk) +
+                    ", in a file of " + std::to_string(in.size()) + ")");
+  if (const auto named = ParseName(fs::path(path).filename().string());
+      named && (named->first != step || named->second != (kind == 1 ? base_step : -1)))
+    throw Error(ErrorCode::kProtocol,
+                who + ": its header says step " + std::to_string(step) +
+                    (kind == 1 ? " on base " + std::to_string(base_step) : "") +
+                    ", its name something else");
   LoadedCheckpoint base;
   if (kind == 1) {
     const std::string base_path = (fs::path(path).parent_path() / FileName(base_step, -1)).string();
     if (!fs::exists(base_path))
       throw Error(ErrorCode::kProtocol, who + ": its base, full checkpoint of step " +
                                             std::to_string(base_step) + ", is missing");
-    base = ReadCheckpointFile(base_path);
+    try {
+      base = ReadCheckpointChain(base_path, chain);
+    } catch (const Error& e) {
+      throw Error(ErrorCode::kProtocol, who + ": its base cannot be used: " + e.what());
+    }
   }
   LoadedCheckpoint out;
   out.step = step;
   out.path = path;
-  out.state.reserve(state_bytes);
+  out.state.reserve(std::min<uint64_t>(state_bytes, in.size() + base.state.size()));
   for (uint32_t i = 0; i < chunks; ++i) {
     const std::string rwho = who + " record " + std::to_string(i);
     const size_t head_at = at;
@@ -588,6 +582,9 @@ LoadedCheckpoint ReadCheckpointFile(const std::string& path) {
     if (Crc(in.data() + at, payload_len, expect) != record_crc || index != i)
       throw Error(ErrorCode::kProtocol, rwho + ": checksum mismatch (the file is corrupt)");
     const size_t begin = static_cast<size_t>(i) * chunk;
+    if (len > chunk || begin + len > state_bytes)
+      throw Error(ErrorCode::kProtocol,
+                  rwho + ": " + std::to_string(len) + " bytes do not fit the header's chunks");
     std::string data;
     if (encoding == kSameAsBase || encoding == kXorWithBase || encoding == kQuantisedDelta) {
       if (kind != 1 || begin + len > base.state.size())
@@ -616,7 +613,15 @@ LoadedCheckpoint ReadCheckpointFile(const std::string& path) {
     throw Error(ErrorCode::kProtocol, who + ": truncated (no end marker)");
   if (out.state.size() != state_bytes || Crc(out.state.data(), out.state.size()) != state_crc)
     throw Error(ErrorCode::kProtocol, who + ": the state fails its checksum");
+  chain->pop_back();
   return out;
+}
+
+}  // namespace
+
+LoadedCheckpoint ReadCheckpointFile(const std::string& path) {
+  std::vector<std::string> chain;
+  return ReadCheckpointChain(path, &chain);
 }
 
 std::optional<LoadedCheckpoint> LoadNewestCheckpoint(const std::string& dir,
@@ -629,12 +634,17 @@ std::optional<LoadedCheckpoint> LoadNewestCheckpoint(const std::string& dir,
   std::sort(files.rbegin(), files.rend());
   std::vector<std::string> warnings;
   for (const auto& [step, path] : files) {
+    // Any failure on one file skips it: a damaged or planted file must cost a checkpoint, never
+    // the job (an impossible size fails an allocation, not only a check).
     try {
       LoadedCheckpoint c = ReadCheckpointFile(path);
       c.warnings = warnings;
       return c;
     } catch (const Error& e) {
       warnings.push_back(std::string(e.what()) + "; using an older checkpoint");
+    } catch (const std::exception& e) {
+      warnings.push_back("checkpoint '" + path + "': cannot be read (" + e.what() +
+                         "); using an older checkpoint");
     }
   }
   if (skipped) *skipped = warnings;

@@ -22,8 +22,9 @@
 // the error does not build up over increments: each is against the last full checkpoint. Blocks
 // with a non-finite value, and states whose size differs from the base's, are stored exactly.
 //
-// Files are written to a temporary name, fsynced, renamed and the directory fsynced: a crash
-// mid-write leaves the previous checkpoints as they were. Loading takes the newest checkpoint
+// Files are written to a unique temporary name, fsynced, renamed and the directory fsynced
+// (common/file_io.h), readable by their owner only: a crash mid-write leaves the previous
+// checkpoints as they were. Loading takes the newest checkpoint
 // that decodes and verifies completely and falls back past corrupt or incomplete ones, with a
 // warning naming the file and what was wrong. Retention keeps the newest `keep` full checkpoints
 // and the increments on them.
@@ -128,11 +129,9 @@ std::optional<LoadedCheckpoint> LoadNewestCheckpoint(const std::string& dir,
                                                      std::vector<std::string>* skipped = nullptr);
 
 // Decodes one file (and its base, for an increment). Throws cdt::Error(kProtocol) saying what is
-// wrong: bad magic, version, checksum, truncation, missing base.
+// wrong: bad magic, version, checksum, truncation, a size the file cannot hold, a missing base, a
+// base that is not a full checkpoint or is the file itself.
 LoadedCheckpoint ReadCheckpointFile(const std::string& path);
-
-// Writes bytes to `path` atomically: temporary file, fsync, rename, directory fsync.
-void WriteFileDurably(const std::string& path, const std::string& bytes);
 
 // Young/Daly: the checkpoint interval that minimises expected lost work plus checkpoint cost,
 // sqrt(2 * cost * mtbf), in the units given.

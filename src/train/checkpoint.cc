@@ -10,12 +10,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
 
 #include "cdt/error.h"
+#include "common/file_io.h"
+#include "elastic/state_file.h"
 
 namespace cdt::train {
 
@@ -139,26 +142,63 @@ Position RestoreState(const std::string& bytes, torch::nn::Module& model,
 
 std::string CheckpointPath(const std::string& dir) { return dir + "/checkpoint.pt"; }
 
-void WriteFileAtomically(const std::string& path, const std::string& bytes) {
+void WriteStateFile(const std::string& path, const std::string& bytes) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  elastic::WriteFileDurably(path, bytes);
+  WriteFileAtomically(path, bytes, 0600);
 }
 
-std::string NewestCheckpoint(const std::string& dir, bool log, std::string* source) {
+std::string NewestCheckpoint(const std::string& dir, bool log, std::string* source, int64_t* step) {
   std::vector<std::string> skipped;
   std::optional<elastic::LoadedCheckpoint> c = elastic::LoadNewestCheckpoint(dir, &skipped);
   if (c) skipped = c->warnings;
   if (log)
     for (const auto& w : skipped)
       std::fprintf(stderr, "cann-dist-train train: warning: %s\n", w.c_str());
+  *step = -1;
   if (c) {
     *source = c->path;
+    *step = c->step;
     return std::move(c->state);
   }
   const std::string legacy = CheckpointPath(dir);
   if (!std::filesystem::exists(legacy)) return {};
   *source = legacy;
+  *step = kLegacyStep;
   return ReadFile(legacy);
+}
+
+void AgreeOnResumeStep(Communicator& comm, int64_t step, const std::string& source,
+                       const std::string& dir) {
+  // Each rank's step and what it found (its file, or its directory when none), fixed-size.
+  constexpr size_t kRecord = 512;
+  std::string mine(kRecord, '\0');
+  std::memcpy(mine.data(), &step, sizeof step);
+  const std::string what = (source.empty() ? dir : source).substr(0, kRecord - sizeof step - 1);
+  std::memcpy(mine.data() + sizeof step, what.data(), what.size());
+  const size_t world = static_cast<size_t>(comm.size());
+  std::string all(kRecord * world, '\0');
+  comm.Allgatherv(mine.data(), all.data(), std::vector<size_t>(world, kRecord / 8),
+                  DataType::kInt64)
+      ->Wait();
+  bool agree = true;
+  std::string each;
+  for (size_t r = 0; r < world; ++r) {
+    int64_t s = 0;
+    std::memcpy(&s, all.data() + r * kRecord, sizeof s);
+    agree = agree && s == step;
+    const std::string found(all.data() + r * kRecord + sizeof s);
+    each += "\n  rank " + std::to_string(r) + ": " +
+            (s == -1            ? "no checkpoint in '" + found + "'"
+             : s == kLegacyStep ? "a checkpoint.pt of an older version, '" + found + "'"
+                                : "step " + std::to_string(s) + ", '" + found + "'");
+  }
+  if (!agree)
+    throw Error(ErrorCode::kInvalidArgument,
+                "--resume: the ranks found different checkpoints, and resuming from different "
+                "states would make them diverge:" +
+                    each +
+                    "\nGive every rank the same --checkpoint-dir on a file system they all see "
+                    "(or copy the newest checkpoint to every node), then resume again");
 }
 
 CheckpointSchedule::CheckpointSchedule(const TrainOptions& o, bool writer)
@@ -268,8 +308,8 @@ std::string CompressionStatePath(const std::string& dir, int rank) {
   return dir + "/compression.rank" + std::to_string(rank) + ".pt";
 }
 
-std::string CaptureCompressionState(const std::vector<std::vector<float>>& states, int world,
-                                    const std::vector<size_t>& bucket_elements,
+std::string CaptureCompressionState(int64_t step, const std::vector<std::vector<float>>& states,
+                                    int world, const std::vector<size_t>& bucket_elements,
                                     const std::string& compress,
                                     const std::vector<double>& adaptive) {
   torch::serialize::OutputArchive archive;
@@ -292,10 +332,10 @@ std::string CaptureCompressionState(const std::vector<std::vector<float>>& state
                       .clone());
   std::ostringstream out;
   archive.save_to(out);
-  return out.str();
+  return elastic::SealStateFile(step, out.str());
 }
 
-std::vector<std::vector<float>> RestoreCompressionState(const std::string& path,
+std::vector<std::vector<float>> RestoreCompressionState(const std::string& path, int64_t step,
                                                         const std::vector<size_t>& bucket_elements,
                                                         int world, const std::string& compress,
                                                         std::string* why_not,
@@ -309,7 +349,12 @@ std::vector<std::vector<float>> RestoreCompressionState(const std::string& path,
   if (!std::filesystem::exists(path))
     return refuse("no compression state in the checkpoint directory");
   torch::serialize::InputArchive archive;
-  std::istringstream in(ReadFile(path));
+  std::istringstream in;
+  try {
+    in.str(elastic::OpenStateFile(ReadFile(path), step, path));
+  } catch (const Error& e) {
+    return refuse(e.what());
+  }
   try {
     archive.load_from(in);
     torch::Tensor w, layout;
@@ -341,11 +386,13 @@ std::vector<std::vector<float>> RestoreCompressionState(const std::string& path,
     if (adaptive && archive.try_read("adaptive", a) && a.scalar_type() == torch::kFloat64)
       adaptive->assign(a.data_ptr<double>(), a.data_ptr<double>() + a.numel());
   } catch (const c10::Error& e) {
-    // Damaged (a torn copy, a disk fault): the model's checkpoint is whole and checksummed, and
-    // this rank's residuals are a refinement of it. Thrown here, this rank would end while the
-    // others waited for it in the steering's first collective until the timeout.
+    // Damaged past its checksum (or written wrongly): the model's checkpoint is whole and
+    // checksummed, and this rank's residuals are a refinement of it. Thrown here, this rank would
+    // end while the others waited for it in the steering's first collective until the timeout.
     return refuse(std::string("the compression state cannot be loaded (") +
                   e.what_without_backtrace() + ")");
+  } catch (const std::exception& e) {
+    return refuse(std::string("the compression state cannot be loaded (") + e.what() + ")");
   }
   return states;
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cdt/communicator.h"
 #include "elastic/checkpoint_store.h"
 #include "elastic/health_monitor.h"
 #include "train/trainer.h"
@@ -38,8 +39,17 @@ Position RestoreState(const std::string& bytes, torch::nn::Module& model,
 
 // The state of the newest valid checkpoint in `dir` (elastic/checkpoint_store.h; falling back
 // past corrupt ones, each reported on stderr when `log`), else a checkpoint.pt written by an
-// older version; empty when there is none. `source` receives the file read.
-std::string NewestCheckpoint(const std::string& dir, bool log, std::string* source);
+// older version; empty when there is none. `source` receives the file read, `step` its step (-1:
+// none; kLegacyStep: a checkpoint.pt, whose step is inside the archive).
+constexpr int64_t kLegacyStep = -2;
+std::string NewestCheckpoint(const std::string& dir, bool log, std::string* source, int64_t* step);
+
+// Before any rank loads a checkpoint, the ranks agree on its step: ranks that see different
+// directories (node-local disks) or different files would otherwise train on from different
+// states and diverge. Throws cdt::Error(kInvalidArgument) on every rank, naming each rank's step
+// and file, when they differ. A collective: every rank calls it.
+void AgreeOnResumeStep(Communicator& comm, int64_t step, const std::string& source,
+                       const std::string& dir);
 
 // When the trainer checkpoints and what it cost: every --checkpoint-every steps, or at the
 // Young/Daly interval sqrt(2 C MTBF) with C measured (the training thread's part: snapshot and
@@ -84,27 +94,30 @@ class CheckpointSchedule {
 };
 
 std::string CheckpointPath(const std::string& dir);  // checkpoint.pt (older versions)
-// Temp file, fsync, rename, directory fsync: a crash mid-write leaves the previous file intact.
-void WriteFileAtomically(const std::string& path, const std::string& bytes);
+// Creates the file's directory, then cdt::WriteFileAtomically (common/file_io.h) with mode 0600:
+// checkpoints and state files are readable by their owner only.
+void WriteStateFile(const std::string& path, const std::string& bytes);
 std::string ReadFile(const std::string& path);
 
 // Compression state is per rank (each rank's error-feedback residual differs): one file per
 // rank beside the checkpoint, with the world size, the bucket layout (elements per bucket) and
 // the `--compress` choice it was written for.
 std::string CompressionStatePath(const std::string& dir, int rank);
-// `adaptive`: the adaptive controller's state (CompressionSteering::State), empty otherwise.
-std::string CaptureCompressionState(const std::vector<std::vector<float>>& states, int world,
-                                    const std::vector<size_t>& bucket_elements,
+// The file's bytes: a torch archive inside the checksummed envelope of elastic/state_file.h, which
+// records `step`, the step of the model checkpoint it belongs to. `adaptive`: the adaptive
+// controller's state (CompressionSteering::State), empty otherwise.
+std::string CaptureCompressionState(int64_t step, const std::vector<std::vector<float>>& states,
+                                    int world, const std::vector<size_t>& bucket_elements,
                                     const std::string& compress,
                                     const std::vector<double>& adaptive = {});
-// Empty, with the reason in `why_not`, when the file is missing, cannot be loaded (damaged), or
-// was written for another world size, bucket layout or --compress (files without a layout or a
-// compressor, from before they were recorded, count as another): it never throws, so that one
-// rank's bad file cannot end that rank alone while the others wait for it. Each compressor's own
-// state (PowerSGD's Q, random-k's call number) means nothing to another. `adaptive` (optional)
-// receives the adaptive controller's state, empty where the file has none (another --compress, or
-// an older version).
-std::vector<std::vector<float>> RestoreCompressionState(const std::string& path,
+// Empty, with the reason in `why_not`, when the file is missing, damaged (its checksum), of
+// another step than the model checkpoint resumed (`step`), or written for another world size,
+// bucket layout or --compress (files without a layout or a compressor, from before they were
+// recorded, count as another): it never throws, so that one rank's bad file cannot end that rank
+// alone while the others wait for it. Each compressor's own state (PowerSGD's Q, random-k's call
+// number) means nothing to another. `adaptive` (optional) receives the adaptive controller's
+// state, empty where the file has none (another --compress, or an older version).
+std::vector<std::vector<float>> RestoreCompressionState(const std::string& path, int64_t step,
                                                         const std::vector<size_t>& bucket_elements,
                                                         int world, const std::string& compress,
                                                         std::string* why_not,

@@ -116,7 +116,7 @@ class CompressionSteering {
               residual_sq - start.residual_sq,
               compressed_sq - start.compressed_sq};
     }
-  } interval_start_, latest_;    // latest_: the totals at the last AfterBackward
+  } interval_start_, latest_;  // latest_: the totals at the last AfterBackward
   // The run's totals: these three as given, the reductions' from the reducer's stats.
   Totals TotalsNow(double compute, double wait, double optimizer) const;
   double latest_lr_ = 1;         // the LR fraction of the last AfterBackward's step

@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "cdt/error.h"
-#include "elastic/checkpoint_store.h"
+#include "common/file_io.h"
 
 namespace cdt::train {
 
@@ -78,7 +78,7 @@ void WriteTimeline(Communicator& comm, const Timeline& timeline, const std::stri
   const nlohmann::json trace = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
   const std::filesystem::path p(path);
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
-  elastic::WriteFileDurably(path, trace.dump());
+  WriteFileAtomically(path, trace.dump());
 }
 
 }  // namespace cdt::train

@@ -278,7 +278,9 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   Position at;
   if (o.resume && !(session && session->result.steps > 0)) {
     std::string source;
-    const std::string bytes = NewestCheckpoint(o.checkpoint_dir, me == 0, &source);
+    int64_t found_step = -1;
+    const std::string bytes = NewestCheckpoint(o.checkpoint_dir, me == 0, &source, &found_step);
+    AgreeOnResumeStep(comm, found_step, source, o.checkpoint_dir);
     if (!bytes.empty()) {
       at = RestoreState(bytes, *model, *opt, o, source);
       r.resumed_from = source;
@@ -338,10 +340,10 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
   const std::string compression_path = CompressionStatePath(o.checkpoint_dir, me);
   std::string why_not;
   std::vector<double> adaptive_state;
-  const auto states = resume_compression
-                          ? RestoreCompressionState(compression_path, reducer.bucket_elements(), W,
-                                                    o.compress, &why_not, &adaptive_state)
-                          : std::vector<std::vector<float>>();
+  const auto states = resume_compression ? RestoreCompressionState(
+                                               compression_path, at.step, reducer.bucket_elements(),
+                                               W, o.compress, &why_not, &adaptive_state)
+                                         : std::vector<std::vector<float>>();
   CompressionSteering steering(o, compression, comm, reducer, at.step, &r,
                                resume_compression ? &adaptive_state : nullptr);
   UpdateScheduler updates(reducer, *opt, model->parameters());
@@ -578,10 +580,10 @@ TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator*
           Since(loop_start) / std::max<int64_t>(1, r.steps));
       if (reducer.compressing()) {
         steering.DecideIfDue();  // as before the next backward: the state holds the decision
-        WriteFileAtomically(
+        WriteStateFile(
             compression_path,
-            CaptureCompressionState(reducer.CompressorStates(), W, reducer.bucket_elements(),
-                                    o.compress, steering.State()));
+            CaptureCompressionState(next.step, reducer.CompressorStates(), W,
+                                    reducer.bucket_elements(), o.compress, steering.State()));
         comm.Barrier()->Wait();  // the ranks' compression state of the same step is on disk
       }
     }

@@ -4,13 +4,17 @@
 // and docs/benchmarks.md, not here.
 #include <gtest/gtest.h>
 
+#include <zlib.h>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+
+#include "comm/transport/socket.h"
 
 #include "process_util.h"
 
@@ -237,9 +241,78 @@ TEST(Train, CompressedTrainingIsConsistentAndResumesExactly) {
   redamaged[3] = "18";
   const std::string out3 = Train("compressed-damaged", redamaged, &rc)["output"];
   EXPECT_EQ(rc, 0) << out3;
-  EXPECT_NE(out3.find("the compression state cannot be loaded"), std::string::npos) << out3;
+  EXPECT_NE(out3.find("(truncated or padded)"), std::string::npos) << out3;
   EXPECT_NE(out3.find("('" + damaged + "'): error feedback starts from zero"), std::string::npos)
       << out3;
+  // A whole, checksummed file of another step than the model checkpoint resumed (a copy from
+  // another run, or one left behind): refused the same way, naming the step.
+  const std::string other_step = dir + "/compression.rank0.pt";
+  {
+    std::string bytes = ReadFile(other_step);
+    ASSERT_GT(bytes.size(), 36u);
+    const int64_t step = 999;
+    std::memcpy(bytes.data() + 12, &step, sizeof step);
+    const uint32_t crc =
+        static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(bytes.data()), 32));
+    std::memcpy(bytes.data() + 32, &crc, sizeof crc);
+    std::ofstream(other_step, std::ios::binary | std::ios::trunc) << bytes;
+  }
+  auto restepped = recompressed;
+  restepped[3] = "20";
+  const std::string out4 = Train("compressed-restepped", restepped, &rc)["output"];
+  EXPECT_EQ(rc, 0) << out4;
+  EXPECT_NE(out4.find("belongs to step 999"), std::string::npos) << out4;
+}
+
+// Ranks that would resume from different checkpoints (here each node's own directory, as with
+// node-local disks) stop at the start, naming every rank's step and file, instead of training on
+// from different states.
+TEST(Train, RanksWithDifferentCheckpointsStopAtTheStartNamingEach) {
+  const std::string dir_a = TempPath("ckpt-node-a"), dir_b = TempPath("ckpt-node-b");
+  auto base = kCommon;
+  base.insert(base.end(), {"--batch-size", "16", "--checkpoint-every", "5"});
+  auto a = base, b = base;
+  a[3] = "10";
+  b[3] = "5";
+  a.insert(a.end(), {"--checkpoint-dir", dir_a});
+  b.insert(b.end(), {"--checkpoint-dir", dir_b});
+  Train("write-node-a", a);
+  Train("write-node-b", b);
+  net::HostPort bound;
+  const uint16_t port = [&] {
+    net::Socket s = net::Listen("127.0.0.1", 0, &bound);
+    return bound.port;
+  }();
+  std::vector<Proc> nodes;
+  for (int node = 0; node < 2; ++node) {
+    std::vector<std::string> argv = {CDT_CLI,
+                                     "train",
+                                     "--no-progress",
+                                     "--dataset",
+                                     "synthetic",
+                                     "--synthetic-samples",
+                                     "4000",
+                                     "--nnodes",
+                                     "2",
+                                     "--node-rank",
+                                     std::to_string(node),
+                                     "--rdzv-endpoint",
+                                     "127.0.0.1:" + std::to_string(port),
+                                     "--resume",
+                                     "--checkpoint-dir",
+                                     node == 0 ? dir_a : dir_b};
+    argv.insert(argv.end(), base.begin(), base.end());
+    nodes.push_back(Spawn(argv, {{"CDT_JOB_SECRET", "resume-agreement-test-secret"}},
+                          TempPath("resume-node" + std::to_string(node))));
+  }
+  for (int node = 0; node < 2; ++node) {
+    const int rc = WaitFor(nodes[node].pid, std::chrono::seconds(120));
+    const std::string out = ReadFile(nodes[node].out);
+    EXPECT_NE(rc, 0) << out;
+    EXPECT_NE(out.find("the ranks found different checkpoints"), std::string::npos) << out;
+    EXPECT_NE(out.find("rank 0: step 10, '" + dir_a), std::string::npos) << out;
+    EXPECT_NE(out.find("rank 1: step 5, '" + dir_b), std::string::npos) << out;
+  }
 }
 
 // The residual a `compress: step N ...` line of rank 0 reports, in percent (-1: no such line).

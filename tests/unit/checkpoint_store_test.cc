@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <chrono>
@@ -233,6 +234,58 @@ TEST(CheckpointStore, AFlippedByteFallsBackToThePreviousCheckpoint) {
   ASSERT_EQ(c->warnings.size(), 1u);
   EXPECT_NE(c->warnings[0].find(newest), std::string::npos) << c->warnings[0];
   EXPECT_NE(c->warnings[0].find("checksum"), std::string::npos) << c->warnings[0];
+}
+
+// A header of the checkpoint format (docs/checkpoint-format.md) with whatever fields a hostile
+// or damaged file has, its header checksum right, and no records.
+std::string Header(uint8_t kind, int64_t step, int64_t base, uint64_t state_bytes, uint32_t chunk,
+                   uint32_t chunks) {
+  std::string h("CDTCKPT1", 8);
+  auto put = [&](auto v) { h.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  put(uint32_t{1});
+  put(kind);
+  put(uint8_t{0});  // no codec
+  put(uint16_t{0});
+  put(step);
+  put(base);
+  put(state_bytes);
+  put(chunk);
+  put(chunks);
+  put(uint32_t{0});
+  put(static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(h.data()), h.size())));
+  h += std::string("CDTCEND1", 8);
+  put(uint32_t{0});
+  return h;
+}
+
+// Planted or damaged files newer than the last good checkpoint: each is skipped with a line
+// saying why, never a crash or a hang, and the job resumes from the last good one.
+TEST(CheckpointStore, HostileFilesAreSkippedNeverACrash) {
+  CheckpointOptions o;
+  o.dir = TempDir("hostile");
+  {
+    CheckpointWriter w(o);
+    w.Submit(1, State(5000, 1));
+  }
+  auto plant = [&](const std::string& name, const std::string& bytes) {
+    std::ofstream(o.dir + "/" + name, std::ios::binary) << bytes;
+  };
+  // Its own base: an increment of step 3 on base 3, in the file that base would be.
+  plant("ckpt-000000000003.full.cdtc", Header(1, 3, 3, 0, 64, 0));
+  // 2^62 bytes of state in 2^31 chunks of 2 GiB, in a file of 72 bytes.
+  plant("ckpt-000000000004.full.cdtc", Header(0, 4, -1, uint64_t{1} << 62, 1u << 31, 1u << 31));
+  // An increment whose base is not a full checkpoint but claims to be.
+  plant("ckpt-000000000005.incr-000000000003.cdtc", Header(1, 5, 3, 0, 64, 0));
+  auto c = LoadNewestCheckpoint(o.dir);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->step, 1);
+  EXPECT_EQ(c->state, State(5000, 1));
+  ASSERT_EQ(c->warnings.size(), 3u);
+  EXPECT_NE(c->warnings[0].find("ckpt-000000000005"), std::string::npos) << c->warnings[0];
+  EXPECT_NE(c->warnings[1].find("inconsistent header"), std::string::npos) << c->warnings[1];
+  EXPECT_NE(c->warnings[2].find("ckpt-000000000003"), std::string::npos) << c->warnings[2];
+  for (const auto& w : c->warnings)
+    EXPECT_NE(w.find("using an older checkpoint"), std::string::npos) << w;
 }
 
 TEST(CheckpointStore, TruncatedFilesAndMissingBasesAreSkipped) {
