@@ -62,6 +62,11 @@ std::optional<double> Number(const std::string& field, const std::string& path, 
   }
 }
 
+// The longest stretch a trace may miss (between two rows, or of empty values) and still be filled
+// by the gap policy.
+constexpr double kMaxGapSeconds = 7 * 86400.0;
+constexpr double kMaxFilledIntervals = 100000;  // however short the trace's interval
+
 struct Row {
   double t = 0;
   std::optional<double> ci;
@@ -94,6 +99,13 @@ CarbonTrace Assemble(std::vector<Row> rows, double interval_s, const std::string
           "no intensity for " + FormatIsoTime(rows[i].t) + " (gap policy: fail)");
     if (i > 0) {
       const double gap = rows[i].t - rows[i - 1].t;
+      // Filled row by row below: a gap of 8,000 years took 70 million rows (gigabytes) before.
+      if (gap > kMaxGapSeconds || gap / interval_s > kMaxFilledIntervals)
+        Bad(path, rows[i].line,
+            "nothing from " + FormatIsoTime(rows[i - 1].t) + " to " + FormatIsoTime(rows[i].t) +
+                ", longer than the " + std::to_string(static_cast<int>(kMaxGapSeconds / 86400)) +
+                " days a trace may miss (docs/green.md); cut the trace or give the missing "
+                "hours");
       const double n = std::round(gap / interval_s);
       if (n > 1 && std::abs(gap - n * interval_s) < 1e-6 * interval_s) {
         if (o.gaps == GapPolicy::kFail)
@@ -228,7 +240,10 @@ CarbonTrace ParseCsv(const std::string& text, const std::string& path, const Tra
     const std::vector<std::string> f = SplitCsv(line);
     if (f.size() < header.size())
       Bad(path, n,
-          std::to_string(f.size()) + " fields, the header has " + std::to_string(header.size()));
+          std::to_string(f.size()) + " fields, the header has " + std::to_string(header.size()) +
+              (in.eof() && !text.empty() && text.back() != '\n'
+                   ? ": the file ends inside this line, cut short (an interrupted copy?)"
+                   : ""));
     Row r;
     r.line = n;
     const std::optional<double> t = ParseIsoTime(f[static_cast<size_t>(ts)]);

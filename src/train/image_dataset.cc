@@ -14,6 +14,10 @@ namespace cdt::train {
 
 namespace {
 
+// An idx file larger than this (uncompressed) is refused: a gzip "bomb" would otherwise take the
+// memory it claims. Fashion-MNIST's training images are 47 MB.
+constexpr size_t kMaxIdxBytes = size_t{4} << 30;
+
 // Whole file through zlib's gz reader, which also reads files that are not compressed.
 std::vector<uint8_t> ReadMaybeGzip(const std::string& path) {
   gzFile f = gzopen(path.c_str(), "rb");
@@ -21,6 +25,12 @@ std::vector<uint8_t> ReadMaybeGzip(const std::string& path) {
   std::vector<uint8_t> out;
   uint8_t buf[1 << 16];
   for (;;) {
+    if (out.size() > kMaxIdxBytes) {
+      gzclose(f);
+      throw Error(ErrorCode::kProtocol, "'" + path + "' holds more than " +
+                                            std::to_string(kMaxIdxBytes >> 30) +
+                                            " GiB (uncompressed); this loader reads up to that");
+    }
     const int n = gzread(f, buf, sizeof buf);
     if (n < 0) {
       int code = 0;
@@ -58,8 +68,16 @@ std::vector<uint32_t> IdxDims(const std::vector<uint8_t>& b, uint32_t magic,
   size_t payload = 1;
   for (size_t i = 0; i < want_dims; ++i) {
     dims.push_back(BigEndian32(b, 4 + 4 * i));
-    payload *= dims.back();
+    // Three u32 dimensions can multiply past 64 bits, and a product that wraps around could match
+    // the file's size while naming far more samples than it holds.
+    if (__builtin_mul_overflow(payload, size_t{dims.back()}, &payload))
+      throw Error(ErrorCode::kProtocol, "'" + path + "': idx dimensions overflow (dimension " +
+                                            std::to_string(i) + " is " +
+                                            std::to_string(dims.back()) + ")");
   }
+  if (want_dims == 3 && (dims[1] == 0 || dims[2] == 0))
+    throw Error(ErrorCode::kProtocol, "'" + path + "': images of " + std::to_string(dims[1]) +
+                                          " x " + std::to_string(dims[2]) + " pixels");
   if (b.size() != 4 + 4 * want_dims + payload)
     throw Error(ErrorCode::kProtocol, "'" + path + "': header promises " + std::to_string(payload) +
                                           " bytes of data, the file holds " +

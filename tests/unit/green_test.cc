@@ -145,6 +145,46 @@ TEST(CarbonSources, BadInputNamesFileAndLine) {
       std::string::npos);
 }
 
+// Resident memory of this process in bytes (VmRSS).
+size_t ResidentBytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  return 0;
+}
+
+// A gap of 8,000 years used to be filled hour by hour (70 million rows, gigabytes); a last line
+// cut short said only that it had too few fields.
+TEST(CarbonSources, LongGapsAndACutLastLineAreRefusedByLine) {
+  const size_t before = ResidentBytes();
+  const std::string gap = ErrorOf([] {
+    ParseCarbonTrace(
+        "timestamp,gco2_per_kwh\n1000-01-01T00:00Z,3\n1000-01-01T01:00Z,3\n9000-01-01T00:00Z,4\n",
+        "gap.csv");
+  });
+  EXPECT_NE(gap.find("gap.csv:4: nothing from"), std::string::npos) << gap;
+  EXPECT_NE(gap.find("longer than the 7 days"), std::string::npos) << gap;
+  EXPECT_LT(ResidentBytes(), before + (size_t{100} << 20));
+  // Eight days of hourly intervals missing: refused too; six are filled by the policy.
+  EXPECT_NE(ErrorOf([] {
+              ParseCarbonTrace("timestamp,gco2_per_kwh\n2022-01-01T00:00Z,3\n2022-01-09T00:00Z,4\n",
+                               "week.csv");
+            }).find("week.csv:3"),
+            std::string::npos);
+  EXPECT_EQ(ParseCarbonTrace("timestamp,gco2_per_kwh\n2022-01-01T00:00Z,3\n2022-01-01T01:00Z,3\n"
+                             "2022-01-01T02:00Z,3\n2022-01-01T03:00Z,3\n2022-01-07T03:00Z,4\n",
+                             "six-days.csv")
+                .intervals()
+                .size(),
+            4u + 143u + 1u);
+  const std::string cut = ErrorOf([] {
+    ParseCarbonTrace("time,a,gco2_per_kwh\n2022-01-01T00:00Z,1,3\n2022-01-01T01:00Z,", "cut.csv");
+  });
+  EXPECT_NE(cut.find("cut.csv:3"), std::string::npos) << cut;
+  EXPECT_NE(cut.find("cut short"), std::string::npos) << cut;
+}
+
 TEST(CarbonSources, ReadsGenericCsvCarbonAwareJsonAndTheAnnualTable) {
   const CarbonTrace g = ParseCarbonTrace(
       "timestamp,gco2_per_kwh\n2022-01-01T00:00:00Z,10\n2022-01-01T00:30:00Z,20\n", "g.csv");

@@ -146,6 +146,13 @@ TEST(ImageDataset, MalformedFilesAreNamedWithWhatIsWrong) {
             std::string::npos);
   EXPECT_NE(message([&] { LoadIdx(d + "/nope", d + "/lab_class"); }).find("cannot open"),
             std::string::npos);
+  // 2^22 images of 2^21 x 2^21 pixels: 2^64 bytes, which wrapped around to 0 and matched an empty
+  // payload, so 4 million images were read from none.
+  WriteIdx(d + "/img_wrap", 0x803, {1u << 22, 1u << 21, 1u << 21}, {}, false);
+  EXPECT_NE(message([&] {
+              LoadIdx(d + "/img_wrap", d + "/lab_short");
+            }).find("img_wrap': idx dimensions overflow"),
+            std::string::npos);
   EXPECT_NE(message([&] { LoadFashionMnist(d + "/empty", true); }).find("dataset-fashion-mnist"),
             std::string::npos);
 }
