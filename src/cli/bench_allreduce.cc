@@ -10,6 +10,7 @@
 #include "cdt/error.h"
 #include "comm/allreduce_autotuner.h"
 #include "common/element_access.h"
+#include "common/file_io.h"
 #include "common/units.h"
 
 namespace cdt::cli {
@@ -187,9 +188,7 @@ int RunBenchAllreduce(Communicator& comm, const BenchAllreduceOptions& o,
                           {"dtype", DataTypeName(dtype)},
                           {"op", "sum"},
                           {"results", results}};
-    std::ofstream out(o.json);
-    if (!out) throw Error(ErrorCode::kIo, "cannot write --json file '" + o.json + "'");
-    out << doc.dump(2) << "\n";
+    WriteFileAtomically(o.json, doc.dump(2) + "\n");
   }
   if (lead && o.check)
     std::printf("# check: %s\n",

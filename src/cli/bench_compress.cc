@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cdt/error.h"
+#include "common/file_io.h"
 #include "common/median.h"
 #include "common/units.h"
 #include "compress/compressor.h"
@@ -209,9 +210,7 @@ int RunBenchCompress(Communicator& comm, const BenchCompressOptions& o) {
                           {"layout", Describe(tensors)},
                           {"error_feedback", o.error_feedback},
                           {"results", rows}};
-    std::ofstream out(o.json);
-    if (!out) throw Error(ErrorCode::kIo, "cannot write --json file '" + o.json + "'");
-    out << doc.dump(2) << "\n";
+    WriteFileAtomically(o.json, doc.dump(2) + "\n");
   }
   return 0;
 }

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "cdt/error.h"
+#include "common/file_io.h"
 #include "green/certificate.h"
 #include "green/text.h"
 
@@ -39,12 +40,18 @@ CertCommands AddCertCommands(CLI::App* app, CertOptions* o) {
       ->required();
   c.issue->add_option("--key", o->key, "signing key file (created if missing)");
   c.issue->add_option("--out", o->certificate, "certificate file (default REPORT.cert)");
-  c.verify =
-      cert->add_subcommand("verify", "check a report against its certificate (exit 1 if changed)");
+  c.verify = cert->add_subcommand(
+      "verify",
+      "check a report against its certificate and its signer against the keys you trust (exit 0 "
+      "valid and trusted, 1 changed or invalid, 3 valid but signed by an unknown key)");
   c.verify->add_option("--report", o->report, "the report file")->required();
   c.verify->add_option("--cert", o->certificate, "certificate file (default REPORT.cert)");
-  c.verify->add_option("--public-key", o->public_key,
-                       "require this signer (base64, from `cert keygen`)");
+  c.verify->add_option("--public-key", o->public_keys,
+                       "trust this signer (base64, from `cert keygen`; may repeat)");
+  c.verify->add_option("--trusted-keys", o->trusted_keys,
+                       "file of trusted signers, one base64 key per line (default "
+                       "$XDG_CONFIG_HOME or ~/.config /cann-dist-train/trusted_keys); your own "
+                       "signing key is trusted too");
   return c;
 }
 
@@ -64,10 +71,7 @@ int RunCert(const CertCommands& c, CertOptions o, const Environment& env) {
     const std::string pk = ensure_key();
     const std::string cert = green::IssueCertificate(
         Slurp(o.report, "report"), std::filesystem::path(o.report).filename().string(), o.key);
-    std::ofstream out(o.certificate);
-    out << cert;
-    if (!out.flush())
-      throw Error(ErrorCode::kIo, "cannot write certificate '" + o.certificate + "'");
+    WriteFileAtomically(o.certificate, cert);
     std::printf(
         "signed %s -> %s (Ed25519, public key %s)\n"
         "a self-attested report following GSF SCI / ISO 14064-style accounting, not a third-party "
@@ -76,11 +80,21 @@ int RunCert(const CertCommands& c, CertOptions o, const Environment& env) {
     return 0;
   }
   const std::string report = Slurp(o.report, "report");
+  std::vector<std::string> trusted = o.public_keys;
+  const std::vector<std::string> listed =
+      green::ReadTrustedKeys(o.trusted_keys.empty() ? env.trusted_keys : o.trusted_keys);
+  trusted.insert(trusted.end(), listed.begin(), listed.end());
+  if (const std::string own = green::PublicKeyOfExistingKey(o.key); !own.empty())
+    trusted.push_back(own);
   const green::Verification v =
-      green::VerifyCertificate(report, Slurp(o.certificate, "certificate"), o.public_key);
-  std::printf("%s: %s: %s\n", o.report.c_str(), v.ok ? "VALID" : "INVALID", v.why.c_str());
+      green::VerifyCertificate(report, Slurp(o.certificate, "certificate"), trusted);
+  std::printf("%s: %s: %s\n", o.report.c_str(),
+              !v.ok       ? "INVALID"
+              : v.trusted ? "VALID"
+                          : "VALID SIGNATURE, UNKNOWN SIGNER",
+              v.why.c_str());
   if (v.ok) std::printf("signer public key %s\n", v.public_key.c_str());
-  return v.ok ? 0 : 1;
+  return !v.ok ? kCertInvalid : v.trusted ? kCertValid : kCertUnknownSigner;
 }
 
 }  // namespace cdt::cli

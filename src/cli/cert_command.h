@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -10,11 +11,16 @@
 namespace cdt::cli {
 
 struct CertOptions {
-  std::string report;       // the file signed / checked
-  std::string certificate;  // default: <report>.cert
-  std::string key;          // default: Environment::signing_key
-  std::string public_key;   // verify: the signer must be this key (base64)
+  std::string report;                    // the file signed / checked
+  std::string certificate;               // default: <report>.cert
+  std::string key;                       // default: Environment::signing_key
+  std::vector<std::string> public_keys;  // verify: trusted signers (base64), besides the file's
+  std::string trusted_keys;              // default: Environment::trusted_keys
 };
+
+// `cert verify` exit codes: the report is unchanged and signed by a trusted key; it was changed or
+// the certificate is not valid; it is unchanged and validly signed, by a key nobody trusts.
+constexpr int kCertValid = 0, kCertInvalid = 1, kCertUnknownSigner = 3;
 
 struct CertCommands {
   CLI::App* keygen = nullptr;
@@ -23,7 +29,7 @@ struct CertCommands {
 };
 
 CertCommands AddCertCommands(CLI::App* app, CertOptions* o);
-// Runs whichever of the three was parsed; the exit code (verify: 0 valid, 1 not).
+// Runs whichever of the three was parsed; the exit code (verify: kCert*).
 int RunCert(const CertCommands& c, CertOptions o, const Environment& env);
 
 }  // namespace cdt::cli

@@ -101,6 +101,12 @@ Environment Environment::FromProcess() {
     e.signing_key = *home + "/.config/cann-dist-train/signing.key";
   else
     e.signing_key = "signing.key";
+  if (auto cfg = Get("XDG_CONFIG_HOME"))
+    e.trusted_keys = *cfg + "/cann-dist-train/trusted_keys";
+  else if (auto home = Get("HOME"))
+    e.trusted_keys = *home + "/.config/cann-dist-train/trusted_keys";
+  else
+    e.trusted_keys = "trusted_keys";
   e.is_worker = Get("CDT_WORKER").value_or("") == "1";
   e.spare = Get("CDT_SPARE").value_or("") == "1";
   e.joiner = Get("CDT_JOINER").value_or("") == "1";

@@ -48,6 +48,8 @@ struct Environment {
   // The signing key of `cert issue` / `green --certify`: CDT_SIGNING_KEY, else
   // $XDG_CONFIG_HOME or $HOME/.config /cann-dist-train/signing.key.
   std::string signing_key;
+  // Signers `cert verify` trusts: $XDG_CONFIG_HOME or $HOME/.config /cann-dist-train/trusted_keys.
+  std::string trusted_keys;
   std::string self_exe;       // /proc/self/exe: verbs that run other verbs start this binary
   bool store_hosted = false;  // CDT_STORE_HOSTED=1: our agent runs the store at MASTER_ADDR:PORT
   bool is_worker = false;     // CDT_WORKER=1: started by our agent to run a verb's worker side

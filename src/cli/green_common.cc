@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "cdt/error.h"
+#include "common/file_io.h"
 #include "common/unix_time.h"
 #include "green/carbon_sources.h"
 #include "green/forecaster.h"
@@ -187,9 +188,7 @@ nlohmann::json GreenPlanJson(const GreenOptions& o, const green::CarbonTrace& tr
 }
 
 void WriteJsonFile(const std::string& path, const nlohmann::json& j) {
-  std::ofstream f(path);
-  f << j.dump(1) << "\n";
-  if (!f.flush()) throw Error(ErrorCode::kIo, "cannot write --json file '" + path + "'");
+  WriteFileAtomically(path, j.dump(1) + "\n");
 }
 
 }  // namespace cdt::cli

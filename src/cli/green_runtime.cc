@@ -16,6 +16,7 @@
 #include "cdt/error.h"
 #include "cli/green_common.h"
 #include "common/die_with_parent.h"
+#include "common/file_io.h"
 #include "common/unix_time.h"
 #include "green/accounting.h"
 #include "green/batch_controller.h"
@@ -450,14 +451,9 @@ int RunCarbonAware(const GreenOptions& o, const Environment& env) {
     r.notes.push_back("SCI without embodied emissions: pass --embodied-kg to include M");
 
   const std::string report_json = (dir / "green_report.json").string();
-  {
-    std::ofstream f(report_json);
-    f << green::ReportJson(r);
-    std::ofstream h(dir / "green_report.html");
-    h << green::ReportHtml(r);
-    if (!f.flush() || !h.flush())
-      throw Error(ErrorCode::kIo, "green: cannot write the report in " + dir.string());
-  }
+  const std::string report_text = green::ReportJson(r);
+  WriteFileAtomically(report_json, report_text);
+  WriteFileAtomically((dir / "green_report.html").string(), green::ReportHtml(r));
   green::AppendEmissionsCsv((dir / "emissions.csv").string(), r);
   if (!o.json.empty()) fs::copy_file(report_json, o.json, fs::copy_options::overwrite_existing);
   std::printf(
@@ -476,10 +472,10 @@ int RunCarbonAware(const GreenOptions& o, const Environment& env) {
     const fs::path key_dir = fs::path(env.signing_key).parent_path();
     if (!key_dir.empty()) fs::create_directories(key_dir);
     const std::string pk = green::EnsureSigningKey(env.signing_key);
-    std::ofstream c(report_json + ".cert");
-    c << green::IssueCertificate(green::ReadWholeFile(report_json).value_or(""),
-                                 "green_report.json", env.signing_key);
-    if (!c.flush()) throw Error(ErrorCode::kIo, "green: cannot write " + report_json + ".cert");
+    // The bytes written above, not what a read of the file returns (an empty string, once,
+    // when the read failed).
+    WriteFileAtomically(report_json + ".cert",
+                        green::IssueCertificate(report_text, "green_report.json", env.signing_key));
     std::printf(
         "cann-dist-train green: signed %s.cert (Ed25519, key %s); a self-attested report, not a "
         "certification\n",

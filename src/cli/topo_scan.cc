@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cdt/error.h"
+#include "common/file_io.h"
 #include "common/units.h"
 #include "topology/compression_advice.h"
 
@@ -129,9 +130,7 @@ int RunTopoScan(Communicator& comm, const TopoScanOptions& o,
         {"from_cache", d.from_cache},
         {"probe_s", d.probe.seconds}};
     if (o.gradient_compress) doc["gradient_compress"] = advice_json;
-    std::ofstream out(o.json);
-    if (!out) throw Error(ErrorCode::kIo, "cannot write --json file '" + o.json + "'");
-    out << doc.dump(2) << "\n";
+    WriteFileAtomically(o.json, doc.dump(2) + "\n");
   }
   return 0;
 }

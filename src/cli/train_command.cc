@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "cdt/error.h"
+#include "common/file_io.h"
 #include "common/heap_retention.h"
 
 namespace cdt::cli {
@@ -206,9 +207,7 @@ int ReportTrainResult(const train::TrainResult& r, const TrainCommandOptions& o,
         static_cast<long long>(x.resumed_step), static_cast<long long>(x.lost_steps), x.rto_s,
         x.cause.c_str());
   if (!o.json.empty()) {
-    std::ofstream f(o.json);
-    f << train::TrainResultJson(r) << "\n";
-    if (!f) throw Error(ErrorCode::kIo, "cannot write --json file '" + o.json + "'");
+    WriteFileAtomically(o.json, train::TrainResultJson(r) + "\n");
   }
   return r.params_consistent ? 0 : 1;
 }

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -115,8 +116,32 @@ std::string IssueCertificate(const std::string& report, const std::string& name,
   return c.dump(1) + "\n";
 }
 
+std::string PublicKeyOfExistingKey(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return "";
+  return EnsureSigningKey(path);
+}
+
+std::vector<std::string> ReadTrustedKeys(const std::string& path) {
+  std::vector<std::string> keys;
+  std::ifstream in(path);
+  std::string line;
+  for (size_t n = 1; in && std::getline(in, line); ++n) {
+    line = line.substr(0, line.find('#'));
+    line.erase(0, line.find_first_not_of(" \t\r"));
+    line.erase(line.find_last_not_of(" \t\r") + 1);
+    if (line.empty()) continue;
+    std::vector<unsigned char> pk;
+    if (!FromB64(line, &pk, crypto_sign_PUBLICKEYBYTES))
+      throw Error(ErrorCode::kInvalidArgument,
+                  path + ":" + std::to_string(n) + ": not an Ed25519 public key in base64");
+    keys.push_back(line);
+  }
+  return keys;
+}
+
 Verification VerifyCertificate(const std::string& report, const std::string& cert_text,
-                               const std::string& trusted) {
+                               const std::vector<std::string>& trusted) {
   Init();
   Verification v;
   nlohmann::json c;
@@ -138,10 +163,6 @@ Verification VerifyCertificate(const std::string& report, const std::string& cer
     v.why = "malformed public key or signature";
     return v;
   }
-  if (!trusted.empty() && trusted != v.public_key) {
-    v.why = "signed by " + v.public_key + ", not by the trusted key " + trusted;
-    return v;
-  }
   if (c.value("report_sha256", "") != Sha256Hex(report)) {
     v.why = "the report's SHA-256 differs from the certified one: the report was changed";
     return v;
@@ -152,10 +173,12 @@ Verification VerifyCertificate(const std::string& report, const std::string& cer
     return v;
   }
   v.ok = true;
-  v.why = "report unchanged, Ed25519 signature valid" +
-          std::string(trusted.empty()
-                          ? " (signer not pinned: pass --public-key to require a known signer)"
-                          : ", signer is the trusted key");
+  v.trusted = std::find(trusted.begin(), trusted.end(), v.public_key) != trusted.end();
+  v.why = "report unchanged, Ed25519 signature valid, " +
+          std::string(v.trusted ? "signer is a trusted key"
+                                : "but the signer is not a key you trust: anyone can sign a report "
+                                  "with a key of their own (pass --public-key, or add the key to "
+                                  "your trusted keys file)");
   return v;
 }
 

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cdt/error.h"
+#include "common/file_io.h"
 
 namespace cdt::topology {
 
@@ -116,14 +117,7 @@ void SaveStrategy(const std::string& dir, const std::string& fingerprint, const 
   std::error_code ec;
   fs::create_directories(dir, ec);
   const std::string path = StrategyPath(dir, fingerprint);
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << doc.dump(2) << "\n";
-    if (!out) throw Error(ErrorCode::kIo, "cannot write strategy cache file " + tmp);
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) throw Error(ErrorCode::kIo, "cannot rename " + tmp + " to " + path + ": " + ec.message());
+  WriteFileAtomically(path, doc.dump(2) + "\n");
 }
 
 }  // namespace cdt::topology

@@ -140,9 +140,17 @@ TEST(Green, CarbonAwareRunPausesThroughDirtyHoursAndMatchesTheUnpausedRun) {
   EXPECT_FALSE(row.empty());
   EXPECT_FALSE(std::getline(csv, extra));
   EXPECT_NE(ReadFile(dir + "/green_report.html").find("<svg"), std::string::npos);
-  // The certificate: valid on the report, invalid after a one-byte change.
-  EXPECT_EQ(RunCli("verify", {"cert", "verify", "--report", dir + "/green_report.json"}, &out), 0)
+  // The certificate: valid on the report and signed by a key this user trusts (their own), valid
+  // but from an unknown signer for someone else (exit 3), invalid after a one-byte change.
+  EXPECT_EQ(RunCli("verify", {"cert", "verify", "--report", dir + "/green_report.json"}, &out,
+                   {{"CDT_SIGNING_KEY", key}}),
+            0)
       << out;
+  EXPECT_EQ(RunCli("verify-stranger", {"cert", "verify", "--report", dir + "/green_report.json"},
+                   &out, {{"CDT_SIGNING_KEY", key + ".other"}, {"XDG_CONFIG_HOME", dir}}),
+            3)
+      << out;
+  EXPECT_NE(out.find("UNKNOWN SIGNER"), std::string::npos) << out;
   std::string bytes = ReadFile(dir + "/green_report.json");
   bytes[bytes.size() / 2] ^= 1;
   std::ofstream(dir + "/changed.json") << bytes;

@@ -463,7 +463,9 @@ TEST(Certificate, VerifyFailsOnAOneByteChangeAndPassesOnTheOriginal) {
   const std::string cert = IssueCertificate(report, "report.json", key);
   EXPECT_NE(cert.find("not a certification"), std::string::npos);
   EXPECT_TRUE(VerifyCertificate(report, cert).ok);
-  EXPECT_TRUE(VerifyCertificate(report, cert, pk).ok);
+  EXPECT_FALSE(VerifyCertificate(report, cert).trusted);  // valid, but nobody vouched for the key
+  EXPECT_TRUE(VerifyCertificate(report, cert, {pk}).ok);
+  EXPECT_TRUE(VerifyCertificate(report, cert, {pk}).trusted);
   for (size_t at : {size_t{0}, report.size() / 2, report.size() - 1}) {
     std::string changed = report;
     changed[at] = static_cast<char>(changed[at] ^ 1);
@@ -471,7 +473,16 @@ TEST(Certificate, VerifyFailsOnAOneByteChangeAndPassesOnTheOriginal) {
     EXPECT_FALSE(v.ok);
     EXPECT_NE(v.why.find("changed"), std::string::npos) << v.why;
   }
-  EXPECT_FALSE(VerifyCertificate(report, cert, "AAAA").ok);
+  EXPECT_FALSE(VerifyCertificate(report, cert, {"AAAA"}).trusted);
+  // A trusted-keys file: keys and comments; a line that is not a key is named by file:line.
+  Write(dir + "/trusted", "# our signers\n" + pk + "  # the lab's key\n\n");
+  EXPECT_EQ(ReadTrustedKeys(dir + "/trusted"), std::vector<std::string>{pk});
+  EXPECT_TRUE(ReadTrustedKeys(dir + "/missing").empty());
+  Write(dir + "/bad", pk + "\nnot-a-key\n");
+  EXPECT_NE(ErrorOf([&] { ReadTrustedKeys(dir + "/bad"); }).find("/bad:2"), std::string::npos);
+  EXPECT_EQ(PublicKeyOfExistingKey(key), pk);
+  EXPECT_EQ(PublicKeyOfExistingKey(dir + "/no.key"), "");
+  EXPECT_FALSE(fs::exists(dir + "/no.key"));
   std::string forged = cert;
   forged[forged.find("\"signature\": \"") + 14] ^= 1;
   EXPECT_FALSE(VerifyCertificate(report, forged).ok);
