@@ -269,6 +269,7 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch,
   };
   ro.timeout =
       std::chrono::milliseconds(static_cast<int64_t>(std::max(60.0, launch.timeout_s) * 1000));
+  ro.abandon_after = std::chrono::milliseconds(static_cast<int64_t>(launch.timeout_s * 1000));
   std::vector<int> previous(static_cast<size_t>(id.world_size));
   std::iota(previous.begin(), previous.end(), 0);
   // Newcomers — spares, and workers that arrived after their round closed (hung, or cut off and

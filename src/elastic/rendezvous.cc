@@ -168,14 +168,45 @@ std::vector<int> MembersOf(Store& store, const std::string& job_id, int64_t gene
 }
 
 int64_t WaitForRound(Store& store, const RendezvousOptions& o, int64_t from) {
+  bool all_gone = false;  // since all_gone_since
+  Clock::time_point all_gone_since{}, next_look{};
   for (int64_t g = std::max<int64_t>(1, from);;) {
     if (IsFinished(store, o.job_id)) return -1;
     const std::string round = Round(o.job_id, g);
     if (store.Check(round + "closed")) {
       ++g;  // over before we saw it: the next one
+      all_gone = false;
       continue;
     }
     if (store.Check(round + "arrivals")) return g;
+    // Generation g - 1 runs. If every member is gone, nobody will open round g: a waiting spare
+    // would wait forever (and its agent with it). Looked at every 200 ms; the first member still
+    // there ends the look.
+    const auto now = Clock::now();
+    if (now >= next_look) {
+      next_look = now + std::chrono::milliseconds(200);
+      const std::string members_key = Round(o.job_id, g - 1) + "members";
+      std::vector<int> members;
+      bool gone = store.Check(members_key);
+      if (gone) members = MembersOf(store, o.job_id, g - 1, o.timeout);
+      for (size_t i = 0; gone && i < members.size(); ++i)
+        gone = IsGone(store, o.job_id, members[i]);
+      if (!gone) {
+        all_gone = false;
+      } else if (!all_gone) {
+        all_gone = true;
+        all_gone_since = now;
+      } else if (now - all_gone_since >= o.abandon_after) {
+        std::string ids;
+        for (int w : members) ids += (ids.empty() ? "" : ", ") + std::to_string(w);
+        throw Error(ErrorCode::kPeerLost,
+                    "worker " + std::to_string(o.worker_id) + ": every worker of generation " +
+                        std::to_string(g - 1) + " (" + ids +
+                        ") is gone, so no group is left to join and nobody holds the training "
+                        "state; the job cannot go on. Start it again with --resume to continue "
+                        "from its last checkpoint");
+      }
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }

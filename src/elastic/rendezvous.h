@@ -49,6 +49,10 @@ struct RendezvousOptions {
   // > 0), for workers to come back or join.
   std::chrono::milliseconds pause_timeout{0};
   std::function<void(const std::vector<int>& present)> on_pause;
+  // A newcomer waiting for a round (WaitForRound) gives up once every member of the running
+  // generation has been reported gone for this long: nobody is left to open a round, nor holds the
+  // training state to hand over.
+  std::chrono::milliseconds abandon_after{30000};
 };
 
 struct Membership {
@@ -66,7 +70,8 @@ Membership JoinRound(Store& store, const RendezvousOptions& options, int64_t gen
 // A spare announces itself once (AnnounceSpare), then WaitForRound returns the first round >=
 // `from` that opens (a generation after a failure), or -1 when the job finished first. It joins
 // that round with JoinRound, `previous` = MembersOf(generation - 1); chosen as a member, it
-// calls SpareJoined.
+// calls SpareJoined. WaitForRound throws cdt::Error(kPeerLost) naming them when every member of
+// the running generation has been reported gone for `abandon_after`.
 void AnnounceSpare(Store& store, const std::string& job_id);
 int64_t WaitForRound(Store& store, const RendezvousOptions& options, int64_t from);
 void SpareJoined(Store& store, const std::string& job_id);

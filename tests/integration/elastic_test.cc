@@ -3,7 +3,6 @@
 // process and train on from the committed state. Timings (rto_s) are measured by
 // bench/run_elastic_recovery.sh, not asserted here.
 #include <gtest/gtest.h>
-
 #include <signal.h>
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "etcd_server.h"
@@ -159,6 +159,75 @@ TEST(Elastic, AHotSpareTakesTheLostWorkersPlace) {
     EXPECT_NEAR(e[1].get<double>(), expect.at(step), 1e-5 * std::fabs(expect.at(step)))
         << "step " << step;
   }
+}
+
+// The children of `parent` and whether each is a hot spare (CDT_SPARE=1 in its environment).
+std::map<pid_t, bool> ChildrenOf(pid_t parent) {
+  std::map<pid_t, bool> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(e.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    char state;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid != parent) continue;
+    std::ifstream env(e.path() / "environ");
+    const std::string vars((std::istreambuf_iterator<char>(env)), std::istreambuf_iterator<char>());
+    out[static_cast<pid_t>(std::stol(name))] = vars.find("CDT_SPARE=1") != std::string::npos;
+  }
+  return out;
+}
+
+// Every worker killed, only a spare left: nobody holds the state, nobody opens a round. The spare
+// waited for one forever, and its agent with it; now the job ends within the timeout, saying why.
+TEST(Elastic, AJobWhoseEveryWorkerDiedEndsWithinTheTimeoutThoughASpareWaits) {
+  const std::string out = TempPath("all-dead");
+  Proc agent = Spawn({CDT_CLI,
+                      "elastic",
+                      "--nproc-per-node",
+                      "2",
+                      "--spares",
+                      "1",
+                      "--timeout",
+                      "3",
+                      "--",
+                      "--no-progress",
+                      "--dataset",
+                      "synthetic",
+                      "--synthetic-samples",
+                      "40000",
+                      "--model",
+                      "cnn",
+                      "--steps",
+                      "100000",
+                      "--batch-size",
+                      "16"},
+                     {}, out);
+  std::map<pid_t, bool> children;
+  for (int i = 0; i < 300 && children.size() < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    children = ChildrenOf(agent.pid);
+  }
+  ASSERT_EQ(children.size(), 3u) << ReadFile(out);
+  std::this_thread::sleep_for(std::chrono::seconds(4));  // generation 0 formed and trains
+  const auto killed_at = std::chrono::steady_clock::now();
+  for (const auto& [pid, spare] : children)
+    if (!spare) kill(pid, SIGKILL);
+  const int rc = WaitFor(agent.pid, std::chrono::seconds(60));
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  const std::string text = ReadFile(out);
+  std::printf("the job ended %.1f s after its last worker died (timeout 3 s)\n", took);
+  EXPECT_NE(rc, 0) << text;
+  EXPECT_NE(rc, -1) << text;
+  EXPECT_LE(took, 3 + 5.0) << text;
+  EXPECT_NE(text.find("every worker of generation 0 (0, 1) is gone"), std::string::npos) << text;
 }
 
 TEST(Elastic, AnUnusedSpareLeavesQuietlyWhenTheJobEnds) {
