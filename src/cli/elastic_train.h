@@ -12,20 +12,12 @@
 #include "cli/environment.h"
 #include "cli/launch_options.h"
 #include "cli/train_command.h"
+#include "elastic/fault_spec.h"
 
 namespace cdt::cli {
 
-// A scripted fault (`--inject kill:RANK@STEP,hang:RANK@STEP,slow:RANK=FACTOR@STEP`): RANK is the
-// worker's rank in the first generation (its worker id); the fault fires at the start of STEP.
-struct Fault {
-  std::string kind;  // kill (SIGKILL itself) | hang (SIGSTOP itself) | slow (from STEP on) |
-                     // cut (node NODE's links down for SECONDS; worker = the node)
-  int worker = 0;
-  int64_t step = 0;
-  double factor = 1;  // slow: each step takes this many times its time before STEP; cut: seconds
-};
-// Throws cdt::Error(kInvalidArgument) naming the bad item.
-std::vector<Fault> ParseFaults(const std::string& spec);
+using elastic::Fault;
+using elastic::ParseFaults;
 
 struct ElasticOptions {
   bool enabled = false;

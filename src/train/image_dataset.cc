@@ -88,8 +88,11 @@ std::vector<uint32_t> IdxDims(const std::vector<uint8_t>& b, uint32_t magic,
 }  // namespace
 
 ImageDataset LoadIdx(const std::string& images_path, const std::string& labels_path) {
-  std::vector<uint8_t> img = ReadMaybeGzip(images_path);
-  std::vector<uint8_t> lab = ReadMaybeGzip(labels_path);
+  return ParseIdx(ReadMaybeGzip(images_path), ReadMaybeGzip(labels_path), images_path, labels_path);
+}
+
+ImageDataset ParseIdx(const std::vector<uint8_t>& img, const std::vector<uint8_t>& lab,
+                      const std::string& images_path, const std::string& labels_path) {
   std::vector<uint32_t> di = IdxDims(img, 0x00000803, images_path);
   std::vector<uint32_t> dl = IdxDims(lab, 0x00000801, labels_path);
   if (di[0] != dl[0])

@@ -25,6 +25,9 @@ inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mni
 // Reads an images file and a labels file (".gz" or not). Errors name the file and what is wrong
 // (kIo for unreadable files, kProtocol for malformed ones).
 ImageDataset LoadIdx(const std::string& images_path, const std::string& labels_path);
+// The same from the files' (uncompressed) bytes; the paths only name them in errors.
+ImageDataset ParseIdx(const std::vector<uint8_t>& images, const std::vector<uint8_t>& labels,
+                      const std::string& images_path, const std::string& labels_path);
 
 // train = true: the 60,000 training images, else the 10,000 test images. A missing directory or
 // file is kIo naming the Debian package to install.

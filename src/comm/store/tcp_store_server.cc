@@ -18,6 +18,7 @@
 #include "cdt/error.h"
 #include "comm/auth.h"
 #include "comm/store/store_protocol.h"
+#include "comm/store/store_requests.h"
 #include "common/bytes.h"
 #include "common/thread_name.h"
 
@@ -27,7 +28,6 @@ using store::MsgType;
 
 namespace {
 
-constexpr uint32_t kMaxWaitKeys = 65536;
 constexpr size_t kReadChunk = 64 << 10;
 // A refused or failed client whose last reply cannot be flushed is closed after this.
 constexpr auto kCloseGrace = std::chrono::seconds(1);
@@ -121,88 +121,15 @@ void TcpStoreServer::Stop() {
 
 namespace {
 
-// Handles one authenticated request; replies are sealed into c.out. Throws cdt::Error for a
-// malformed request (the caller drops the client).
+// Applies one authenticated request; its reply is sealed into c.out, or the client is parked on
+// a wait. Throws cdt::Error for a malformed request (the caller drops the client).
 void HandleRequest(std::unordered_map<std::string, std::string>& data, Client& c, MsgType type,
                    std::string_view payload) {
-  ByteReader r(payload, "store request");
-  std::string reply;
-  auto answer = [&](MsgType t) { c.frames.Seal(&c.out, t, reply); };
-  switch (type) {
-    case MsgType::kSet: {
-      std::string key = r.Bytes(store::kMaxKeyBytes);
-      std::string value = r.Bytes(store::kMaxFrameBytes);
-      r.ExpectEnd();
-      data[key] = std::move(value);
-      return answer(MsgType::kOk);
-    }
-    case MsgType::kGet: {
-      std::string key = r.Bytes(store::kMaxKeyBytes);
-      r.ExpectEnd();
-      auto it = data.find(key);
-      if (it == data.end()) return answer(MsgType::kNotFound);
-      ByteWriter(&reply).Bytes(it->second);
-      return answer(MsgType::kValue);
-    }
-    case MsgType::kWait: {
-      uint32_t n = r.U32();
-      if (n > kMaxWaitKeys) throw Error(ErrorCode::kProtocol, "too many keys in wait");
-      std::vector<std::string> keys;
-      for (uint32_t i = 0; i < n; ++i) keys.push_back(r.Bytes(store::kMaxKeyBytes));
-      uint64_t ms = r.U64();
-      r.ExpectEnd();
-      c.waiting = true;
-      c.wait_keys = std::move(keys);
-      ms = std::min<uint64_t>(ms, 7ull * 24 * 3600 * 1000);
-      c.wait_deadline = net::Clock::now() + std::chrono::milliseconds(ms);
-      return;  // answered by the wait sweep
-    }
-    case MsgType::kAdd: {
-      std::string key = r.Bytes(store::kMaxKeyBytes);
-      int64_t delta = r.I64();
-      r.ExpectEnd();
-      int64_t current = 0;
-      auto it = data.find(key);
-      if (it != data.end()) {
-        try {
-          current = std::stoll(it->second);
-        } catch (...) {
-          ByteWriter(&reply).Bytes("key '" + key + "' does not hold an integer");
-          return answer(MsgType::kError);
-        }
-      }
-      current += delta;
-      data[key] = std::to_string(current);
-      ByteWriter(&reply).I64(current);
-      return answer(MsgType::kInt);
-    }
-    case MsgType::kCompareSet: {
-      std::string key = r.Bytes(store::kMaxKeyBytes);
-      std::string expected = r.Bytes(store::kMaxFrameBytes);
-      std::string desired = r.Bytes(store::kMaxFrameBytes);
-      r.ExpectEnd();
-      auto it = data.find(key);
-      std::string current = it == data.end() ? std::string() : it->second;
-      if (current == expected) {
-        data[key] = desired;
-        current = desired;
-      }
-      ByteWriter(&reply).Bytes(current);
-      return answer(MsgType::kValue);
-    }
-    case MsgType::kDelete:
-    case MsgType::kCheck: {
-      std::string key = r.Bytes(store::kMaxKeyBytes);
-      r.ExpectEnd();
-      bool existed = data.count(key) != 0;
-      if (type == MsgType::kDelete) data.erase(key);
-      ByteWriter(&reply).U8(existed ? 1 : 0);
-      return answer(MsgType::kBool);
-    }
-    default:
-      throw Error(ErrorCode::kProtocol,
-                  "unknown store request type " + std::to_string(static_cast<int>(type)));
-  }
+  store::StoreReply reply = store::ApplyStoreRequest(data, type, payload);
+  if (!reply.parked) return c.frames.Seal(&c.out, reply.type, reply.payload);
+  c.waiting = true;
+  c.wait_keys = std::move(reply.wait_keys);
+  c.wait_deadline = net::Clock::now() + std::chrono::milliseconds(reply.wait_ms);
 }
 
 // Checks a complete auth frame's body (type | client nonce | proof). On success the client is

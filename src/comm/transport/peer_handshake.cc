@@ -55,6 +55,28 @@ Status CheckHello(const Hello& h, int rank, int size, int channels) {
   return kOk;
 }
 
+Status AnswerChallenge(const std::string& key, const Hello& hello, const Challenge& ch,
+                       std::string* proof, uint32_t* refused) {
+  if (ch.magic != kMagic) return kBadVersion;
+  if (ch.status != kOk) {
+    *refused = ch.status;
+    return kBadRank;
+  }
+  if (!auth::ConstantTimeEquals(std::string_view(ch.proof, kProofBytes),
+                                ListenerProof(key, hello, ch.nonce)))
+    return kBadProof;
+  *proof = DialerProof(key, hello, ch.nonce);
+  return kOk;
+}
+
+Status CheckProof(const std::string& key, const Hello& hello, const char* listener_nonce,
+                  const char* proof) {
+  return auth::ConstantTimeEquals(std::string_view(proof, kProofBytes),
+                                  DialerProof(key, hello, listener_nonce))
+             ? kOk
+             : kBadProof;
+}
+
 namespace {
 
 // Non-blocking I/O on one handshake connection: a small output queue and a fixed-size input.
@@ -214,19 +236,20 @@ std::vector<net::Socket> RunHandshakes(const MeshLinks& l, std::vector<net::Sock
       if (o.state == Outgoing::kAwaitChallenge) {
         Challenge ch;
         std::memcpy(&ch, o.io.in, sizeof ch);
-        if (ch.magic != kMagic)
+        std::string proof;
+        uint32_t refused = kOk;
+        const Status verdict = AnswerChallenge(l.key, o.hello, ch, &proof, &refused);
+        if (verdict == kBadVersion)
           fail(ErrorCode::kProtocol, o.peer, "is not a cann-dist-train peer (bad magic)");
-        if (ch.status != kOk)
+        if (verdict == kBadRank)
           fail(ErrorCode::kAuth, o.peer,
-               std::string("refused our hello (") + StatusText(ch.status) +
+               std::string("refused our hello (") + StatusText(refused) +
                    "); it is not the process this rank expects there");
-        if (!auth::ConstantTimeEquals(std::string_view(ch.proof, kProofBytes),
-                                      ListenerProof(l.key, o.hello, ch.nonce)))
+        if (verdict != kOk)
           fail(ErrorCode::kAuth, o.peer,
                "could not prove it belongs to " + l.label +
                    ": a process of another generation or job holds that address, or one that "
                    "does not know the job secret");
-        const std::string proof = DialerProof(l.key, o.hello, ch.nonce);
         o.io.Queue(proof.data(), proof.size());
         if (!o.io.Flush())
           fail(ErrorCode::kPeerLost, o.peer, "reset the connection during the handshake");
@@ -278,8 +301,7 @@ std::vector<net::Socket> RunHandshakes(const MeshLinks& l, std::vector<net::Sock
             c.io.have = 0;
             Ack ack{kMagic, kOk};
             const size_t slot = static_cast<size_t>(c.hello.channel) * l.size + c.hello.from_rank;
-            if (!auth::ConstantTimeEquals(std::string_view(c.io.in, kProofBytes),
-                                          DialerProof(l.key, c.hello, c.nonce))) {
+            if (CheckProof(l.key, c.hello, c.nonce, c.io.in) != kOk) {
               ack.status = kBadProof;
               refuse(c, "its proof does not match (another generation or job, or not ours)");
             } else if (accepted[slot].valid()) {

@@ -64,6 +64,16 @@ std::string DialerProof(const std::string& key, const Hello& hello, const char* 
 // What a listener decides about a hello, before any proof: kOk, or why it is refused.
 Status CheckHello(const Hello& h, int rank, int size, int channels);
 
+// What a dialer makes of the listener's challenge to its `hello`: kOk with its own proof in
+// *proof, or why it refuses the listener (kBadVersion: not a peer at all; kBadRank: the listener
+// refused the hello, its status in *refused; kBadProof: the listener did not prove the key).
+Status AnswerChallenge(const std::string& key, const Hello& hello, const Challenge& challenge,
+                       std::string* proof, uint32_t* refused);
+
+// Whether a dialer's proof (kProofBytes) answers the listener's nonce: kOk or kBadProof.
+Status CheckProof(const std::string& key, const Hello& hello, const char* listener_nonce,
+                  const char* proof);
+
 struct MeshLinks {
   int rank = 0;
   int size = 1;
