@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: deps configure build test demo bench asan tsan clean format
+.PHONY: deps configure build test demo bench asan asan-unit tsan fuzz clean format
 
 deps:
 	@bash scripts/install-deps.sh
@@ -37,6 +37,17 @@ bench: build
 asan:
 	@$(MAKE) test BUILD=build-asan CMAKE_FLAGS="-DCMAKE_BUILD_TYPE=Debug -DCDT_SANITIZE=address"
 
+# ASan + UBSan (-fno-sanitize-recover) of the unit tests alone: what CI runs after make test.
+asan-unit: deps
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCDT_SANITIZE=address > /dev/null
+	@cmake --build build-asan -j $(JOBS) --target cdt_unit_tests
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ./bin/cdt_unit_tests
+
+# Every libFuzzer target of tests/fuzz for FUZZ_SECONDS each (scripts/run-fuzz.sh).
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	@bash scripts/run-fuzz.sh $(FUZZ_SECONDS)
+
 tsan: deps
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DCDT_SANITIZE=thread > /dev/null
 	@cmake --build build-tsan -j $(JOBS) --target cdt_unit_tests
@@ -46,4 +57,4 @@ format:
 	@clang-format -i $$(git ls-files '*.cc' '*.h')
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz

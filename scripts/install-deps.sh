@@ -13,6 +13,8 @@ packages=(
   libopenmpi-dev openmpi-bin libgloo-dev
   iproute2 python3 zlib1g-dev libeigen3-dev liblz4-dev libzstd-dev libcpp-httplib-dev etcd-server
   libtorch-dev dataset-fashion-mnist
+  # make fuzz / CI's fuzz run: libFuzzer with ASan and UBSan
+  clang-14 libclang-rt-14-dev
   # Debian's libtorch calls the generic libblas.so.3; without an optimised one that is netlib's
   # reference BLAS and the cnn trains 1.9x slower (docs/benchmarks.md). The OpenMP build, not the
   # pthread one: it follows torch::set_num_threads, where the pthread build starts a thread per

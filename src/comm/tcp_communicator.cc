@@ -93,8 +93,11 @@ class TcpCommunicator : public Communicator {
                    static_cast<uint8_t>(OpKind::kAllreduce),
                    static_cast<uint8_t>(dtype),
                    static_cast<uint8_t>(op)};
-    // The selector in force when the call is queued decides it, on every rank alike.
-    auto [selector, epoch] = CurrentSelector();
+    // The selector in force when the call is queued decides it, on every rank alike. (Not a
+    // structured binding: the lambda below captures both, which clang accepts only from 16 on.)
+    const auto current = CurrentSelector();
+    const std::shared_ptr<AllreduceSelector> selector = current.first;
+    const uint64_t epoch = current.second;
     return Submit(AllreduceLabel(requested), fp, count * elem, [=, this](CollectiveContext& ctx) {
       Group world = Group::World(rank(), size());
       ReduceBuffer buf{data, count, dtype, op};

@@ -118,7 +118,6 @@ CarbonTrace Assemble(std::vector<Row> rows, double interval_s, const std::string
     }
     full.push_back(rows[i]);
   }
-  size_t missing = 0;
   for (size_t i = 0; i < full.size(); ++i) {
     if (full[i].ci) continue;
     if (o.gaps == GapPolicy::kFail)
@@ -126,6 +125,11 @@ CarbonTrace Assemble(std::vector<Row> rows, double interval_s, const std::string
           "no intensity for " + FormatIsoTime(full[i].t) + " (gap policy: fail)");
     size_t j = i;
     while (j < full.size() && !full[j].ci) ++j;  // [i, j) is the gap
+    if (static_cast<double>(j - i) * interval_s > kMaxGapSeconds)
+      Bad(path, full[i].line,
+          std::to_string(j - i) + " intervals without intensity from " + FormatIsoTime(full[i].t) +
+              ", longer than the " + std::to_string(static_cast<int>(kMaxGapSeconds / 86400)) +
+              " days a trace may miss (docs/green.md)");
     const bool has_before = i > 0, has_after = j < full.size();
     if (!has_before && !has_after) Bad(path, 0, "no intensity values at all");
     const double before = has_before ? full[i - 1].ci.value_or(0) : 0;
@@ -147,7 +151,6 @@ CarbonTrace Assemble(std::vector<Row> rows, double interval_s, const std::string
         (o.gaps == GapPolicy::kHoldPrevious ? "held the previous value" : "interpolated");
     notes.push_back(s);
     log(s);
-    missing += j - i;
     i = j - 1;
   }
   std::vector<CarbonInterval> out;
@@ -319,7 +322,7 @@ CarbonTrace ParseCarbonAwareJson(const std::string& text, const std::string& pat
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
     Bad(path, 0, std::string("not JSON: ") + e.what());
   }
   if (doc.is_object() && doc.contains("emissionsData"))
@@ -401,7 +404,7 @@ CarbonTrace ConstantCarbonTrace(const std::string& region, const std::string& ta
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
     Bad(table_path, 0, std::string("not JSON: ") + e.what());
   }
   const nlohmann::json& values = doc.contains("values") ? doc["values"] : doc;

@@ -147,23 +147,28 @@ Verification VerifyCertificate(const std::string& report, const std::string& cer
   nlohmann::json c;
   try {
     c = nlohmann::json::parse(cert_text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
     v.why = std::string("the certificate is not JSON: ") + e.what();
     return v;
   }
-  if (!c.is_object() || c.value("format", "") != kFormat || !c.contains("public_key") ||
-      !c.contains("signature")) {
+  // Every field read must be a string: a number or an object there is a malformed certificate
+  // (nlohmann's value() would throw a type_error).
+  auto text = [&](const char* key) {
+    return c.is_object() && c.contains(key) && c[key].is_string() ? c[key].get<std::string>()
+                                                                  : std::string();
+  };
+  if (text("format") != kFormat || text("public_key").empty() || text("signature").empty()) {
     v.why = std::string("not a ") + kFormat + " certificate";
     return v;
   }
-  v.public_key = c.value("public_key", "");
+  v.public_key = text("public_key");
   std::vector<unsigned char> pk, sig;
   if (!FromB64(v.public_key, &pk, crypto_sign_PUBLICKEYBYTES) ||
-      !FromB64(c.value("signature", ""), &sig, crypto_sign_BYTES)) {
+      !FromB64(text("signature"), &sig, crypto_sign_BYTES)) {
     v.why = "malformed public key or signature";
     return v;
   }
-  if (c.value("report_sha256", "") != Sha256Hex(report)) {
+  if (text("report_sha256") != Sha256Hex(report)) {
     v.why = "the report's SHA-256 differs from the certified one: the report was changed";
     return v;
   }

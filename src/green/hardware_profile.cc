@@ -16,7 +16,7 @@ std::vector<HardwareProfile> LoadHardwareProfiles(const std::string& path) {
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
     throw Error(ErrorCode::kInvalidArgument, path + ": not JSON: " + e.what());
   }
   std::vector<HardwareProfile> out;
