@@ -5,6 +5,7 @@
 
 #include <string.h>  // memmem
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <chrono>
@@ -65,6 +66,50 @@ std::vector<elastic::FloatSpan> LocateFloats(const std::string& bytes, torch::nn
   std::sort(spans.begin(), spans.end(),
             [](const auto& a, const auto& b) { return a.offset < b.offset; });
   return spans;
+}
+
+// A torch archive is a zip file whose entries carry CRC-32s, but libtorch's reader does not check
+// them (a flipped byte in a tensor loads silently: checked with Debian's libtorch 1.13). For the
+// one format of ours without a checksum of its own, the checkpoint.pt of older versions, check
+// them here: every central-directory entry's stored (uncompressed) data against its CRC-32.
+// Throws cdt::Error(kProtocol) naming `path`.
+void VerifyZipChecksums(const std::string& zip, const std::string& path) {
+  auto bad = [&](const std::string& why) {
+    throw Error(ErrorCode::kProtocol, "checkpoint '" + path + "': " + why);
+  };
+  auto u16 = [&](size_t at) {
+    if (at + 2 > zip.size()) bad("truncated zip structure");
+    return static_cast<uint32_t>(static_cast<uint8_t>(zip[at])) |
+           static_cast<uint32_t>(static_cast<uint8_t>(zip[at + 1])) << 8;
+  };
+  auto u32 = [&](size_t at) { return u16(at) | u16(at + 2) << 16; };
+  // The end-of-central-directory record: within the last 64 KiB + 22 bytes.
+  size_t end = std::string::npos;
+  for (size_t at = zip.size() >= 22 ? zip.size() - 22 : 0;; --at) {
+    if (zip.size() >= 22 && u32(at) == 0x06054b50) {
+      end = at;
+      break;
+    }
+    if (at == 0 || zip.size() - at > 65557) break;
+  }
+  if (end == std::string::npos) bad("not a zip archive (no end of central directory)");
+  const uint32_t entries = u16(end + 10);
+  size_t at = u32(end + 16);
+  if (entries == 0xffff || at == 0xffffffffu)
+    bad("a zip64 archive, which this check does not read");
+  for (uint32_t e = 0; e < entries; ++e) {
+    if (u32(at) != 0x02014b50) bad("damaged zip central directory");
+    const uint32_t method = u16(at + 10), crc = u32(at + 16), size = u32(at + 20);
+    const size_t local = u32(at + 42);
+    if (u32(local) != 0x04034b50) bad("damaged zip entry");
+    const size_t data = local + 30 + u16(local + 26) + u16(local + 28);
+    if (method != 0 || data + size > zip.size() || data + size < data)
+      bad("zip entry " + std::to_string(e) + " is compressed or runs past the file");
+    if (static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(zip.data() + data),
+                                    static_cast<uInt>(size))) != crc)
+      bad("zip entry " + std::to_string(e) + " fails its CRC-32 (the file is damaged)");
+    at += 46 + u16(at + 28) + u16(at + 30) + u16(at + 32);
+  }
 }
 
 }  // namespace
@@ -164,7 +209,9 @@ std::string NewestCheckpoint(const std::string& dir, bool log, std::string* sour
   if (!std::filesystem::exists(legacy)) return {};
   *source = legacy;
   *step = kLegacyStep;
-  return ReadFile(legacy);
+  std::string bytes = ReadFile(legacy);
+  VerifyZipChecksums(bytes, legacy);
+  return bytes;
 }
 
 void AgreeOnResumeStep(Communicator& comm, int64_t step, const std::string& source,
