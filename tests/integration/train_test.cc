@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -625,6 +626,42 @@ TEST(Train, MoeTransformerWithUnusedExpertsStaysConsistent) {
 
 // A bad train option is refused by the launcher, once, before it starts any worker (each worker
 // used to find it itself, and rank 0's exit then stopped the others).
+// The job file carries the job's secret: a link or a file others may write, planted where the
+// agent writes it, is refused before any worker starts, and nothing is overwritten through it.
+TEST(Train, APlantedJobFileIsRefusedAndNothingIsOverwritten) {
+  const std::string runtime = TempPath("runtime");
+  std::filesystem::create_directories(runtime + "/cann-dist-train");
+  std::filesystem::permissions(runtime + "/cann-dist-train", std::filesystem::perms::owner_all);
+  const std::string job_file = runtime + "/cann-dist-train/planted.job";
+  const std::string victim = TempPath("victim");
+  for (bool link : {true, false}) {
+    std::ofstream(victim) << "precious";
+    std::filesystem::remove(job_file);
+    if (link) {
+      std::filesystem::create_symlink(victim, job_file);
+    } else {
+      std::ofstream(job_file) << "planted";
+      std::filesystem::permissions(job_file, std::filesystem::perms::all);  // 0777
+    }
+    int rc = -1;
+    auto args = kCommon;
+    args.insert(args.end(), {"--batch-size", "16", "--job-id", "planted"});
+    const std::string out = Train(link ? "planted-link" : "planted-file", args, &rc,
+                                  {{"XDG_RUNTIME_DIR", runtime}})["output"];
+    EXPECT_EQ(rc, 2) << out;
+    EXPECT_NE(out.find(job_file), std::string::npos) << out;
+    EXPECT_NE(out.find(link ? "is a symbolic link" : "may be read or written by other users"),
+              std::string::npos)
+        << out;
+    EXPECT_EQ(ReadFile(victim), "precious");
+    if (link) {
+      EXPECT_TRUE(std::filesystem::is_symlink(job_file));
+    } else {
+      EXPECT_EQ(ReadFile(job_file), "planted");
+    }
+  }
+}
+
 TEST(Train, BadOptionsAreRefusedBeforeAnyWorkerStarts) {
   int rc = 0;
   nlohmann::json j =

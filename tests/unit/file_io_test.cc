@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -94,6 +95,33 @@ TEST(FileIo, PrivateDirectoryAndFileRefuseWhatOthersCouldHavePrepared) {
   fs::remove(job);
   WriteFileAtomically(job, "ours", 0600);
   CheckPrivateFile(job);
+  fs::remove_all(dir);
+}
+
+// A writer starting up clears what a crash left — temporaries of dead processes of this host —
+// and never a live writer's.
+TEST(FileIo, OnlyTheTemporariesOfDeadWritersAreCleared) {
+  const std::string dir = FreshDir("stale");
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  std::string name = host;
+  for (char& c : name)
+    if (c == '.' || c == '/') c = '_';
+  const pid_t dead = [] {
+    const pid_t child = ::fork();
+    if (child == 0) ::_exit(0);
+    ::waitpid(child, nullptr, 0);
+    return child;
+  }();
+  const std::string live_tmp =
+      dir + "/ckpt-1.cdtc.tmp." + name + "." + std::to_string(::getpid()) + ".0";
+  const std::string dead_tmp = dir + "/ckpt-2.cdtc.tmp." + name + "." + std::to_string(dead) + ".0";
+  const std::string other_host = dir + "/ckpt-3.cdtc.tmp.elsewhere." + std::to_string(dead) + ".0";
+  for (const auto& f : {live_tmp, dead_tmp, other_host}) std::ofstream(f) << "partial";
+  EXPECT_EQ(RemoveStaleTemporaries(dir, "ckpt-"), 1u);
+  EXPECT_TRUE(fs::exists(live_tmp));
+  EXPECT_FALSE(fs::exists(dead_tmp));
+  EXPECT_TRUE(fs::exists(other_host));
   fs::remove_all(dir);
 }
 
