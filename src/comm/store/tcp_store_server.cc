@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <list>
 #include <new>
@@ -17,6 +16,7 @@
 
 #include "cdt/error.h"
 #include "comm/auth.h"
+#include "comm/refusal_log.h"
 #include "comm/store/store_protocol.h"
 #include "comm/store/store_requests.h"
 #include "common/bytes.h"
@@ -59,30 +59,6 @@ void AppendPlainFrame(std::string* out, MsgType type, std::string_view payload) 
   w.U8(static_cast<uint8_t>(type));
   w.Raw(payload.data(), payload.size());
 }
-
-// At most one line per reason and second; the rest are counted into the next line, so a flood
-// of 2,000 connections costs a few lines, not 2,000.
-class RefusalLog {
- public:
-  explicit RefusalLog(std::string where) : where_(std::move(where)) {}
-  void Say(const std::string& what) {
-    auto now = net::Clock::now();
-    if (now < next_) {
-      ++suppressed_;
-      return;
-    }
-    next_ = now + std::chrono::seconds(1);
-    std::string more =
-        suppressed_ > 0 ? " (and " + std::to_string(suppressed_) + " more in the last second)" : "";
-    suppressed_ = 0;
-    std::fprintf(stderr, "cdt store %s: %s%s\n", where_.c_str(), what.c_str(), more.c_str());
-  }
-
- private:
-  std::string where_;
-  net::Deadline next_{};
-  uint64_t suppressed_ = 0;
-};
 
 }  // namespace
 
@@ -173,7 +149,7 @@ size_t ReadAllowance(const Client& c) {
 void TcpStoreServer::Serve() {
   NameThisThread("cdt-store");
   State& s = *state_;
-  RefusalLog log(address_.ToString());
+  RefusalLog log("cdt store " + address_.ToString());
   std::vector<pollfd> pfds;
   std::vector<Client*> order;
   auto close_client = [&](Client& c, bool flush) {

@@ -5,12 +5,12 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <list>
 
 #include "cdt/error.h"
 #include "comm/auth.h"
+#include "comm/refusal_log.h"
 
 namespace cdt::handshake {
 
@@ -177,11 +177,12 @@ std::vector<net::Socket> RunHandshakes(const MeshLinks& l, std::vector<net::Sock
   std::vector<pollfd> pfds;
   net::Deadline accept_paused_until{};
 
+  RefusalLog log("cdt " + l.who);
   auto refuse = [&](Incoming& c, const std::string& why) {
-    std::fprintf(stderr, "cdt %s: refused connection from %s: %s\n", l.who.c_str(), c.from.c_str(),
-                 why.c_str());
+    log.Say("refused connection from " + c.from + ": " + why);
     c.state = Incoming::kClosing;
   };
+  std::vector<char> claimed(slots, 0);  // a proven connection holds its slot from then on
 
   while (done_in < expected || done_out < out.size()) {
     const auto now = net::Clock::now();
@@ -304,10 +305,11 @@ std::vector<net::Socket> RunHandshakes(const MeshLinks& l, std::vector<net::Sock
             if (CheckProof(l.key, c.hello, c.nonce, c.io.in) != kOk) {
               ack.status = kBadProof;
               refuse(c, "its proof does not match (another generation or job, or not ours)");
-            } else if (accepted[slot].valid()) {
+            } else if (claimed[slot]) {
               ack.status = kBadRank;
               refuse(c, "a second connection from rank " + std::to_string(c.hello.from_rank));
             } else {
+              claimed[slot] = 1;
               c.state = Incoming::kAccepted;
             }
             c.io.Queue(&ack, sizeof ack);
@@ -340,8 +342,7 @@ std::vector<net::Socket> RunHandshakes(const MeshLinks& l, std::vector<net::Sock
           if (errno == EINTR || errno == ECONNABORTED) continue;
           if (errno != EAGAIN && errno != EWOULDBLOCK) {
             // Out of descriptors or memory: try again shortly rather than spin or fail.
-            std::fprintf(stderr, "cdt %s: accept failed (%s); retrying\n", l.who.c_str(),
-                         std::strerror(errno));
+            log.Say(std::string("accept failed (") + std::strerror(errno) + "); retrying");
             accept_paused_until = net::Clock::now() + std::chrono::milliseconds(100);
           }
           break;
