@@ -93,20 +93,14 @@ Environment Environment::FromProcess() {
                            ? in_tree
                            : "/usr/share/cann-dist-train/knowledge_base";
   }
-  if (auto key = Get("CDT_SIGNING_KEY"))
-    e.signing_key = *key;
-  else if (auto cfg = Get("XDG_CONFIG_HOME"))
-    e.signing_key = *cfg + "/cann-dist-train/signing.key";
-  else if (auto home = Get("HOME"))
-    e.signing_key = *home + "/.config/cann-dist-train/signing.key";
-  else
-    e.signing_key = "signing.key";
-  if (auto cfg = Get("XDG_CONFIG_HOME"))
-    e.trusted_keys = *cfg + "/cann-dist-train/trusted_keys";
-  else if (auto home = Get("HOME"))
-    e.trusted_keys = *home + "/.config/cann-dist-train/trusted_keys";
-  else
-    e.trusted_keys = "trusted_keys";
+  // $XDG_CONFIG_HOME/cann-dist-train/NAME, else ~/.config/cann-dist-train/NAME, else ./NAME.
+  auto config_file = [&](const std::string& name) {
+    if (auto cfg = Get("XDG_CONFIG_HOME")) return *cfg + "/cann-dist-train/" + name;
+    if (auto home = Get("HOME")) return *home + "/.config/cann-dist-train/" + name;
+    return name;
+  };
+  e.signing_key = Get("CDT_SIGNING_KEY").value_or(config_file("signing.key"));
+  e.trusted_keys = config_file("trusted_keys");
   e.is_worker = Get("CDT_WORKER").value_or("") == "1";
   e.spare = Get("CDT_SPARE").value_or("") == "1";
   e.joiner = Get("CDT_JOINER").value_or("") == "1";

@@ -8,8 +8,10 @@
 #include <random>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "cdt/error.h"
+#include "elastic/health_monitor.h"
 #include "green/accounting.h"
 #include "green/batch_controller.h"
 #include "green/carbon_sources.h"
@@ -145,13 +147,9 @@ TEST(CarbonSources, BadInputNamesFileAndLine) {
       std::string::npos);
 }
 
-// Resident memory of this process in bytes (VmRSS).
+// Resident memory of this process in bytes.
 size_t ResidentBytes() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
-  return 0;
+  return static_cast<size_t>(elastic::ReadResidentBytes(::getpid()).value_or(0));
 }
 
 // A gap of 8,000 years used to be filled hour by hour (70 million rows, gigabytes); a last line

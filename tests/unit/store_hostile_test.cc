@@ -3,6 +3,7 @@
 // out; a "store" that cannot prove the secret is refused; a frame replayed, reflected or altered
 // after authentication is refused.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -17,19 +18,16 @@
 #include "comm/store/tcp_store_client.h"
 #include "comm/store/tcp_store_server.h"
 #include "common/bytes.h"
+#include "elastic/health_monitor.h"
 
 namespace cdt {
 namespace {
 
 using std::chrono::milliseconds;
 
-// Resident memory of this process in bytes (VmRSS).
+// Resident memory of this process in bytes.
 size_t ResidentBytes() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
-  return 0;
+  return static_cast<size_t>(elastic::ReadResidentBytes(::getpid()).value_or(0));
 }
 
 // What every rank of a job does at set-up, four ranks at once: publish, wait for all, read all.
