@@ -125,5 +125,26 @@ TEST(HostileNetwork, NoProcessOfAJobShowsTheSecretOnItsCommandLine) {
   }
 }
 
+// `cann-dist-train secret` draws 256 bits, fresh each time; a short secret draws a warning (a
+// recorded handshake lets anyone test guesses offline).
+TEST(HostileNetwork, SecretsAreLongAndShortOnesAreWarnedAbout) {
+  std::string secrets[2];
+  for (auto& secret : secrets) {
+    const std::string out = TempPath("secret");
+    Proc p = Spawn({CDT_CLI, "secret"}, {}, out);
+    ASSERT_EQ(WaitFor(p.pid, std::chrono::seconds(30)), 0);
+    secret = ReadFile(out);
+    ASSERT_EQ(secret.size(), 65u) << secret;  // 64 hex digits and a newline
+    EXPECT_EQ(secret.find_first_not_of("0123456789abcdef\n"), std::string::npos) << secret;
+  }
+  EXPECT_NE(secrets[0], secrets[1]);
+  const std::string out = TempPath("short-secret");
+  Proc p = Spawn({CDT_CLI, "launch", "--nproc-per-node", "1", "--", "true"},
+                 {{"CDT_JOB_SECRET", "hunter2"}}, out);
+  ASSERT_EQ(WaitFor(p.pid, std::chrono::seconds(30)), 0) << ReadFile(out);
+  EXPECT_NE(ReadFile(out).find("the job secret has 7 characters"), std::string::npos)
+      << ReadFile(out);
+}
+
 }  // namespace
 }  // namespace cdt
