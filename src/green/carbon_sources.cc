@@ -289,7 +289,9 @@ CarbonTrace ParseCsv(const std::string& text, const std::string& path, const Tra
 double ParseDuration(const std::string& s, const std::string& path, size_t index) {
   int h = 0, m = 0;
   double sec = 0;
-  if (std::sscanf(s.c_str(), "%d:%d:%lf", &h, &m, &sec) == 3) return h * 3600.0 + m * 60.0 + sec;
+  if (std::sscanf(s.c_str(), "%d:%d:%lf", &h, &m, &sec) == 3 && std::isfinite(sec) &&
+      h * 3600.0 + m * 60.0 + sec <= kMaxGapSeconds)
+    return h * 3600.0 + m * 60.0 + sec;
   if (s.rfind("PT", 0) == 0) {
     double total = 0, v = 0;
     std::string num;
@@ -298,8 +300,11 @@ double ParseDuration(const std::string& s, const std::string& path, size_t index
         num += s[i];
         continue;
       }
-      if (num.empty()) break;
-      v = std::stod(num);
+      // strtod, not stod: "." or a 400-digit number is a malformed duration, not an exception
+      // (found by tests/fuzz/fuzz_carbon_json.cc: "PT.H" ended the process).
+      char* end = nullptr;
+      v = std::strtod(num.c_str(), &end);
+      if (num.empty() || end != num.c_str() + num.size() || !std::isfinite(v)) break;
       num.clear();
       if (s[i] == 'H')
         total += v * 3600;
@@ -309,12 +314,12 @@ double ParseDuration(const std::string& s, const std::string& path, size_t index
         total += v;
       else
         break;
-      if (i + 1 == s.size()) return total;
+      if (i + 1 == s.size() && total <= kMaxGapSeconds) return total;  // an interval, not a gap
     }
   }
   Bad(path, 0,
-      "element " + std::to_string(index) + ": duration '" + s +
-          "' is neither hh:mm:ss nor PT#H#M#S");
+      "element " + std::to_string(index) + ": duration '" + Printable(s) +
+          "' is neither hh:mm:ss nor PT#H#M#S of at most 7 days");
 }
 
 CarbonTrace ParseCarbonAwareJson(const std::string& text, const std::string& path,

@@ -142,6 +142,23 @@ TEST(CarbonSources, BadInputNamesFileAndLine) {
   EXPECT_NE(ErrorOf([] { ParseCarbonTrace("[{\"time\": 3}]", "g.json"); }).find("g.json"),
             std::string::npos);
   EXPECT_NE(ErrorOf([] { ParseCarbonTrace("", "h.csv"); }).find("h.csv"), std::string::npos);
+  // Durations that are not numbers (found by fuzz_carbon_json: std::stod threw past the reader).
+  for (const char* duration : {"PT.H", "PT1..5M",
+                               "PT99999999999999999999999999999999999999999999"
+                               "9999999999999999999999999999999999999999999999"
+                               "9999999999999999999999999999999999999999999999"
+                               "9999999999999999999999999999999999999999999999"
+                               "9999999999999999999999999999999999999999999999"
+                               "9999999999999999999999999999999999999999999999"
+                               "99999999999999999999999999999H"})
+    EXPECT_NE(ErrorOf([&] {
+                ParseCarbonTrace(std::string("[{\"time\": \"2022-06-01T00:00:00Z\", \"rating\": 3, "
+                                             "\"duration\": \"") +
+                                     duration + "\"}]",
+                                 "i.json");
+              }).find("is neither hh:mm:ss nor PT#H#M#S"),
+              std::string::npos)
+        << duration;
   EXPECT_NE(
       ErrorOf([] { ReadCarbonTrace("/nonexistent/trace.csv"); }).find("/nonexistent/trace.csv"),
       std::string::npos);
