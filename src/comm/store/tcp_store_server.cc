@@ -62,24 +62,6 @@ void AppendPlainFrame(std::string* out, MsgType type, std::string_view payload) 
 
 }  // namespace
 
-struct TcpStoreServer::State {
-  std::string secret;
-  net::Socket listener;
-  std::list<Client> clients;  // in accept order
-  std::unordered_map<std::string, std::string> data;
-  net::Deadline accept_paused_until{};
-};
-
-TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port, std::string secret)
-    : state_(std::make_unique<State>()) {
-  state_->secret = std::move(secret);
-  state_->listener = net::Listen(host, port, &address_, 1024);
-  net::SetNonBlocking(state_->listener.fd(), true);
-  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (wake_fd_ < 0) throw Error(ErrorCode::kIo, std::string("eventfd: ") + std::strerror(errno));
-  thread_ = std::thread([this] { Serve(); });
-}
-
 TcpStoreServer::~TcpStoreServer() {
   Stop();
   if (wake_fd_ >= 0) ::close(wake_fd_);
@@ -146,13 +128,110 @@ size_t ReadAllowance(const Client& c) {
 
 }  // namespace
 
-void TcpStoreServer::Serve() {
-  NameThisThread("cdt-store");
-  State& s = *state_;
-  RefusalLog log("cdt store " + address_.ToString());
-  std::vector<pollfd> pfds;
-  std::vector<Client*> order;
-  auto close_client = [&](Client& c, bool flush) {
+// The serving thread's whole world: the listener, the clients and the key-value map.
+class TcpStoreServer::State {
+ public:
+  State(std::string secret, net::Socket listener, const std::string& where,
+        std::atomic<uint64_t>* rejected)
+      : secret_(std::move(secret)),
+        listener_(std::move(listener)),
+        rejected_(rejected),
+        log_("cdt store " + where) {}
+
+  // Answers waits that are due, refuses clients past their authentication window; returns how
+  // long poll may sleep.
+  int SweepDeadlines() {
+    const auto now = net::Clock::now();
+    int poll_ms = 1000;
+    for (Client& c : clients_) {
+      if (AwaitingAuthentication(c) && now >= c.auth_deadline)
+        Reject(c, "no authentication within " + std::to_string(kAuthWindow.count()) + " s");
+      if (c.closing) {
+        poll_ms = std::min(poll_ms, net::MillisUntil(c.close_deadline) + 1);
+        continue;
+      }
+      if (!c.waiting) continue;
+      bool all = true;
+      for (const auto& k : c.wait_keys) all = all && data_.count(k) != 0;
+      if (all || now >= c.wait_deadline) {
+        c.frames.Seal(&c.out, all ? MsgType::kOk : MsgType::kTimeout, "");
+        c.waiting = false;
+        c.wait_keys.clear();
+      } else {
+        poll_ms = std::min(poll_ms, net::MillisUntil(c.wait_deadline) + 1);
+      }
+    }
+    if (now < accept_paused_until_)
+      poll_ms = std::min(poll_ms, net::MillisUntil(accept_paused_until_) + 1);
+    return poll_ms;
+  }
+
+  // One pollfd for the listener (-1 while accepting is paused), one for `wake_fd`, then one per
+  // client, in the order of `order`.
+  void Prepare(int wake_fd, std::vector<pollfd>* pfds, std::vector<Client*>* order) {
+    pfds->clear();
+    order->clear();
+    const bool accepting = net::Clock::now() >= accept_paused_until_;
+    pfds->push_back({accepting ? listener_.fd() : -1, POLLIN, 0});
+    pfds->push_back({wake_fd, POLLIN, 0});
+    for (Client& c : clients_) {
+      short ev = 0;
+      if (!c.closing) ev |= POLLRDHUP | (ReadAllowance(c) > 0 ? POLLIN : 0);
+      if (c.out_pos < c.out.size()) ev |= POLLOUT;
+      pfds->push_back({c.sock.fd(), ev, 0});
+      order->push_back(&c);
+    }
+  }
+
+  // What poll reported for one client.
+  void Serve(Client& c, short revents) {
+    try {
+      if (revents & (POLLERR | POLLNVAL)) return Close(c, /*flush=*/false);
+      if (revents & POLLOUT) ServeOutput(c);
+      if (c.closing) return;
+      if (revents & POLLIN)
+        ServeInput(c);
+      else if (revents & (POLLHUP | POLLRDHUP))
+        Close(c, /*flush=*/false);  // gone while we were not reading from it
+    } catch (const std::bad_alloc&) {
+      // Serving this client needed memory there is none of: drop it, keep everyone else.
+      rejected_->fetch_add(1);
+      Close(c, /*flush=*/false);
+      c.in = std::string();
+      log_.Say("dropped connection from " + c.peer + ": out of memory serving it");
+    }
+  }
+
+  void AcceptNew() {
+    try {
+      AcceptPending();
+    } catch (const std::bad_alloc&) {
+      accept_paused_until_ = net::Clock::now() + kAcceptBackoff;
+      log_.Say("refused connections: out of memory; retrying shortly");
+    }
+  }
+
+  // Drops closed clients once their last reply is flushed, or their grace has passed.
+  void DropClosed() {
+    const auto now = net::Clock::now();
+    for (auto it = clients_.begin(); it != clients_.end();) {
+      if (it->closing && (it->out_pos >= it->out.size() || now >= it->close_deadline))
+        it = clients_.erase(it);
+      else
+        ++it;
+    }
+  }
+
+  void Log(const std::string& what) { log_.Say(what); }
+
+  // When the server stops: every connection and the listener close at once.
+  void Shutdown() {
+    clients_.clear();
+    listener_.Close();
+  }
+
+ private:
+  void Close(Client& c, bool flush) {
     if (c.closing) return;
     c.closing = true;
     c.close_deadline = net::Clock::now() + kCloseGrace;
@@ -160,52 +239,50 @@ void TcpStoreServer::Serve() {
       c.out.clear();
       c.out_pos = 0;
     }
-  };
-  auto reject = [&](Client& c, const std::string& why) {
-    rejected_.fetch_add(1);
-    log.Say("dropped connection from " + c.peer + ": " + why);
-    close_client(c, /*flush=*/true);
-  };
+  }
 
-  auto accept_new = [&] {
+  void Reject(Client& c, const std::string& why) {
+    rejected_->fetch_add(1);
+    log_.Say("dropped connection from " + c.peer + ": " + why);
+    Close(c, /*flush=*/true);
+  }
+
+  void AcceptPending() {
     for (;;) {
-      sockaddr_storage ss{};
-      socklen_t len = sizeof ss;
-      int fd = ::accept4(s.listener.fd(), reinterpret_cast<sockaddr*>(&ss), &len,
-                         SOCK_CLOEXEC | SOCK_NONBLOCK);
+      int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd < 0) {
         const int err = errno;
         if (err == EAGAIN || err == EWOULDBLOCK) return;
         if (err == EINTR || err == ECONNABORTED || err == EPROTO || err == EPERM) continue;
         // Out of descriptors or memory: the pending connections stay queued in the kernel (and
         // keep the listener readable), so stop polling it for a moment instead of spinning.
-        s.accept_paused_until = net::Clock::now() + kAcceptBackoff;
-        rejected_.fetch_add(1);
-        log.Say(std::string("refused connections: accept failed (") + std::strerror(err) + "); " +
-                (err == EMFILE || err == ENFILE
-                     ? "raise the open-files limit (ulimit -n) of the process hosting the store"
-                     : "retrying shortly"));
+        accept_paused_until_ = net::Clock::now() + kAcceptBackoff;
+        rejected_->fetch_add(1);
+        log_.Say(std::string("refused connections: accept failed (") + std::strerror(err) + "); " +
+                 (err == EMFILE || err == ENFILE
+                      ? "raise the open-files limit (ulimit -n) of the process hosting the store"
+                      : "retrying shortly"));
         return;
       }
       net::Socket sock(fd);
-      if (s.clients.size() >= kMaxClients) {
-        rejected_.fetch_add(1);
-        log.Say("refused a connection: " + std::to_string(kMaxClients) + " clients already");
+      if (clients_.size() >= kMaxClients) {
+        rejected_->fetch_add(1);
+        log_.Say("refused a connection: " + std::to_string(kMaxClients) + " clients already");
         continue;  // closes sock
       }
       size_t waiting = 0;
       Client* oldest = nullptr;
-      for (Client& c : s.clients)
+      for (Client& c : clients_)
         if (AwaitingAuthentication(c) && waiting++ == 0) oldest = &c;
       if (waiting >= kMaxUnauthenticated) {
         // Make room: the oldest has had the longest to prove itself.
-        rejected_.fetch_add(1);
-        log.Say("dropped the oldest of " + std::to_string(waiting) +
-                " unauthenticated connections (from " + oldest->peer + ") to make room");
-        close_client(*oldest, /*flush=*/false);
+        rejected_->fetch_add(1);
+        log_.Say("dropped the oldest of " + std::to_string(waiting) +
+                 " unauthenticated connections (from " + oldest->peer + ") to make room");
+        Close(*oldest, /*flush=*/false);
       }
       net::SetNoDelay(sock.fd());
-      Client& c = s.clients.emplace_back();
+      Client& c = clients_.emplace_back();
       c.sock = std::move(sock);
       c.peer = net::PeerAddress(c.sock.fd());
       c.nonce = auth::RandomBytes(store::kNonceBytes);
@@ -215,18 +292,15 @@ void TcpStoreServer::Serve() {
       w.U32(store::kVersion);
       w.Raw(c.nonce.data(), c.nonce.size());
     }
-  };
+  }
 
   // Reads what the client sent and handles every complete frame.
-  auto serve_input = [&](Client& c) {
+  void ServeInput(Client& c) {
     const size_t want = ReadAllowance(c);
     if (want > 0) {
       char buf[kReadChunk];
       ssize_t n = ::recv(c.sock.fd(), buf, std::min(want, sizeof buf), 0);
-      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-        close_client(c, /*flush=*/false);
-        return;
-      }
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return Close(c, false);
       if (n > 0) c.in.append(buf, static_cast<size_t>(n));
     }
     try {
@@ -235,7 +309,7 @@ void TcpStoreServer::Serve() {
         std::memcpy(&len, c.in.data(), 4);
         if (!c.authed && len != store::kMaxAuthFrameBytes) {
           AppendPlainFrame(&c.out, MsgType::kAuthFailed, "");
-          return reject(c, "a " + std::to_string(len) +
+          return Reject(c, "a " + std::to_string(len) +
                                "-byte frame before authentication (only the " +
                                std::to_string(store::kMaxAuthFrameBytes) + "-byte auth frame is)");
         }
@@ -249,11 +323,11 @@ void TcpStoreServer::Serve() {
         }
         std::string_view body(c.in.data() + 4, len);
         if (!c.authed) {
-          if (!Authenticate(s.secret, c, body)) return reject(c, "wrong job secret");
+          if (!Authenticate(secret_, c, body)) return Reject(c, "wrong job secret");
         } else {
           MsgType type;
           std::string_view payload = c.frames.Open(body, &type);
-          HandleRequest(s.data, c, type, payload);
+          HandleRequest(data_, c, type, payload);
         }
         c.in.erase(0, 4 + static_cast<size_t>(len));
       }
@@ -264,107 +338,62 @@ void TcpStoreServer::Serve() {
         ByteWriter(&msg).Bytes(e.what());
         c.frames.Seal(&c.out, MsgType::kError, msg);
       }
-      reject(c, e.what());
+      Reject(c, e.what());
     }
-  };
+  }
 
-  auto serve_output = [&](Client& c) {
+  void ServeOutput(Client& c) {
     ssize_t n =
         ::send(c.sock.fd(), c.out.data() + c.out_pos, c.out.size() - c.out_pos, MSG_NOSIGNAL);
     if (n > 0) c.out_pos += static_cast<size_t>(n);
-    if (n < 0 && errno != EAGAIN && errno != EINTR) close_client(c, /*flush=*/false);
+    if (n < 0 && errno != EAGAIN && errno != EINTR) Close(c, /*flush=*/false);
     if (c.out_pos >= c.out.size()) {
       c.out.clear();
       c.out_pos = 0;
       if (c.out.capacity() > kReadChunk) c.out.shrink_to_fit();  // a large Get's reply
     }
-  };
+  }
 
+  const std::string secret_;
+  net::Socket listener_;
+  std::atomic<uint64_t>* rejected_;
+  RefusalLog log_;
+  std::list<Client> clients_;  // in accept order
+  std::unordered_map<std::string, std::string> data_;
+  net::Deadline accept_paused_until_{};
+};
+
+TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port, std::string secret) {
+  net::Socket listener = net::Listen(host, port, &address_, 1024);
+  net::SetNonBlocking(listener.fd(), true);
+  state_ = std::make_unique<State>(std::move(secret), std::move(listener), address_.ToString(),
+                                   &rejected_);
+  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd_ < 0) throw Error(ErrorCode::kIo, std::string("eventfd: ") + std::strerror(errno));
+  thread_ = std::thread([this] { Serve(); });
+}
+
+void TcpStoreServer::Serve() {
+  NameThisThread("cdt-store");
+  State& s = *state_;
+  std::vector<pollfd> pfds;
+  std::vector<Client*> order;
   while (!stopping_.load()) {
-    // Deadlines: authentication, parked waits, closing clients.
-    auto now = net::Clock::now();
-    int poll_ms = 1000;
-    for (Client& c : s.clients) {
-      if (AwaitingAuthentication(c) && now >= c.auth_deadline)
-        reject(c, "no authentication within " + std::to_string(kAuthWindow.count()) + " s");
-      if (c.closing) {
-        poll_ms = std::min(poll_ms, net::MillisUntil(c.close_deadline) + 1);
-        continue;
-      }
-      if (!c.waiting) continue;
-      bool all = true;
-      for (const auto& k : c.wait_keys) all = all && s.data.count(k) != 0;
-      if (all || now >= c.wait_deadline) {
-        c.frames.Seal(&c.out, all ? MsgType::kOk : MsgType::kTimeout, "");
-        c.waiting = false;
-        c.wait_keys.clear();
-      } else {
-        poll_ms = std::min(poll_ms, net::MillisUntil(c.wait_deadline) + 1);
-      }
-    }
-    const bool accepting = now >= s.accept_paused_until;
-    if (!accepting) poll_ms = std::min(poll_ms, net::MillisUntil(s.accept_paused_until) + 1);
-
-    pfds.clear();
-    order.clear();
-    pfds.push_back({accepting ? s.listener.fd() : -1, POLLIN, 0});
-    pfds.push_back({wake_fd_, POLLIN, 0});
-    for (Client& c : s.clients) {
-      short ev = 0;
-      if (!c.closing) ev |= POLLRDHUP | (ReadAllowance(c) > 0 ? POLLIN : 0);
-      if (c.out_pos < c.out.size()) ev |= POLLOUT;
-      pfds.push_back({c.sock.fd(), ev, 0});
-      order.push_back(&c);
-    }
-    int rc = ::poll(pfds.data(), pfds.size(), poll_ms);
+    const int poll_ms = s.SweepDeadlines();
+    s.Prepare(wake_fd_, &pfds, &order);
+    const int rc = ::poll(pfds.data(), pfds.size(), poll_ms);
     if (rc < 0 && errno != EINTR) {
-      log.Say(std::string("poll failed (") + std::strerror(errno) + "); retrying");
+      s.Log(std::string("poll failed (") + std::strerror(errno) + "); retrying");
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
       continue;
     }
     if (rc > 0) {
-      for (size_t i = 0; i < order.size(); ++i) {
-        Client& c = *order[i];
-        const short re = pfds[i + 2].revents;
-        try {
-          if (re & (POLLERR | POLLNVAL)) {
-            close_client(c, /*flush=*/false);
-            continue;
-          }
-          if (re & POLLOUT) serve_output(c);
-          if (c.closing) continue;
-          if (re & POLLIN)
-            serve_input(c);
-          else if (re & (POLLHUP | POLLRDHUP))
-            close_client(c, /*flush=*/false);  // gone while we were not reading from it
-        } catch (const std::bad_alloc&) {
-          // Serving this client needed memory there is none of: drop it, keep everyone else.
-          rejected_.fetch_add(1);
-          close_client(c, /*flush=*/false);
-          c.in = std::string();
-          log.Say("dropped connection from " + c.peer + ": out of memory serving it");
-        }
-      }
-      if (pfds[0].revents & POLLIN) {
-        try {
-          accept_new();
-        } catch (const std::bad_alloc&) {
-          s.accept_paused_until = net::Clock::now() + kAcceptBackoff;
-          log.Say("refused connections: out of memory; retrying shortly");
-        }
-      }
+      for (size_t i = 0; i < order.size(); ++i) s.Serve(*order[i], pfds[i + 2].revents);
+      if (pfds[0].revents & POLLIN) s.AcceptNew();
     }
-    // Drop closed clients once their last reply is flushed, or their grace has passed.
-    now = net::Clock::now();
-    for (auto it = s.clients.begin(); it != s.clients.end();) {
-      if (it->closing && (it->out_pos >= it->out.size() || now >= it->close_deadline))
-        it = s.clients.erase(it);
-      else
-        ++it;
-    }
+    s.DropClosed();
   }
-  s.clients.clear();
-  s.listener.Close();
+  s.Shutdown();
 }
 
 }  // namespace cdt

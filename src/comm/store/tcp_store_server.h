@@ -42,7 +42,7 @@ class TcpStoreServer {
   void Stop();
 
  private:
-  struct State;
+  class State;
   void Serve();
 
   net::HostPort address_;

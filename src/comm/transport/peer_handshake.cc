@@ -119,254 +119,282 @@ struct Conn {
   bool flushed() const { return out_pos >= out.size(); }
 };
 
-struct Outgoing {
-  int slot = -1, peer = -1;
-  Hello hello{};
-  Conn io;
-  enum { kAwaitChallenge, kAwaitAck, kDone } state = kAwaitChallenge;
-};
+// Every handshake of one rank, in and out, driven by one poll loop (RunHandshakes).
+class HandshakeLoop {
+ public:
+  HandshakeLoop(const MeshLinks& links, std::vector<net::Socket>& dialed,
+                const net::Socket& listener)
+      : l_(links),
+        listener_(listener),
+        slots_(static_cast<size_t>(links.channels) * static_cast<size_t>(links.size)),
+        expected_(links.channels * (links.size - 1)),
+        accepted_(slots_),
+        claimed_(slots_, 0),
+        log_("cdt " + links.who) {
+    for (size_t slot = 0; slot < slots_; ++slot)
+      if (dialed[slot].valid()) Dial(slot, &dialed[slot]);
+    net::SetNonBlocking(listener_.fd(), true);  // accepted until EAGAIN
+  }
 
-struct Incoming {
-  net::Socket sock;
-  std::string from;
-  Hello hello{};
-  char nonce[kNonceBytes] = {};
-  Conn io;
-  enum { kAwaitHello, kAwaitProof, kClosing, kAccepted } state = kAwaitHello;
-};
+  std::vector<net::Socket> Run(net::Deadline deadline) {
+    while (done_in_ < expected_ || done_out_ < out_.size()) {
+      const auto now = net::Clock::now();
+      if (now >= deadline) ThrowTimeout();
+      const bool accepting = now >= accept_paused_until_;
+      pfds_.clear();
+      pfds_.push_back({accepting ? listener_.fd() : -1, POLLIN, 0});
+      for (auto& o : out_)
+        pfds_.push_back({o.state == Outgoing::kDone ? -1 : o.io.sock->fd(), Events(o.io), 0});
+      for (auto& c : in_) pfds_.push_back({c.sock.fd(), Events(c.io), 0});
+      if (::poll(pfds_.data(), pfds_.size(), std::min(net::MillisUntil(deadline), 100)) < 0 &&
+          errno != EINTR)
+        throw Error(ErrorCode::kIo, l_.who + ": poll: " + std::strerror(errno));
+      for (size_t i = 0; i < out_.size(); ++i)
+        if (out_[i].state != Outgoing::kDone && pfds_[1 + i].revents != 0) ServeOutgoing(out_[i]);
+      size_t k = 1 + out_.size();
+      for (auto it = in_.begin(); it != in_.end(); ++k) {
+        if (pfds_[k].revents != 0) ServeIncoming(*it);
+        it = Settle(it);
+      }
+      if (pfds_[0].revents & POLLIN) AcceptNew();
+    }
+    return std::move(accepted_);
+  }
 
-}  // namespace
-
-std::vector<net::Socket> RunHandshakes(const MeshLinks& l, std::vector<net::Socket>& dialed,
-                                       const net::Socket& listener, net::Deadline deadline) {
-  const size_t slots = static_cast<size_t>(l.channels) * static_cast<size_t>(l.size);
-  std::vector<net::Socket> accepted(slots);
-  auto peer_at = [&](int peer) {
-    return "rank " + std::to_string(peer) + " at " + l.addresses[static_cast<size_t>(peer)];
+ private:
+  struct Outgoing {
+    int peer = -1;
+    Hello hello{};
+    Conn io;
+    enum { kAwaitChallenge, kAwaitAck, kDone } state = kAwaitChallenge;
   };
-  auto fail = [&](ErrorCode code, int peer, const std::string& what) {
-    throw Error(code, l.who + ": " + peer_at(peer) + " " + what,
-                {l.rank, peer, l.addresses[static_cast<size_t>(peer)], "connect", 0});
+  struct Incoming {
+    net::Socket sock;
+    std::string from;
+    Hello hello{};
+    char nonce[kNonceBytes] = {};
+    Conn io;
+    enum { kAwaitHello, kAwaitProof, kClosing, kAccepted } state = kAwaitHello;
   };
 
-  std::vector<Outgoing> out;
-  for (size_t slot = 0; slot < slots; ++slot) {
-    if (!dialed[slot].valid()) continue;
-    Outgoing& o = out.emplace_back();
-    o.slot = static_cast<int>(slot);
-    o.peer = static_cast<int>(slot % static_cast<size_t>(l.size));
+  static short Events(const Conn& io) {
+    return static_cast<short>(POLLIN | (io.flushed() ? 0 : POLLOUT));
+  }
+  size_t SlotOf(const Hello& h) const {
+    return static_cast<size_t>(h.channel) * static_cast<size_t>(l_.size) + h.from_rank;
+  }
+
+  // Our connection to a peer: its Hello goes out first.
+  void Dial(size_t slot, net::Socket* sock) {
+    Outgoing& o = out_.emplace_back();
+    o.peer = static_cast<int>(slot % static_cast<size_t>(l_.size));
     o.hello = Hello{kMagic,
                     kVersion,
-                    static_cast<uint32_t>(l.rank),
+                    static_cast<uint32_t>(l_.rank),
                     static_cast<uint32_t>(o.peer),
-                    static_cast<uint32_t>(slot / static_cast<size_t>(l.size)),
+                    static_cast<uint32_t>(slot / static_cast<size_t>(l_.size)),
                     0,
                     {}};
     const std::string nonce = auth::RandomBytes(kNonceBytes);
     std::memcpy(o.hello.nonce, nonce.data(), kNonceBytes);
-    o.io.sock = &dialed[slot];
-    net::SetNonBlocking(o.io.sock->fd(), true);
+    o.io.sock = sock;
+    net::SetNonBlocking(sock->fd(), true);
     o.io.Queue(&o.hello, sizeof o.hello);
   }
 
-  net::SetNonBlocking(listener.fd(), true);  // accepted below until EAGAIN
-  const int expected = l.channels * (l.size - 1);
-  int done_in = 0;
-  size_t done_out = 0;
-  std::list<Incoming> in;
-  std::vector<pollfd> pfds;
-  net::Deadline accept_paused_until{};
+  [[noreturn]] void Fail(ErrorCode code, int peer, const std::string& what) const {
+    const std::string& address = l_.addresses[static_cast<size_t>(peer)];
+    throw Error(code, l_.who + ": rank " + std::to_string(peer) + " at " + address + " " + what,
+                {l_.rank, peer, address, "connect", 0});
+  }
 
-  RefusalLog log("cdt " + l.who);
-  auto refuse = [&](Incoming& c, const std::string& why) {
-    log.Say("refused connection from " + c.from + ": " + why);
+  // Our side of a connection we dialled: the listener's challenge, then its acknowledgement.
+  void ServeOutgoing(Outgoing& o) {
+    if (!o.io.Flush())
+      Fail(ErrorCode::kPeerLost, o.peer, "reset the connection during the handshake");
+    const int got =
+        o.io.Fill(o.state == Outgoing::kAwaitChallenge ? sizeof(Challenge) : sizeof(Ack));
+    if (got < 0)
+      Fail(ErrorCode::kPeerLost, o.peer,
+           "closed the connection during the handshake: it died, or it belongs to another "
+           "generation or job and refused us");
+    if (got == 0) return;
+    o.io.have = 0;
+    if (o.state == Outgoing::kAwaitAck) {
+      Ack ack;
+      std::memcpy(&ack, o.io.in, sizeof ack);
+      if (ack.magic != kMagic || ack.status != kOk)
+        Fail(ErrorCode::kAuth, o.peer,
+             std::string("refused our proof (") + StatusText(ack.status) +
+                 "); do all ranks have the same CDT_JOB_SECRET?");
+      o.state = Outgoing::kDone;
+      ++done_out_;
+      return;
+    }
+    Challenge ch;
+    std::memcpy(&ch, o.io.in, sizeof ch);
+    std::string proof;
+    uint32_t refused = kOk;
+    const Status verdict = AnswerChallenge(l_.key, o.hello, ch, &proof, &refused);
+    if (verdict == kBadVersion)
+      Fail(ErrorCode::kProtocol, o.peer, "is not a cann-dist-train peer (bad magic)");
+    if (verdict == kBadRank)
+      Fail(ErrorCode::kAuth, o.peer,
+           std::string("refused our hello (") + StatusText(refused) +
+               "); it is not the process this rank expects there");
+    if (verdict != kOk)
+      Fail(ErrorCode::kAuth, o.peer,
+           "could not prove it belongs to " + l_.label +
+               ": a process of another generation or job holds that address, or one that does "
+               "not know the job secret");
+    o.io.Queue(proof.data(), proof.size());
+    if (!o.io.Flush())
+      Fail(ErrorCode::kPeerLost, o.peer, "reset the connection during the handshake");
+    o.state = Outgoing::kAwaitAck;
+  }
+
+  void Refuse(Incoming& c, const std::string& why) {
+    log_.Say("refused connection from " + c.from + ": " + why);
     c.state = Incoming::kClosing;
-  };
-  std::vector<char> claimed(slots, 0);  // a proven connection holds its slot from then on
+  }
 
-  while (done_in < expected || done_out < out.size()) {
-    const auto now = net::Clock::now();
-    if (now >= deadline) {
-      std::string missing_in, missing_out;
-      std::vector<char> from(static_cast<size_t>(l.size), 0);
-      for (size_t slot = 0; slot < slots; ++slot)
-        if (!accepted[slot].valid() && static_cast<int>(slot % l.size) != l.rank)
-          from[slot % static_cast<size_t>(l.size)] = 1;
-      for (int r = 0; r < l.size; ++r)
-        if (from[static_cast<size_t>(r)])
-          missing_in += (missing_in.empty() ? "" : ", ") + std::to_string(r);
-      for (const auto& o : out)
-        if (o.state != Outgoing::kDone)
-          missing_out += (missing_out.empty() ? "" : ", ") + std::to_string(o.peer);
-      throw Error(
-          ErrorCode::kTimeout,
-          l.who + ": the mesh of " + l.label + " did not form within the timeout: " +
-              (missing_in.empty() ? ""
-                                  : "no proven connection yet from rank(s) [" + missing_in + "]") +
-              (missing_in.empty() || missing_out.empty() ? "" : "; ") +
-              (missing_out.empty() ? "" : "no answer yet from rank(s) [" + missing_out + "]") +
-              "; those processes are stopped, slow, or unreachable",
-          {l.rank, -1, "", "connect", 0});
+  // A connection a peer dialled: its hello (answered with our challenge), then its proof
+  // (answered with our acknowledgement).
+  void ServeIncoming(Incoming& c) {
+    if (c.state == Incoming::kAccepted) return;
+    if (!c.io.Flush()) {
+      c.state = Incoming::kClosing;
+      c.io.out.clear();
+      return;
     }
-    pfds.clear();
-    const bool accepting = now >= accept_paused_until;
-    pfds.push_back({accepting ? listener.fd() : -1, POLLIN, 0});
-    for (auto& o : out)
-      pfds.push_back({o.state == Outgoing::kDone ? -1 : o.io.sock->fd(),
-                      static_cast<short>(POLLIN | (o.io.flushed() ? 0 : POLLOUT)), 0});
-    for (auto& c : in)
-      pfds.push_back({c.sock.fd(), static_cast<short>(POLLIN | (c.io.flushed() ? 0 : POLLOUT)), 0});
-    int wait_ms = std::min(net::MillisUntil(deadline), 100);
-    if (::poll(pfds.data(), pfds.size(), wait_ms) < 0 && errno != EINTR)
-      throw Error(ErrorCode::kIo, l.who + ": poll: " + std::strerror(errno));
-
-    // Our connections to the peers.
-    for (size_t i = 0; i < out.size(); ++i) {
-      Outgoing& o = out[i];
-      if (o.state == Outgoing::kDone || pfds[1 + i].revents == 0) continue;
-      if (!o.io.Flush())
-        fail(ErrorCode::kPeerLost, o.peer, "reset the connection during the handshake");
-      const size_t need = o.state == Outgoing::kAwaitChallenge ? sizeof(Challenge) : sizeof(Ack);
-      const int got = o.io.Fill(need);
-      if (got < 0)
-        fail(ErrorCode::kPeerLost, o.peer,
-             "closed the connection during the handshake: it died, or it belongs to another "
-             "generation or job and refused us");
-      if (got == 0) continue;
-      o.io.have = 0;
-      if (o.state == Outgoing::kAwaitChallenge) {
-        Challenge ch;
-        std::memcpy(&ch, o.io.in, sizeof ch);
-        std::string proof;
-        uint32_t refused = kOk;
-        const Status verdict = AnswerChallenge(l.key, o.hello, ch, &proof, &refused);
-        if (verdict == kBadVersion)
-          fail(ErrorCode::kProtocol, o.peer, "is not a cann-dist-train peer (bad magic)");
-        if (verdict == kBadRank)
-          fail(ErrorCode::kAuth, o.peer,
-               std::string("refused our hello (") + StatusText(refused) +
-                   "); it is not the process this rank expects there");
-        if (verdict != kOk)
-          fail(ErrorCode::kAuth, o.peer,
-               "could not prove it belongs to " + l.label +
-                   ": a process of another generation or job holds that address, or one that "
-                   "does not know the job secret");
-        o.io.Queue(proof.data(), proof.size());
-        if (!o.io.Flush())
-          fail(ErrorCode::kPeerLost, o.peer, "reset the connection during the handshake");
-        o.state = Outgoing::kAwaitAck;
+    if (c.state != Incoming::kAwaitHello && c.state != Incoming::kAwaitProof) return;
+    const int got = c.io.Fill(c.state == Incoming::kAwaitHello ? sizeof(Hello) : kProofBytes);
+    if (got < 0) {
+      c.state = Incoming::kClosing;  // gone before proving anything: nothing to say
+      c.io.out.clear();
+      return;
+    }
+    if (got == 0) return;
+    c.io.have = 0;
+    if (c.state == Incoming::kAwaitHello) {
+      std::memcpy(&c.hello, c.io.in, sizeof c.hello);
+      Challenge ch{kMagic, CheckHello(c.hello, l_.rank, l_.size, l_.channels), {}, {}};
+      if (ch.status == kOk) {
+        const std::string nonce = auth::RandomBytes(kNonceBytes);
+        std::memcpy(c.nonce, nonce.data(), kNonceBytes);
+        std::memcpy(ch.nonce, c.nonce, kNonceBytes);
+        const std::string proof = ListenerProof(l_.key, c.hello, c.nonce);
+        std::memcpy(ch.proof, proof.data(), kProofBytes);
+        c.state = Incoming::kAwaitProof;
       } else {
-        Ack ack;
-        std::memcpy(&ack, o.io.in, sizeof ack);
-        if (ack.magic != kMagic || ack.status != kOk)
-          fail(ErrorCode::kAuth, o.peer,
-               std::string("refused our proof (") + StatusText(ack.status) +
-                   "); do all ranks have the same CDT_JOB_SECRET?");
-        o.state = Outgoing::kDone;
-        ++done_out;
+        Refuse(c, StatusText(ch.status));
       }
+      c.io.Queue(&ch, sizeof ch);
+      c.io.Flush();
+      return;
     }
+    Ack ack{kMagic, kOk};
+    const size_t slot = SlotOf(c.hello);
+    if (CheckProof(l_.key, c.hello, c.nonce, c.io.in) != kOk) {
+      ack.status = kBadProof;
+      Refuse(c, "its proof does not match (another generation or job, or not ours)");
+    } else if (claimed_[slot]) {  // a proven connection holds its slot from then on
+      ack.status = kBadRank;
+      Refuse(c, "a second connection from rank " + std::to_string(c.hello.from_rank));
+    } else {
+      claimed_[slot] = 1;
+      c.state = Incoming::kAccepted;
+    }
+    c.io.Queue(&ack, sizeof ack);
+    c.io.Flush();
+  }
 
-    // The peers' connections to us.
-    size_t k = 1 + out.size();
-    for (auto it = in.begin(); it != in.end(); ++k) {
-      Incoming& c = *it;
-      const short re = pfds[k].revents;
-      if (re != 0 && c.state != Incoming::kAccepted) {
-        if (!c.io.Flush()) {
-          c.state = Incoming::kClosing;
-          c.io.out.clear();
-        } else if (c.state == Incoming::kAwaitHello || c.state == Incoming::kAwaitProof) {
-          const size_t need = c.state == Incoming::kAwaitHello ? sizeof(Hello) : kProofBytes;
-          const int got = c.io.Fill(need);
-          if (got < 0) {
-            c.state = Incoming::kClosing;  // gone before proving anything: nothing to say
+  // An accepted connection is handed over once its Ack is out; a refused one closes then.
+  std::list<Incoming>::iterator Settle(std::list<Incoming>::iterator it) {
+    Incoming& c = *it;
+    if (!c.io.flushed() || (c.state != Incoming::kAccepted && c.state != Incoming::kClosing))
+      return std::next(it);
+    if (c.state == Incoming::kAccepted) {
+      accepted_[SlotOf(c.hello)] = std::move(c.sock);
+      ++done_in_;
+    }
+    return in_.erase(it);
+  }
+
+  void AcceptNew() {
+    for (;;) {
+      const int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+          // Out of descriptors or memory: try again shortly rather than spin or fail.
+          log_.Say(std::string("accept failed (") + std::strerror(errno) + "); retrying");
+          accept_paused_until_ = net::Clock::now() + std::chrono::milliseconds(100);
+        }
+        return;
+      }
+      // Unproven connections are capped: the oldest makes room (a silent one has had longest).
+      auto unproven = [](const Incoming& c) {
+        return c.state == Incoming::kAwaitHello || c.state == Incoming::kAwaitProof;
+      };
+      const size_t waiting = static_cast<size_t>(std::count_if(in_.begin(), in_.end(), unproven));
+      if (waiting >= kMaxPendingIncoming + static_cast<size_t>(expected_ - done_in_))
+        for (auto& c : in_)
+          if (unproven(c)) {
+            Refuse(c, "too many unproven connections; dropped the oldest");
             c.io.out.clear();
-          } else if (got > 0 && c.state == Incoming::kAwaitHello) {
-            std::memcpy(&c.hello, c.io.in, sizeof c.hello);
-            c.io.have = 0;
-            Challenge ch{kMagic, CheckHello(c.hello, l.rank, l.size, l.channels), {}, {}};
-            if (ch.status == kOk) {
-              const std::string nonce = auth::RandomBytes(kNonceBytes);
-              std::memcpy(c.nonce, nonce.data(), kNonceBytes);
-              std::memcpy(ch.nonce, c.nonce, kNonceBytes);
-              const std::string proof = ListenerProof(l.key, c.hello, c.nonce);
-              std::memcpy(ch.proof, proof.data(), kProofBytes);
-              c.state = Incoming::kAwaitProof;
-            } else {
-              refuse(c, StatusText(ch.status));
-            }
-            c.io.Queue(&ch, sizeof ch);
-            c.io.Flush();
-          } else if (got > 0) {
-            c.io.have = 0;
-            Ack ack{kMagic, kOk};
-            const size_t slot = static_cast<size_t>(c.hello.channel) * l.size + c.hello.from_rank;
-            if (CheckProof(l.key, c.hello, c.nonce, c.io.in) != kOk) {
-              ack.status = kBadProof;
-              refuse(c, "its proof does not match (another generation or job, or not ours)");
-            } else if (claimed[slot]) {
-              ack.status = kBadRank;
-              refuse(c, "a second connection from rank " + std::to_string(c.hello.from_rank));
-            } else {
-              claimed[slot] = 1;
-              c.state = Incoming::kAccepted;
-            }
-            c.io.Queue(&ack, sizeof ack);
-            c.io.Flush();
+            break;
           }
-        }
-      }
-      // An accepted connection is handed over once its Ack is out; a refused one closes then.
-      if (c.state == Incoming::kAccepted && c.io.flushed()) {
-        const size_t slot = static_cast<size_t>(c.hello.channel) * l.size + c.hello.from_rank;
-        accepted[slot] = std::move(c.sock);
-        ++done_in;
-        it = in.erase(it);
-      } else if (c.state == Incoming::kClosing && c.io.flushed()) {
-        it = in.erase(it);
-      } else {
-        ++it;
-      }
-    }
-
-    // New connections.
-    if (pfds[0].revents & POLLIN) {
-      for (;;) {
-        std::string from;
-        sockaddr_storage ss{};
-        socklen_t len = sizeof ss;
-        int fd = ::accept4(listener.fd(), reinterpret_cast<sockaddr*>(&ss), &len,
-                           SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) {
-          if (errno == EINTR || errno == ECONNABORTED) continue;
-          if (errno != EAGAIN && errno != EWOULDBLOCK) {
-            // Out of descriptors or memory: try again shortly rather than spin or fail.
-            log.Say(std::string("accept failed (") + std::strerror(errno) + "); retrying");
-            accept_paused_until = net::Clock::now() + std::chrono::milliseconds(100);
-          }
-          break;
-        }
-        // Unproven connections are capped: the oldest makes room (a silent one has had longest).
-        auto unproven = [](const Incoming& c) {
-          return c.state == Incoming::kAwaitHello || c.state == Incoming::kAwaitProof;
-        };
-        const size_t waiting = static_cast<size_t>(std::count_if(in.begin(), in.end(), unproven));
-        if (waiting >= kMaxPendingIncoming + static_cast<size_t>(expected - done_in))
-          for (auto& c : in)
-            if (unproven(c)) {
-              refuse(c, "too many unproven connections; dropped the oldest");
-              c.io.out.clear();
-              break;
-            }
-        Incoming& c = in.emplace_back();
-        c.sock = net::Socket(fd);
-        c.from = net::PeerAddress(fd);
-        c.io.sock = &c.sock;
-      }
+      Incoming& c = in_.emplace_back();
+      c.sock = net::Socket(fd);
+      c.from = net::PeerAddress(fd);
+      c.io.sock = &c.sock;
     }
   }
-  return accepted;
+
+  [[noreturn]] void ThrowTimeout() const {
+    std::vector<char> silent(static_cast<size_t>(l_.size), 0);
+    for (size_t slot = 0; slot < slots_; ++slot)
+      if (!claimed_[slot] && static_cast<int>(slot % static_cast<size_t>(l_.size)) != l_.rank)
+        silent[slot % static_cast<size_t>(l_.size)] = 1;
+    std::string missing_in, missing_out;
+    for (int r = 0; r < l_.size; ++r)
+      if (silent[static_cast<size_t>(r)])
+        missing_in += (missing_in.empty() ? "" : ", ") + std::to_string(r);
+    for (const auto& o : out_)
+      if (o.state != Outgoing::kDone)
+        missing_out += (missing_out.empty() ? "" : ", ") + std::to_string(o.peer);
+    std::string what;
+    if (!missing_in.empty()) what = "no proven connection yet from rank(s) [" + missing_in + "]";
+    if (!missing_out.empty())
+      what += (what.empty() ? "" : "; ") + std::string("no answer yet from rank(s) [") +
+              missing_out + "]";
+    throw Error(ErrorCode::kTimeout,
+                l_.who + ": the mesh of " + l_.label + " did not form within the timeout: " + what +
+                    "; those processes are stopped, slow, or unreachable",
+                {l_.rank, -1, "", "connect", 0});
+  }
+
+  const MeshLinks& l_;
+  const net::Socket& listener_;
+  const size_t slots_;
+  const int expected_;  // connections from the peers
+  std::vector<net::Socket> accepted_;
+  std::vector<char> claimed_;  // per slot: a proven connection took it
+  std::vector<Outgoing> out_;
+  std::list<Incoming> in_;  // stable addresses: each Conn points at its own socket
+  std::vector<pollfd> pfds_;
+  RefusalLog log_;
+  net::Deadline accept_paused_until_{};
+  int done_in_ = 0;
+  size_t done_out_ = 0;
+};
+
+}  // namespace
+
+std::vector<net::Socket> RunHandshakes(const MeshLinks& links, std::vector<net::Socket>& dialed,
+                                       const net::Socket& listener, net::Deadline deadline) {
+  return HandshakeLoop(links, dialed, listener).Run(deadline);
 }
 
 }  // namespace cdt::handshake
