@@ -46,7 +46,7 @@ StepClock& SteadyStepClock() {
 }
 
 StepTimeModel ProbeStepTime(const std::function<void(int)>& step, StepClock& clock,
-                            const ProbeOptions& o) {
+                            const StepProbeOptions& o) {
   std::map<int, double> median_at;
   for (int b : o.batch_sizes) {
     if (b < 1)

@@ -32,7 +32,7 @@ class StepClock {
 };
 StepClock& SteadyStepClock();  // std::chrono::steady_clock
 
-struct ProbeOptions {
+struct StepProbeOptions {
   std::vector<int> batch_sizes = {8, 32};  // at least two distinct sizes
   int repeats = 3;                         // timed runs per size; the median counts
   int warmup = 1;                          // untimed runs per size
@@ -41,7 +41,7 @@ struct ProbeOptions {
 // Times `step(batch)` at each probe size and fits the model (least squares over the per-size
 // medians). Throws kInvalidArgument for fewer than two distinct sizes.
 StepTimeModel ProbeStepTime(const std::function<void(int batch)>& step, StepClock& clock,
-                            const ProbeOptions& options = {});
+                            const StepProbeOptions& options = {});
 
 struct BatchSplit {
   std::vector<int> batch;           // per rank; sums to the global batch

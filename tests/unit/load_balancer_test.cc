@@ -28,7 +28,7 @@ StepTimeModel ProbeFake(const StepTimeModel& truth, double noise, unsigned seed)
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> jitter(1 - noise, 1 + noise);
   auto step = [&](int b) { clock.Advance(truth.Predict(b) * jitter(rng)); };
-  ProbeOptions o;
+  StepProbeOptions o;
   o.batch_sizes = {8, 16, 32};
   o.repeats = 5;
   return ProbeStepTime(step, clock, o);
@@ -46,7 +46,7 @@ TEST(LoadBalancer, ProbeRecoversFixedAndPerSampleCost) {
 
 TEST(LoadBalancer, ProbeNeedsTwoDistinctSizes) {
   FakeClock clock;
-  ProbeOptions o;
+  StepProbeOptions o;
   o.batch_sizes = {16, 16};
   EXPECT_THROW(ProbeStepTime([&](int b) { clock.Advance(b); }, clock, o), Error);
 }
