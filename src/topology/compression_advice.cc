@@ -31,11 +31,9 @@ double TimeUs(F&& f) {
   return best;
 }
 
-struct KernelRates {  // microseconds per f32 element
-  double fp16 = 0, int8 = 0, topk = 0, fma = 0;
-};
+}  // namespace
 
-KernelRates MeasureKernels() {
+KernelRates MeasureKernelRates() {
   std::vector<float> g(kProbeElements);
   std::mt19937 rng(1);
   std::normal_distribution<float> normal;
@@ -76,10 +74,12 @@ KernelRates MeasureKernels() {
   return r;
 }
 
-}  // namespace
-
 CompressionAdvice AdviseCompression(const CostModel& model, const CompressionAdviceOptions& o) {
-  const KernelRates k = MeasureKernels();
+  return AdviseCompression(model, o, MeasureKernelRates());
+}
+
+CompressionAdvice AdviseCompression(const CostModel& model, const CompressionAdviceOptions& o,
+                                    const KernelRates& k) {
   const double G = o.gradient_bytes;
   const double E = G / 4;  // f32 elements
   const double p = model.shape.world();
