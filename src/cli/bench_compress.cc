@@ -16,6 +16,7 @@
 #include "common/median.h"
 #include "common/units.h"
 #include "compress/compressor.h"
+#include "compress/registry.h"
 
 namespace cdt::cli {
 

@@ -310,7 +310,7 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch,
     co.generation = static_cast<uint64_t>(generation);
     if (m.rank != 0) co.log = nullptr;
     try {
-      ConnectChannels(co, options.train.overlap_next_forward, &s);
+      ConnectChannels(co, options.train.reduction.overlap_next_forward, &s);
       train::TrainResult r =
           train::RunTraining(*s.comm, options.train, s.priority_comm.get(), &session);
       r.generation = generation;

@@ -8,6 +8,7 @@
 
 #include "cdt/error.h"
 #include "cli/green_common.h"
+#include "cli/green_runtime.h"
 #include "green/forecaster.h"
 #include "green/iso_time.h"
 #include "green/planner.h"

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/environment.h"
-#include "cli/green_command.h"
+#include "cli/green_options.h"
 #include "green/carbon_trace.h"
 #include "green/planner.h"
 

@@ -1,4 +1,6 @@
 // `green --carbon-aware`: calibrate, plan, follow the plan run by run, account, report.
+#include "cli/green_runtime.h"
+
 #include <sys/wait.h>
 #include <unistd.h>
 

@@ -241,7 +241,7 @@ int Main(int argc, char** argv) {
   }
   if (train_cmd->parsed()) {
     if (train_opts.energy_windows)
-      train_opts.train.energy_profiles = env.knowledge_base + "/hardware_profiles/devices.json";
+      train_opts.train.metrics.energy_profiles = env.knowledge_base + "/hardware_profiles/devices.json";
     train_launch.elastic = elastic.enabled;
     ValidateLaunchOptions(train_launch);
     ParseFaults(elastic.inject);  // bad specs fail here, before any worker starts
@@ -264,13 +264,13 @@ int Main(int argc, char** argv) {
       const int local = env.worker ? env.worker->local_world_size : 1;
       return RunElasticTraining(env, train_launch, train_opts, elastic, local);
     }
-    WorkerSession s = JoinGroup(env, train_launch, train_opts.train.overlap_next_forward);
+    WorkerSession s = JoinGroup(env, train_launch, train_opts.train.reduction.overlap_next_forward);
     const int local = env.worker ? env.worker->local_world_size : 1;
     if (train_adaptive) {
       topology::Discovery d = DiscoverTopology(*s.comm, train_topo, env.strategy_cache_dir);
       s.comm->SetAllreduceSelector(d.planner);
       if (s.priority_comm) s.priority_comm->SetAllreduceSelector(d.planner);
-      train_opts.train.planned_bucket_bytes = topology::RecommendedBucketBytes(d.planner->model());
+      train_opts.train.reduction.planned_bucket_bytes = topology::RecommendedBucketBytes(d.planner->model());
     }
     return RunTrainCommand(*s.comm, s.priority_comm.get(), train_opts, local);
   }

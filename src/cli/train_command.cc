@@ -12,109 +12,109 @@ namespace cdt::cli {
 
 void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o) {
   train::TrainOptions& t = o->train;
-  cmd->add_option("--model", t.model, "mlp | cnn | moe-transformer")->capture_default_str();
-  cmd->add_option("--dataset", t.dataset, "fashion-mnist | synthetic")->capture_default_str();
-  cmd->add_option("--data-dir", t.data_dir,
+  cmd->add_option("--model", t.model.name, "mlp | cnn | moe-transformer")->capture_default_str();
+  cmd->add_option("--dataset", t.data.dataset, "fashion-mnist | synthetic")->capture_default_str();
+  cmd->add_option("--data-dir", t.data.dir,
                   "Fashion-MNIST idx files (default /usr/share/datasets/fashion-mnist)");
-  cmd->add_option("--synthetic-samples", t.synthetic_samples, "size of the synthetic training set")
+  cmd->add_option("--synthetic-samples", t.data.synthetic_samples, "size of the synthetic training set")
       ->capture_default_str();
   cmd->add_option("--steps", t.steps, "optimizer steps (0 = from --epochs)")->capture_default_str();
   cmd->add_option("--epochs", t.epochs, "passes over the training set when --steps is 0")
       ->capture_default_str();
-  cmd->add_option("--batch-size", t.batch_size, "samples per rank per step")->capture_default_str();
-  cmd->add_option("--accumulate", t.accumulate, "micro-batches per step (gradient accumulation)")
+  cmd->add_option("--batch-size", t.data.batch_size, "samples per rank per step")->capture_default_str();
+  cmd->add_option("--accumulate", t.data.accumulate, "micro-batches per step (gradient accumulation)")
       ->capture_default_str();
-  cmd->add_option("--optimizer", t.optimizer, "sgd | adamw")->capture_default_str();
-  cmd->add_option("--lr", t.lr, "learning rate at --lr-reference-batch")->capture_default_str();
-  cmd->add_option("--lr-reference-batch", t.lr_reference_batch,
+  cmd->add_option("--optimizer", t.optimizer.name, "sgd | adamw")->capture_default_str();
+  cmd->add_option("--lr", t.optimizer.lr, "learning rate at --lr-reference-batch")->capture_default_str();
+  cmd->add_option("--lr-reference-batch", t.optimizer.lr_reference_batch,
                   "linear LR scaling: lr x global batch / this (0 = off)")
       ->capture_default_str();
-  cmd->add_option("--momentum", t.momentum, "SGD momentum")->capture_default_str();
-  cmd->add_option("--weight-decay", t.weight_decay, "weight decay")->capture_default_str();
-  cmd->add_option("--warmup-steps", t.warmup_steps, "linear LR warmup")->capture_default_str();
-  cmd->add_flag("--cosine,!--no-cosine", t.cosine, "cosine LR decay after warmup (default on)");
+  cmd->add_option("--momentum", t.optimizer.momentum, "SGD momentum")->capture_default_str();
+  cmd->add_option("--weight-decay", t.optimizer.weight_decay, "weight decay")->capture_default_str();
+  cmd->add_option("--warmup-steps", t.optimizer.warmup_steps, "linear LR warmup")->capture_default_str();
+  cmd->add_flag("--cosine,!--no-cosine", t.optimizer.cosine, "cosine LR decay after warmup (default on)");
   cmd->add_option("--seed", t.seed, "model init and data order")->capture_default_str();
-  cmd->add_option("--bucket-mb", t.bucket_mb,
+  cmd->add_option("--bucket-mb", t.reduction.bucket_mb,
                   "gradient bucket size (0 = from the topology plan with --adaptive-comm, else a "
                   "quarter of the model, 256 KiB..25 MiB)");
-  cmd->add_flag("--overlap-next-forward,!--no-overlap-next-forward", t.overlap_next_forward,
+  cmd->add_flag("--overlap-next-forward,!--no-overlap-next-forward", t.reduction.overlap_next_forward,
                 "apply each bucket's update just before the next forward uses it; early layers' "
                 "gradients on a second connection (default on)");
   cmd->add_option(
-         "--compress", t.compress,
+         "--compress", t.reduction.compress,
          "gradient compression: none|fp16|bf16|int8|topk|randomk|powersgd|signsgd|adaptive")
       ->capture_default_str();
-  cmd->add_option("--compress-ratio", t.compress_ratio,
+  cmd->add_option("--compress-ratio", t.reduction.compress_ratio,
                   "topk/randomk: share of elements sent (default: topk 0.01, randomk 0.75)");
-  cmd->add_option("--compress-values", t.compress_values,
+  cmd->add_option("--compress-values", t.reduction.compress_values,
                   "topk/randomk: the type the kept values travel in, fp32|fp16|bf16 (16-bit halves "
                   "their bytes; error feedback keeps the rounding)")
       ->capture_default_str();
-  cmd->add_option("--powersgd-rank", t.powersgd_rank, "powersgd: rank of the approximation")
+  cmd->add_option("--powersgd-rank", t.reduction.powersgd_rank, "powersgd: rank of the approximation")
       ->capture_default_str();
-  cmd->add_option("--powersgd-min-saved-bytes", t.powersgd_min_saved_bytes,
+  cmd->add_option("--powersgd-min-saved-bytes", t.reduction.powersgd_min_saved_bytes,
                   "powersgd (and adaptive): a bucket whose matrices would save fewer bytes is sent "
                   "uncompressed, in one allreduce instead of two")
       ->capture_default_str();
-  cmd->add_flag("--error-feedback,!--no-error-feedback", t.error_feedback,
+  cmd->add_flag("--error-feedback,!--no-error-feedback", t.reduction.error_feedback,
                 "keep what compression dropped for the next step (default on)");
-  cmd->add_flag("--momentum-correction,!--no-momentum-correction", t.momentum_correction,
+  cmd->add_flag("--momentum-correction,!--no-momentum-correction", t.reduction.momentum_correction,
                 "topk/randomk/signsgd with sgd: compress the momentum velocity instead of the "
                 "gradient (DGC; default on)");
-  cmd->add_option("--compress-interval", t.compress_interval, "adaptive: steps between decisions")
+  cmd->add_option("--compress-interval", t.reduction.compress_interval, "adaptive: steps between decisions")
       ->capture_default_str();
-  cmd->add_option("--compress-min-exposed", t.compress_min_exposed,
+  cmd->add_option("--compress-min-exposed", t.reduction.compress_min_exposed,
                   "adaptive: compress only when uncompressed communication would be exposed for at "
                   "least this share of the step (0 = always compress)")
       ->capture_default_str();
-  cmd->add_option("--eval-every", t.eval_every, "evaluate every N steps (0 = at the end)");
-  cmd->add_option("--target-accuracy", t.target_accuracy,
+  cmd->add_option("--eval-every", t.metrics.eval_every, "evaluate every N steps (0 = at the end)");
+  cmd->add_option("--target-accuracy", t.metrics.target_accuracy,
                   "stop at the first evaluation reaching this test accuracy (time_to_target_s)");
-  cmd->add_option("--checkpoint-dir", t.checkpoint_dir,
+  cmd->add_option("--checkpoint-dir", t.checkpoint.dir,
                   "write checkpoints here (docs/checkpoint-format.md; rank 0, in the background)");
-  cmd->add_option("--checkpoint-every", t.checkpoint_every,
+  cmd->add_option("--checkpoint-every", t.checkpoint.every,
                   "steps between checkpoints (0 = at the end)");
-  cmd->add_option("--checkpoint-codec", t.checkpoint_codec, "zstd | lz4 | none")
+  cmd->add_option("--checkpoint-codec", t.checkpoint.codec, "zstd | lz4 | none")
       ->capture_default_str();
-  cmd->add_flag("--checkpoint-incremental", t.checkpoint_incremental,
+  cmd->add_flag("--checkpoint-incremental", t.checkpoint.incremental,
                 "write only what changed since the last full checkpoint");
-  cmd->add_option("--checkpoint-full-every", t.checkpoint_full_every,
+  cmd->add_option("--checkpoint-full-every", t.checkpoint.full_every,
                   "with --checkpoint-incremental: every Nth checkpoint is full")
       ->capture_default_str();
   cmd->add_option(
-         "--checkpoint-quantize", t.checkpoint_quantize,
+         "--checkpoint-quantize", t.checkpoint.quantize,
          "none | int8: increments store parameters and momenta as int8 differences (lossy, "
          "docs/checkpoint-format.md)")
       ->capture_default_str();
-  cmd->add_option("--checkpoint-keep", t.checkpoint_keep,
+  cmd->add_option("--checkpoint-keep", t.checkpoint.keep,
                   "full checkpoints kept (with their increments)")
       ->capture_default_str();
-  cmd->add_option("--checkpoint-mtbf", t.checkpoint_mtbf_s,
+  cmd->add_option("--checkpoint-mtbf", t.checkpoint.mtbf_s,
                   "checkpoint at the Young/Daly interval for this mean time between failures (s)");
-  cmd->add_option("--health-interval", t.health_interval_s,
+  cmd->add_option("--health-interval", t.checkpoint.health_interval_s,
                   "seconds between health samples (failure prediction; 0 = off; docs/elastic.md)")
       ->capture_default_str();
-  cmd->add_flag("--resume", t.resume,
+  cmd->add_flag("--resume", t.checkpoint.resume,
                 "continue from the newest valid checkpoint in --checkpoint-dir");
   cmd->add_option("--stop-after", t.stop_after,
                   "stop after this step (checkpointed); for resume tests");
   cmd->add_option(
-         "--linear-blocks", t.linear_blocks,
+         "--linear-blocks", t.model.linear_blocks,
          "mlp, cnn: split fc1 into this many row blocks, each reduced and applied on its own "
          "(docs/training.md)")
       ->capture_default_str();
-  cmd->add_option("--layers", t.layers, "moe-transformer layers")->capture_default_str();
-  cmd->add_option("--width", t.width, "moe-transformer width")->capture_default_str();
-  cmd->add_option("--heads", t.heads, "moe-transformer attention heads")->capture_default_str();
-  cmd->add_option("--experts", t.experts, "moe-transformer experts per layer")
+  cmd->add_option("--layers", t.model.layers, "moe-transformer layers")->capture_default_str();
+  cmd->add_option("--width", t.model.width, "moe-transformer width")->capture_default_str();
+  cmd->add_option("--heads", t.model.heads, "moe-transformer attention heads")->capture_default_str();
+  cmd->add_option("--experts", t.model.experts, "moe-transformer experts per layer")
       ->capture_default_str();
-  cmd->add_option("--top-k", t.top_k, "moe-transformer experts per token")->capture_default_str();
-  cmd->add_option("--aux-loss-weight", t.aux_loss_weight, "MoE load-balancing loss weight")
+  cmd->add_option("--top-k", t.model.top_k, "moe-transformer experts per token")->capture_default_str();
+  cmd->add_option("--aux-loss-weight", t.model.aux_loss_weight, "MoE load-balancing loss weight")
       ->capture_default_str();
   cmd->add_option("--threads", t.threads,
                   "torch threads per rank (0 = the CPUs this process may use, its affinity mask, / "
                   "ranks on this host)");
-  cmd->add_flag("--progress,!--no-progress", t.progress,
+  cmd->add_flag("--progress,!--no-progress", t.metrics.progress,
                 "live progress line on rank 0 (default on)");
   cmd->add_flag("--energy-windows", o->energy_windows,
                 "meter every step's energy (RAPL, else the model of docs/green.md); JSON `energy`");
@@ -123,15 +123,15 @@ void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o) {
                 "leave glibc's malloc as it is: it unmaps large freed blocks and faults them in "
                 "again at their next use (by default each worker keeps them; docs/training.md, "
                 "'Memory')");
-  cmd->add_option("--balance-batches", t.balance_batches,
+  cmd->add_option("--balance-batches", t.data.balance_batches,
                   "every K steps, split the global batch by the ranks' measured compute speed "
                   "(0 = off; docs/training.md)")
       ->capture_default_str();
   cmd->add_option(
-      "--timeline", t.timeline,
+      "--timeline", t.metrics.timeline,
       "write a Chrome-trace timeline of every rank here (rank 0; open in ui.perfetto.dev; "
       "docs/training.md)");
-  cmd->add_option("--timeline-steps", t.timeline_steps, "steps the timeline covers, from the first")
+  cmd->add_option("--timeline-steps", t.metrics.timeline_steps, "steps the timeline covers, from the first")
       ->capture_default_str();
 }
 

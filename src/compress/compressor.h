@@ -93,34 +93,8 @@ struct CompressorOptions {
   bool error_feedback = true;  // wrap lossy compressors in ErrorFeedback
 };
 
-// The compressors `train --compress` names. `tensors` describe the bucket (PowerSGD uses them;
-// the others only need the total). Throws cdt::Error(kInvalidArgument) for an unknown name.
-// "none" returns the plain allreduce.
-std::unique_ptr<Compressor> MakeCompressor(const std::string& name,
-                                           const CompressorOptions& options,
-                                           const std::vector<TensorView>& tensors);
-
 // The wire bytes of one PowerSGD reduction of a bucket with these tensors at `rank` (what its
 // Reduce returns; the adaptive controller predicts communication from it).
 size_t PowerSgdWireBytes(const std::vector<TensorView>& tensors, int rank, size_t min_saved_bytes);
-
-// Top-k and random-k: the compressors that send a share of the elements, so the ones that take a
-// ratio (--compress-ratio) and a value type (--compress-values).
-bool IsSparse(const std::string& name);
-
-// The ratio `train` uses for top-k and random-k when none is given: 0.01 for top-k, 0.75 for
-// random-k, 0 for the others. Random-k delays each element ~1/ratio steps; at the default LR (0.1
-// per 256 samples) the cnn here lost 1.2 points at 50% and 0.6 at 75% (docs/benchmarks.md), and
-// the budget is one point. Top-k sends what matters first and keeps 1% within a point.
-double DefaultRatio(const std::string& name);
-
-// `--compress-values` names: "fp32", "fp16", "bf16" to the sparse values' DataType; throws
-// cdt::Error(kInvalidArgument) naming `flag` and the accepted names for anything else.
-DataType SparseValuesNamed(const std::string& name, const std::string& flag = "--compress-values");
-
-// The names MakeCompressor accepts, for help texts and errors.
-const std::vector<std::string>& CompressorNames();
-// The same, as error messages list them: "none, fp16, ..., signsgd".
-std::string CompressorNameList();
 
 }  // namespace cdt::compress

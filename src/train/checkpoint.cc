@@ -117,7 +117,7 @@ void VerifyZipChecksums(const std::string& zip, const std::string& path) {
 // Everything needed to continue exactly: model, optimizer, position, RNG (format: a torch
 // archive; docs/training.md). Rank 0's copy is written; every rank holds the same state.
 std::string CaptureState(torch::nn::Module& model, torch::optim::Optimizer& opt, const Position& p,
-                         const TrainOptions& o, std::vector<elastic::FloatSpan>* floats) {
+                         uint64_t seed, std::vector<elastic::FloatSpan>* floats) {
   torch::serialize::OutputArchive archive, model_ar, opt_ar;
   model.save(model_ar);
   opt.save(opt_ar);
@@ -126,7 +126,7 @@ std::string CaptureState(torch::nn::Module& model, torch::optim::Optimizer& opt,
   archive.write("step", torch::tensor(p.step));
   archive.write("epoch", torch::tensor(static_cast<int64_t>(p.epoch)));
   archive.write("position", torch::tensor(static_cast<int64_t>(p.pos)));
-  archive.write("seed", torch::tensor(static_cast<int64_t>(o.seed)));
+  archive.write("seed", torch::tensor(static_cast<int64_t>(seed)));
   archive.write("global_batch", torch::tensor(p.global_batch));
   {
     auto gen = at::detail::getDefaultCPUGenerator();
@@ -141,8 +141,7 @@ std::string CaptureState(torch::nn::Module& model, torch::optim::Optimizer& opt,
 }
 
 Position RestoreState(const std::string& bytes, torch::nn::Module& model,
-                      torch::optim::Optimizer& opt, const TrainOptions& o,
-                      const std::string& source) {
+                      torch::optim::Optimizer& opt, uint64_t run_seed, const std::string& source) {
   torch::serialize::InputArchive archive, model_ar, opt_ar;
   std::istringstream in(bytes);
   try {
@@ -166,10 +165,10 @@ Position RestoreState(const std::string& bytes, torch::nn::Module& model,
       torch::Tensor gb;
       if (archive.try_read("global_batch", gb)) p.global_batch = gb.item<int64_t>();
     }
-    if (static_cast<uint64_t>(seed) != o.seed)
+    if (static_cast<uint64_t>(seed) != run_seed)
       throw Error(ErrorCode::kInvalidArgument,
                   "checkpoint '" + source + "' was written with --seed " + std::to_string(seed) +
-                      ", this run has --seed " + std::to_string(o.seed) +
+                      ", this run has --seed " + std::to_string(run_seed) +
                       " (the data order would differ)");
     torch::Tensor t;
     archive.read("torch_rng", t);
@@ -248,7 +247,7 @@ void AgreeOnResumeStep(Communicator& comm, int64_t step, const std::string& sour
                     "(or copy the newest checkpoint to every node), then resume again");
 }
 
-CheckpointSchedule::CheckpointSchedule(const TrainOptions& o, bool writer)
+CheckpointSchedule::CheckpointSchedule(const CheckpointOptions& o, bool writer)
     : o_(o), writer_rank_(writer) {
   elastic::PredictorOptions po;
   po.memory_limit_bytes =
@@ -277,14 +276,14 @@ bool CheckpointSchedule::ObserveHealth(double step_s, int64_t step, int rank) {
   if (!w) return false;
   std::fprintf(stderr, "\rhealth: rank %d, step %lld: %s: %s%s\n", rank,
                static_cast<long long>(step), w->rule.c_str(), w->detail.c_str(),
-               o_.checkpoint_dir.empty() ? "" : "; checkpointing now");
+               o_.dir.empty() ? "" : "; checkpointing now");
   return true;
 }
 
 bool CheckpointSchedule::Due(int64_t step) const {
   if (requested_) return true;
-  if (o_.checkpoint_mtbf_s > 0) return writer_rank_ && step + 1 >= next_due_;
-  return o_.checkpoint_every > 0 && (step + 1) % o_.checkpoint_every == 0;
+  if (o_.mtbf_s > 0) return writer_rank_ && step + 1 >= next_due_;
+  return o_.every > 0 && (step + 1) % o_.every == 0;
 }
 
 void CheckpointSchedule::Take(
@@ -295,25 +294,25 @@ void CheckpointSchedule::Take(
   if (!writer_rank_) return;
   if (!writer_) {
     elastic::CheckpointOptions co;
-    co.dir = o_.checkpoint_dir;
-    co.codec = o_.checkpoint_codec;
-    co.incremental = o_.checkpoint_incremental;
-    co.full_every = o_.checkpoint_full_every;
-    co.keep = o_.checkpoint_keep;
-    co.quantize = o_.checkpoint_quantize;
+    co.dir = o_.dir;
+    co.codec = o_.codec;
+    co.incremental = o_.incremental;
+    co.full_every = o_.full_every;
+    co.keep = o_.keep;
+    co.quantize = o_.quantize;
     writer_ = std::make_unique<elastic::CheckpointWriter>(co);
   }
   const auto t = std::chrono::steady_clock::now();
   std::vector<elastic::FloatSpan> floats;
-  std::string state = capture(o_.checkpoint_quantize != "none" ? &floats : nullptr);
+  std::string state = capture(o_.quantize != "none" ? &floats : nullptr);
   const double captured =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   const double blocked_before = writer_->blocked_seconds();
   writer_->Submit(next_step, std::move(state), std::move(floats));
   capture_s_ += captured;
-  if (o_.checkpoint_mtbf_s > 0) {
+  if (o_.mtbf_s > 0) {
     const double cost = captured + (writer_->blocked_seconds() - blocked_before);
-    const double interval_s = elastic::YoungDalyInterval(cost, o_.checkpoint_mtbf_s);
+    const double interval_s = elastic::YoungDalyInterval(cost, o_.mtbf_s);
     next_due_ = next_step + std::max<int64_t>(1, std::llround(interval_s / std::max(1e-9, step_s)));
   }
 }

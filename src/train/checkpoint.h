@@ -13,29 +13,23 @@
 #include "cdt/communicator.h"
 #include "elastic/checkpoint_store.h"
 #include "elastic/health_monitor.h"
-#include "train/trainer.h"
+#include "train/position.h"
+#include "train/train_options.h"
+#include "train/train_result.h"
 
 namespace cdt::train {
-
-// Where training stands: the next step, its epoch, and the global sample position in it.
-struct Position {
-  int64_t step = 0;
-  uint64_t epoch = 0;
-  size_t pos = 0;
-  int64_t global_batch = 0;  // of the run that wrote it (0 = not recorded: older checkpoints)
-};
 
 // Everything needed to continue exactly: model, optimizer, position, RNG. Every rank holds the
 // same state; rank 0 writes it. `floats` (optional) receives where the parameters, SGD momenta and
 // AdamW first moments lie in the bytes (for --checkpoint-quantize; AdamW's second moments are
 // left out: a quantisation error could make them negative).
+// `seed`: the run's --seed, recorded so that a resume with another one is refused.
 std::string CaptureState(torch::nn::Module& model, torch::optim::Optimizer& opt, const Position& p,
-                         const TrainOptions& o, std::vector<elastic::FloatSpan>* floats = nullptr);
+                         uint64_t seed, std::vector<elastic::FloatSpan>* floats = nullptr);
 // Throws cdt::Error(kProtocol) naming `source` if the bytes do not fit this model and optimizer,
 // (kInvalidArgument) if they were written with another --seed.
 Position RestoreState(const std::string& bytes, torch::nn::Module& model,
-                      torch::optim::Optimizer& opt, const TrainOptions& o,
-                      const std::string& source);
+                      torch::optim::Optimizer& opt, uint64_t seed, const std::string& source);
 
 // The state of the newest valid checkpoint in `dir` (elastic/checkpoint_store.h; falling back
 // past corrupt ones, each reported on stderr when `log`), else a checkpoint.pt written by an
@@ -58,7 +52,7 @@ void AgreeOnResumeStep(Communicator& comm, int64_t step, const std::string& sour
 class CheckpointSchedule {
  public:
   // `writer`: this rank writes (rank 0).
-  CheckpointSchedule(const TrainOptions& o, bool writer);
+  CheckpointSchedule(const CheckpointOptions& o, bool writer);
   // Whether to checkpoint after `step`. Every rank agrees with --checkpoint-every; in MTBF mode
   // only the writer checkpoints (the others have nothing to write: MTBF mode refuses
   // compression, whose per-rank state every rank writes).
@@ -77,11 +71,11 @@ class CheckpointSchedule {
   // fired (logged with the rank). A warning on any rank makes every rank call RequestNow (the
   // trainer sums the flags with the step's loss): the next Due is true, with a checkpoint dir.
   bool ObserveHealth(double step_s, int64_t step, int rank);
-  void RequestNow() { requested_ = !o_.checkpoint_dir.empty(); }
+  void RequestNow() { requested_ = !o_.dir.empty(); }
   int health_checkpoints() const { return health_checkpoints_; }
 
  private:
-  const TrainOptions& o_;
+  const CheckpointOptions o_;
   bool writer_rank_;
   std::unique_ptr<elastic::CheckpointWriter> writer_;
   double capture_s_ = 0;

@@ -1,3 +1,4 @@
+#include "compress/registry.h"
 #include "train/compression_steering.h"
 
 #include <algorithm>
@@ -7,14 +8,14 @@
 
 namespace cdt::train {
 
-CompressionSetup MakeCompressionSetup(const TrainOptions& o, int world_size) {
+CompressionSetup MakeCompressionSetup(const ReductionOptions& o, uint64_t seed, int world_size) {
   CompressionSetup s;
   s.ratio = o.compress_ratio > 0 ? o.compress_ratio : compress::DefaultRatio(o.compress);
   if (s.ratio > 0) s.options.ratio = s.ratio;  // else (adaptive) the library default
   s.options.sparse_values = compress::SparseValuesNamed(o.compress_values);
   s.options.powersgd_rank = o.powersgd_rank;
   s.options.powersgd_min_saved_bytes = o.powersgd_min_saved_bytes;
-  s.options.seed = o.seed;
+  s.options.seed = seed;
   s.options.error_feedback =
       false;  // the reducer wraps each bucket, so that swaps keep the residual
   if (o.compress != "none") {
@@ -31,11 +32,12 @@ CompressionSetup MakeCompressionSetup(const TrainOptions& o, int world_size) {
   return s;
 }
 
-CompressionSteering::CompressionSteering(const TrainOptions& o, const CompressionSetup& setup,
+CompressionSteering::CompressionSteering(const ReductionOptions& o, int64_t warmup_steps,
+                                         bool progress, const CompressionSetup& setup,
                                          Communicator& comm, GradientReducer& reducer,
                                          int64_t first_step, TrainResult* r,
                                          const std::vector<double>* resumed)
-    : progress_(o.progress), setup_(setup), reducer_(reducer), r_(*r), rank_(comm.rank()) {
+    : progress_(progress), setup_(setup), reducer_(reducer), r_(*r), rank_(comm.rank()) {
   if (o.compress != "adaptive") {
     r_.compression_phases.push_back(
         {first_step, "fixed", o.compress, ParameterOf(o.compress, o.powersgd_rank)});
@@ -53,7 +55,7 @@ CompressionSteering::CompressionSteering(const TrainOptions& o, const Compressio
   compress::AdaptiveOptions ao;
   ao.interval = o.compress_interval;
   ao.min_exposed = o.compress_min_exposed;
-  ao.warmup_steps = o.warmup_steps;
+  ao.warmup_steps = warmup_steps;
   // What each bucket sends at each PowerSGD rank the controller may choose.
   std::vector<std::vector<double>> wire(reducer_.num_buckets());
   for (size_t b = 0; b < wire.size(); ++b)
@@ -125,7 +127,7 @@ CompressionSteering::CompressionSteering(const TrainOptions& o, const Compressio
                  ao.low_rank, in_force_.reason.c_str());
 }
 
-void CompressionSteering::WarnIfTheKnobHasNoHold(const TrainOptions& o) const {
+void CompressionSteering::WarnIfTheKnobHasNoHold(const ReductionOptions& o) const {
   const std::vector<size_t> elements = reducer_.bucket_elements();
   // PowerSGD sends a matrix whole where its factors would save less than the minimum: at a rank
   // that high for every matrix, "powersgd" is an uncompressed allreduce.
@@ -155,7 +157,7 @@ void CompressionSteering::WarnIfTheKnobHasNoHold(const TrainOptions& o) const {
   }
 }
 
-std::string CompressLessHint(const TrainOptions& o) {
+std::string CompressLessHint(const ReductionOptions& o) {
   if (compress::IsSparse(o.compress)) return ", or raise --compress-ratio";
   if (o.compress == "powersgd") return ", or raise --powersgd-rank";
   if (o.compress == "int8" || o.compress == "signsgd")

@@ -26,7 +26,8 @@
 #include "compress/adaptive_controller.h"
 #include "compress/compressor.h"
 #include "train/gradient_reducer.h"
-#include "train/trainer.h"
+#include "train/train_options.h"
+#include "train/train_result.h"
 
 namespace cdt::train {
 
@@ -36,12 +37,13 @@ struct CompressionSetup {
   CompressorFactory factory;            // null for --compress none
 };
 
-// `world_size`: the ranks of the run (adaptive on one rank starts, and stays, uncompressed).
-CompressionSetup MakeCompressionSetup(const TrainOptions& o, int world_size);
+// `world_size`: the ranks of the run (adaptive on one rank starts, and stays, uncompressed);
+// `seed`: the run's, for the compressors' random draws.
+CompressionSetup MakeCompressionSetup(const ReductionOptions& o, uint64_t seed, int world_size);
 
 // What to add to "lower --lr" when the loss diverges: the flag that makes `--compress` lossy
 // compression milder (", or raise --compress-ratio"), empty for none, fp16, bf16 and adaptive.
-std::string CompressLessHint(const TrainOptions& o);
+std::string CompressLessHint(const ReductionOptions& o);
 
 class CompressionSteering {
  public:
@@ -52,8 +54,11 @@ class CompressionSteering {
   // controller goes on from it (and the interval it was measuring) where every rank has one that
   // fits; else every rank starts again at the first interval. Construct this before the
   // compressors' states are restored: it sets the compressors in force at the checkpoint.
-  CompressionSteering(const TrainOptions& o, const CompressionSetup& setup, Communicator& comm,
-                      GradientReducer& reducer, int64_t first_step, TrainResult* r,
+  // `warmup_steps`: the LR warm-up (the controller keeps compression off during it); `progress`:
+  // a progress line is drawn on rank 0.
+  CompressionSteering(const ReductionOptions& o, int64_t warmup_steps, bool progress,
+                      const CompressionSetup& setup, Communicator& comm, GradientReducer& reducer,
+                      int64_t first_step, TrainResult* r,
                       const std::vector<double>* resumed = nullptr);
 
   // The interval sums may still be on their way into this object (the constructor sends them on
@@ -85,7 +90,7 @@ class CompressionSteering {
   double ParameterOf(const std::string& compressor, int rank) const;
   // Rank 0, fixed compressors: says so when --powersgd-rank or --compress-ratio leaves no choice
   // (no matrix factored; one element of every bucket sent).
-  void WarnIfTheKnobHasNoHold(const TrainOptions& o) const;
+  void WarnIfTheKnobHasNoHold(const ReductionOptions& o) const;
   void Apply(const compress::Decision& d);
   // Puts the controller and the interval back from `resumed` (State's layout); false if it does
   // not fit.

@@ -157,7 +157,7 @@ void RecordRecovery(ElasticSession& s, int64_t step, int world, bool log) {
 // the members' newest snapshots; the older snapshot covers a member one step behind), sent by
 // rank 0 so that members without one (spares) receive it too. False when no member has one.
 bool RestoreCommittedState(Communicator& comm, ElasticSession& s, torch::nn::Module& model,
-                           torch::optim::Optimizer& opt, const TrainOptions& o, Position* at) {
+                           torch::optim::Optimizer& opt, uint64_t seed, Position* at) {
   constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
   int64_t agreed = s.snapshots[0].step >= 0 ? s.snapshots[0].step : kNone;
   comm.Allreduce(&agreed, 1, DataType::kInt64, ReduceOp::kMin)->Wait();
@@ -175,9 +175,9 @@ bool RestoreCommittedState(Communicator& comm, ElasticSession& s, torch::nn::Mod
                       ", older " + std::to_string(s.snapshots[1].step) +
                       "); the group cannot resume");
     // Into the new group's model and optimizer, then serialised for the others.
-    const auto& mem = *static_cast<const MemorySnapshot*>(found->memory.get());
+    const MemorySnapshot& mem = *found->memory;
     ApplyMemorySnapshot(mem, model, opt);
-    bytes = CaptureState(model, opt, mem.at, o);
+    bytes = CaptureState(model, opt, mem.at, seed);
     *at = mem.at;
     header[0] = static_cast<int64_t>(bytes.size());
     header[1] = found->world;
@@ -186,8 +186,8 @@ bool RestoreCommittedState(Communicator& comm, ElasticSession& s, torch::nn::Mod
   bytes.resize(static_cast<size_t>(header[0]));
   comm.Broadcast(bytes.data(), bytes.size(), DataType::kInt8, 0)->Wait();
   if (comm.rank() != 0)
-    *at =
-        RestoreState(bytes, model, opt, o, "the committed state of step " + std::to_string(agreed));
+    *at = RestoreState(bytes, model, opt, seed,
+                       "the committed state of step " + std::to_string(agreed));
   auto mem = std::make_shared<MemorySnapshot>();
   TakeMemorySnapshot(model, opt, *at, mem.get());
   s.snapshots[0] = {agreed, mem, static_cast<int>(header[1])};

@@ -10,7 +10,7 @@
 
 #include "cdt/communicator.h"
 #include "train/checkpoint.h"
-#include "train/trainer.h"
+#include "train/elastic_session.h"
 
 namespace cdt::train {
 
@@ -41,7 +41,7 @@ int64_t StepsToFinish(int64_t n, double epochs, Position at, int64_t global_batc
 // members without one (spares) receive it too. False when no member has one. Drops what the
 // broken group recorded past that step from the session's curves.
 bool RestoreCommittedState(Communicator& comm, ElasticSession& s, torch::nn::Module& model,
-                           torch::optim::Optimizer& opt, const TrainOptions& o, Position* at);
+                           torch::optim::Optimizer& opt, uint64_t seed, Position* at);
 
 // The new group's first step (`step`) completed: records what the recovery cost in
 // s.result.recoveries and clears s.pending; rank 0 (`log`) prints it.

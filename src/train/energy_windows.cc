@@ -6,13 +6,14 @@
 
 namespace cdt::train {
 
-EnergyWindows::EnergyWindows(const TrainOptions& o, TrainResult::Energy* out, bool keep_steps)
+EnergyWindows::EnergyWindows(const std::string& profiles, int processes_sharing,
+                             TrainResult::Energy* out, bool keep_steps)
     : out_(out), keep_steps_(keep_steps) {
-  if (o.energy_profiles.empty()) return;
+  if (profiles.empty()) return;
   green::MeterSetOptions mo;
-  mo.profiles_path = o.energy_profiles;
+  mo.profiles_path = profiles;
   mo.scope = green::ModelMeterOptions::Scope::kProcess;
-  mo.processes_sharing = std::max(1, o.local_world_size);
+  mo.processes_sharing = std::max(1, processes_sharing);
   meter_ = std::make_unique<green::MeterSet>(mo);
   out_->meter = meter_->Describe();
   out_->modelled = meter_->any_modelled();

@@ -4,9 +4,10 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "cdt/communicator.h"
-#include "train/trainer.h"
+#include "train/train_result.h"
 
 namespace cdt::green {
 class MeterSet;
@@ -16,8 +17,10 @@ namespace cdt::train {
 
 class EnergyWindows {
  public:
-  // Off (every call a no-op) when options.energy_profiles is empty.
-  EnergyWindows(const TrainOptions& options, TrainResult::Energy* out, bool keep_steps);
+  // Off (every call a no-op) when `profiles` (the hardware profiles file) is empty.
+  // `processes_sharing`: this host's ranks, among which the model meter splits the host's power.
+  EnergyWindows(const std::string& profiles, int processes_sharing, TrainResult::Energy* out,
+                bool keep_steps);
   ~EnergyWindows();
   void StepEnded();                 // closes this step's window, opens the next
   void Finish(Communicator& comm);  // sums the ranks' joules (a collective: every rank calls it)

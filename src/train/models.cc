@@ -1,7 +1,6 @@
 #include "train/models.h"
 
 #include "cdt/error.h"
-#include "train/trainer.h"
 
 namespace cdt::train {
 

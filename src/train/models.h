@@ -24,17 +24,9 @@
 #include <string>
 #include <vector>
 
-namespace cdt::train {
+#include "train/train_options.h"
 
-struct ModelOptions {
-  std::string name = "cnn";
-  int layers = 2;         // moe-transformer
-  int width = 64;         // moe-transformer token width
-  int heads = 4;          // moe-transformer attention heads
-  int experts = 8;        // moe-transformer experts per layer
-  int top_k = 2;          // moe-transformer experts per token
-  int linear_blocks = 1;  // mlp, cnn: row blocks of fc1 (see above)
-};
+namespace cdt::train {
 
 // Every model maps [B, 1, 28, 28] images to [B, 10] logits; MoE models also report an auxiliary
 // (load-balancing) loss, others return an undefined tensor for it.

@@ -1,7 +1,7 @@
 // The JSON document `train --json` writes (docs/training.md, docs/elastic.md).
 #include <nlohmann/json.hpp>
 
-#include "train/trainer.h"
+#include "train/train_result.h"
 
 namespace cdt::train {
 

@@ -9,6 +9,7 @@
 
 #include "comm_test_util.h"
 #include "compress/compressor.h"
+#include "compress/registry.h"
 #include "compress_test_util.h"
 
 namespace cdt::compress {

@@ -19,6 +19,7 @@
 #include "compress/compressors.h"
 #include "compress/error_feedback.h"
 #include "compress/kernels.h"
+#include "compress/registry.h"
 #include "compress_test_util.h"
 
 namespace cdt::compress {

@@ -26,74 +26,74 @@ TEST(TrainOptions, DefaultsAndCompressionKnobsAsMeantPass) {
   TrainOptions o;
   EXPECT_EQ(Refusal(o), "");
   for (const char* sparse : {"topk", "randomk"}) {
-    o.compress = sparse;
-    o.compress_ratio = 0.05;
-    o.compress_values = "fp16";
+    o.reduction.compress = sparse;
+    o.reduction.compress_ratio = 0.05;
+    o.reduction.compress_values = "fp16";
     EXPECT_EQ(Refusal(o), "") << sparse;
   }
   o = TrainOptions();
-  o.compress = "powersgd";
-  o.powersgd_rank = 4;
+  o.reduction.compress = "powersgd";
+  o.reduction.powersgd_rank = 4;
   EXPECT_EQ(Refusal(o), "");
 }
 
 TEST(TrainOptions, CompressionKnobsTheCompressorWouldIgnoreAreRefused) {
   for (const char* other : {"none", "fp16", "int8", "powersgd", "signsgd", "adaptive"}) {
     TrainOptions o;
-    o.compress = other;
-    o.compress_ratio = 0.1;
+    o.reduction.compress = other;
+    o.reduction.compress_ratio = 0.1;
     const std::string m = Refusal(o);
     EXPECT_NE(m.find("--compress-ratio"), std::string::npos) << other << ": " << m;
     EXPECT_NE(m.find(std::string("--compress ") + other), std::string::npos) << m;
-    o.compress_ratio = 0;
-    o.compress_values = "bf16";
+    o.reduction.compress_ratio = 0;
+    o.reduction.compress_values = "bf16";
     EXPECT_NE(Refusal(o).find("--compress-values"), std::string::npos) << other;
   }
   // The adaptive controller's knobs with a fixed compressor, PowerSGD's rank with another.
   for (const char* fixed : {"none", "topk", "powersgd"}) {
     TrainOptions o;
-    o.compress = fixed;
-    o.compress_interval = 10;
+    o.reduction.compress = fixed;
+    o.reduction.compress_interval = 10;
     EXPECT_EQ(Refusal(o), std::string("--compress-interval and --compress-min-exposed steer "
                                       "--compress adaptive (--compress ") +
                               fixed + " would ignore them)");
-    o.compress_interval = TrainOptions().compress_interval;
-    o.compress_min_exposed = 0;
+    o.reduction.compress_interval = TrainOptions().reduction.compress_interval;
+    o.reduction.compress_min_exposed = 0;
     EXPECT_NE(Refusal(o).find("steer --compress adaptive"), std::string::npos) << fixed;
   }
   for (const char* other : {"none", "topk", "adaptive"}) {
     TrainOptions o;
-    o.compress = other;
-    o.powersgd_rank = 4;
+    o.reduction.compress = other;
+    o.reduction.powersgd_rank = 4;
     EXPECT_EQ(Refusal(o), std::string("--powersgd-rank is the rank of --compress powersgd "
                                       "(adaptive chooses its own; --compress ") +
                               other + " would ignore it)");
   }
   TrainOptions adaptive;
-  adaptive.compress = "adaptive";
-  adaptive.compress_interval = 10;
-  adaptive.compress_min_exposed = 0;
+  adaptive.reduction.compress = "adaptive";
+  adaptive.reduction.compress_interval = 10;
+  adaptive.reduction.compress_min_exposed = 0;
   EXPECT_EQ(Refusal(adaptive), "");
 }
 
 TEST(TrainOptions, OutOfRangeCompressionKnobsNameTheirFlag) {
   TrainOptions o;
-  o.compress = "topk";
-  o.compress_ratio = 1.5;
+  o.reduction.compress = "topk";
+  o.reduction.compress_ratio = 1.5;
   EXPECT_NE(Refusal(o).find("--compress-ratio must be in (0, 1]"), std::string::npos);
   o = TrainOptions();
-  o.compress = "zip";
+  o.reduction.compress = "zip";
   EXPECT_NE(Refusal(o).find("unknown --compress 'zip'"), std::string::npos);
   o = TrainOptions();
-  o.powersgd_rank = 0;
+  o.reduction.powersgd_rank = 0;
   EXPECT_NE(Refusal(o).find("--powersgd-rank"), std::string::npos);
   o = TrainOptions();
-  o.compress_interval = 0;
+  o.reduction.compress_interval = 0;
   EXPECT_NE(Refusal(o).find("--compress-interval must be at least 1"), std::string::npos);
   for (double share : {-0.1, 1.5, std::nan("")}) {
     o = TrainOptions();
-    o.compress = "adaptive";
-    o.compress_min_exposed = share;
+    o.reduction.compress = "adaptive";
+    o.reduction.compress_min_exposed = share;
     EXPECT_NE(
         Refusal(o).find("--compress-min-exposed is a share of the step: it must be in [0, 1]"),
         std::string::npos)
@@ -105,29 +105,29 @@ TEST(TrainOptions, OutOfRangeCompressionKnobsNameTheirFlag) {
 // worker failing to build its model (and the launcher then stopping the others).
 TEST(TrainOptions, BadModelOptionsNameTheirFlag) {
   TrainOptions o;
-  o.model = "resnet";
+  o.model.name = "resnet";
   EXPECT_NE(Refusal(o).find("unknown --model 'resnet' (use mlp, cnn or moe-transformer)"),
             std::string::npos);
   o = TrainOptions();
-  o.model = "moe-transformer";
+  o.model.name = "moe-transformer";
   EXPECT_EQ(Refusal(o), "");
-  o.width = 66;  // not divisible by 4 heads
+  o.model.width = 66;  // not divisible by 4 heads
   EXPECT_NE(Refusal(o).find("a --width divisible by --heads"), std::string::npos);
   o = TrainOptions();
-  o.model = "moe-transformer";
-  o.top_k = 9;  // of 8 experts
+  o.model.name = "moe-transformer";
+  o.model.top_k = 9;  // of 8 experts
   EXPECT_NE(Refusal(o).find("--top-k 9 --experts 8"), std::string::npos);
   o = TrainOptions();
-  o.top_k = 9;  // ignored without moe-transformer
+  o.model.top_k = 9;  // ignored without moe-transformer
   EXPECT_EQ(Refusal(o), "");
-  o.linear_blocks = 0;
+  o.model.linear_blocks = 0;
   EXPECT_NE(Refusal(o).find("--linear-blocks must be between 1 and 128"), std::string::npos);
-  o.linear_blocks = 129;
+  o.model.linear_blocks = 129;
   EXPECT_NE(Refusal(o).find("--linear-blocks"), std::string::npos);
-  o.model = "mlp";
+  o.model.name = "mlp";
   EXPECT_EQ(Refusal(o), "");  // 512 outputs
   o = TrainOptions();
-  o.eval_every = -5;
+  o.metrics.eval_every = -5;
   EXPECT_NE(Refusal(o).find("--eval-every"), std::string::npos);
 }
 

@@ -1,4 +1,4 @@
-#include "compress/compressor.h"
+#include "compress/registry.h"
 
 #include "cdt/error.h"
 #include "compress/compressors.h"
