@@ -16,18 +16,17 @@ struct MemorySnapshot;  // train/elastic_state.h (libtorch)
 struct Datasets;        // train/training_data.h (libtorch)
 
 // What an elastic worker keeps across generations of its group (docs/elastic.md). The trainer
-// fills and reads it; the caller (the elastic loop in src/cli/) owns it, sets the membership
-// fields before each RunTraining and `pending` after a failure.
+// fills and reads it; ElasticTraining (train/elastic_training.h) owns it for the elastic driver,
+// sets the membership fields before each RunTraining and `pending` after a failure.
 struct ElasticSession {
   int64_t generation = 0;
   int worker_id = 0;
-  // Called at the start of every step with the step number: fault injection, and on rank 0
-  // (`is_rank0`) a look at the store for workers waiting to join (`regroup_requested`: the group
-  // then ends this generation after the step and re-forms with them; the trainer throws
-  // cdt::Error(kAborted, "regroup ...") from a step boundary, its state snapshotted).
-  std::function<void(int64_t step)> before_step;
-  bool is_rank0 = false;
-  bool regroup_requested = false;
+  // Called at the start of every step with the step number (the driver's fault injection and
+  // store polling); true while workers wait to join: the group then ends this generation after
+  // the step and re-forms with them (the trainer throws cdt::Error(kAborted, "regroup ...") from
+  // a step boundary, its state snapshotted).
+  std::function<bool(int64_t step)> before_step;
+  bool regroup_requested = false;  // the last answer of before_step
   // Kept by the trainer: data loaded once, the last two committed states (the state after step
   // `step - 1`, copied in memory; ranks' steps differ by at most one when a group breaks, so the
   // older one is what every survivor holds), the running result.

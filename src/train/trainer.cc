@@ -338,7 +338,7 @@ StepBatch Trainer::BeginStep() {
   timeline_->SetStep(at_.step);
   if (session_) {
     session_->current_step = at_.step;
-    if (session_->before_step) session_->before_step(at_.step);
+    if (session_->before_step) session_->regroup_requested = session_->before_step(at_.step);
   }
   return batch;
 }
