@@ -108,22 +108,6 @@ GreenPlans PlanGreenJob(const GreenOptions& o, const green::CarbonTrace& trace, 
   return p;
 }
 
-std::vector<Stretch> Stretches(const green::Plan& plan) {
-  std::vector<Stretch> out;
-  for (const green::PlanSlot& s : plan.slots) {
-    const double a = s.hour + s.offset;
-    if (!out.empty() && out.back().workers == s.workers &&
-        std::abs(out.back().start_h + out.back().hours - a) < 1e-9) {
-      out.back().hours += s.fraction;
-      out.back().carbon_kg += s.carbon_kg;
-      out.back().energy_kwh += s.energy_kwh;
-    } else {
-      out.push_back({a, s.fraction, s.workers, s.carbon_kg, s.energy_kwh});
-    }
-  }
-  return out;
-}
-
 void PrintGreenPlan(const GreenOptions& o, const green::CarbonTrace& trace, double start,
                     const GreenJob& job, const GreenPlans& p) {
   std::printf(

@@ -13,6 +13,9 @@
 
 namespace cdt::cli {
 
+using green::Stretch;
+using green::Stretches;
+
 green::CarbonTrace LoadGreenTrace(const GreenOptions& o, const Environment& env);
 // --start on the trace's clock (Unix seconds); throws when missing or outside the trace.
 double GreenStart(const GreenOptions& o, const green::CarbonTrace& trace);
@@ -24,22 +27,9 @@ struct GreenJob {
 };
 GreenJob MakeGreenJob(const GreenOptions& o, double job_hours, double power_kw, int deadline_hours);
 
-struct GreenPlans {
-  green::Plan plan;                // the strategy's, priced on the trace
-  green::Plan baseline;            // carbon-agnostic, same job
-  double forecast_carbon_kg = -1;  // with --forecast: what the plan expected
-  std::vector<double> intensity;   // hourly from the start
-};
+using GreenPlans = green::Plans;  // the strategy's plan and the carbon-agnostic baseline
 GreenPlans PlanGreenJob(const GreenOptions& o, const green::CarbonTrace& trace, double start,
                         const green::JobSpec& job);
-
-// Contiguous running stretches of a plan (slots merged while the worker count stays).
-struct Stretch {
-  double start_h = 0, hours = 0;
-  int workers = 0;
-  double carbon_kg = 0, energy_kwh = 0;
-};
-std::vector<Stretch> Stretches(const green::Plan& plan);
 
 void PrintGreenPlan(const GreenOptions& o, const green::CarbonTrace& trace, double start,
                     const GreenJob& job, const GreenPlans& p);

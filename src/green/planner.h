@@ -83,4 +83,19 @@ Plan MakePlan(Strategy strategy, const JobSpec& job, const std::vector<double>& 
 // The same slots priced on other intensities (a plan made on a forecast, paid on what happened).
 Plan Reprice(const Plan& plan, const JobSpec& job, const std::vector<double>& intensity);
 
+// The strategy's plan and the carbon-agnostic baseline of a job, priced on the trace from the
+// start (the CLI plans with the user's strategy, weights, forecast and price trace).
+struct Plans {
+  Plan plan, baseline;
+  double forecast_carbon_kg = -1;  // with a forecast: what the plan expected
+  std::vector<double> intensity;   // hourly from the start
+};
+// Contiguous running stretches of a plan (slots merged while the worker count stays).
+struct Stretch {
+  double start_h = 0, hours = 0;
+  int workers = 0;
+  double carbon_kg = 0, energy_kwh = 0;
+};
+std::vector<Stretch> Stretches(const Plan& plan);
+
 }  // namespace cdt::green
