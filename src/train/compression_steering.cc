@@ -1,5 +1,5 @@
-#include "compress/registry.h"
 #include "train/compression_steering.h"
+#include "compress/registry.h"
 
 #include <algorithm>
 #include <chrono>

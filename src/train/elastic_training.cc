@@ -7,8 +7,9 @@
 
 namespace cdt::train {
 
-ElasticTraining::ElasticTraining(TrainOptions options, int worker_id, Report report)
-    : options_(std::move(options)), report_(std::move(report)) {
+ElasticTraining::ElasticTraining(TrainOptions options, int worker_id, Report report,
+                                 ModelFactory make_model)
+    : options_(std::move(options)), report_(std::move(report)), make_model_(std::move(make_model)) {
   session_.worker_id = worker_id;
 }
 
@@ -18,7 +19,7 @@ int ElasticTraining::Train(const elastic::Generation& g) {
   session_.generation = g.membership.generation;
   session_.regroup_requested = false;
   session_.before_step = g.before_step;
-  TrainResult r = RunTraining(*g.comm, options_, g.priority, &session_);
+  TrainResult r = RunTraining(*g.comm, options_, g.priority, &session_, make_model_);
   r.generation = session_.generation;
   return report_(r, g.membership.rank);
 }
@@ -49,7 +50,9 @@ void ElasticTraining::Forget() {
   session_.pending = {};
 }
 
-std::string ElasticTraining::Checkpoint() { return CheckpointSession(options_, &session_); }
+std::string ElasticTraining::Checkpoint() {
+  return CheckpointSession(options_, &session_, make_model_);
+}
 
 double ElasticTraining::mean_step_s() const {
   const TrainResult& so_far = session_.result;

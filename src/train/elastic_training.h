@@ -11,6 +11,7 @@
 #include "train/elastic_session.h"
 #include "train/train_options.h"
 #include "train/train_result.h"
+#include "train/trainer.h"
 
 namespace cdt::train {
 
@@ -19,7 +20,9 @@ class ElasticTraining : public elastic::ElasticState {
   // `report(result, rank)`: what to do with a finished run (the CLI prints it on rank 0 and
   // writes the JSON); its return value is the exit code Train returns.
   using Report = std::function<int(const TrainResult& result, int rank)>;
-  ElasticTraining(TrainOptions options, int worker_id, Report report);
+  // `make_model`: a library user's model (trainer.h); null = the built-in one options name.
+  ElasticTraining(TrainOptions options, int worker_id, Report report,
+                  ModelFactory make_model = nullptr);
 
   void Prepare() override;
   int Train(const elastic::Generation& g) override;
@@ -34,6 +37,7 @@ class ElasticTraining : public elastic::ElasticState {
  private:
   TrainOptions options_;
   Report report_;
+  ModelFactory make_model_;
   ElasticSession session_;
 };
 

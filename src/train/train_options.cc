@@ -10,7 +10,29 @@
 
 namespace cdt::train {
 
-void ValidateTrainOptions(const TrainOptions& o) {
+namespace {
+
+void ValidateModelOptions(const ModelOptions& m) {
+  auto bad = [](const std::string& message) { throw Error(ErrorCode::kInvalidArgument, message); };
+  if (m.name != "mlp" && m.name != "cnn" && m.name != "moe-transformer")
+    bad("unknown --model '" + m.name + "' (use " + kModelNameList + ")");
+  if (m.name == "moe-transformer" &&
+      (m.layers < 1 || m.width < 1 || m.heads < 1 || m.width % m.heads != 0 || m.experts < 1 ||
+       m.top_k < 1 || m.top_k > m.experts))
+    bad("--model moe-transformer needs --layers >= 1, a --width divisible by --heads, and "
+        "1 <= --top-k <= --experts (got --layers " +
+        std::to_string(m.layers) + " --width " + std::to_string(m.width) + " --heads " +
+        std::to_string(m.heads) + " --top-k " + std::to_string(m.top_k) + " --experts " +
+        std::to_string(m.experts) + ")");
+  const int fc1 = m.name == "mlp" ? kMlpHidden : kCnnHidden;
+  if (m.name != "moe-transformer" && (m.linear_blocks < 1 || m.linear_blocks > fc1))
+    bad("--linear-blocks must be between 1 and " + std::to_string(fc1) +
+        " (the outputs of --model " + m.name + "'s fc1)");
+}
+
+}  // namespace
+
+void ValidateTrainOptions(const TrainOptions& o, bool builtin_model) {
   auto bad = [](const std::string& m) { throw Error(ErrorCode::kInvalidArgument, m); };
   if (o.data.batch_size < 1) bad("--batch-size must be at least 1");
   if (o.data.accumulate < 1 || o.data.accumulate > o.data.batch_size)
@@ -67,26 +89,11 @@ void ValidateTrainOptions(const TrainOptions& o) {
     bad("--powersgd-rank is the rank of --compress powersgd (adaptive chooses its own; "
         "--compress " +
         o.reduction.compress + " would ignore it)");
-  if (o.model.name != "mlp" && o.model.name != "cnn" && o.model.name != "moe-transformer")
-    bad("unknown --model '" + o.model.name + "' (use " + kModelNameList + ")");
-  if (o.model.name == "moe-transformer" &&
-      (o.model.layers < 1 || o.model.width < 1 || o.model.heads < 1 ||
-       o.model.width % o.model.heads != 0 || o.model.experts < 1 || o.model.top_k < 1 ||
-       o.model.top_k > o.model.experts))
-    bad("--model moe-transformer needs --layers >= 1, a --width divisible by --heads, and "
-        "1 <= --top-k <= --experts (got --layers " +
-        std::to_string(o.model.layers) + " --width " + std::to_string(o.model.width) + " --heads " +
-        std::to_string(o.model.heads) + " --top-k " + std::to_string(o.model.top_k) +
-        " --experts " + std::to_string(o.model.experts) + ")");
-  const int fc1 = o.model.name == "mlp" ? kMlpHidden : kCnnHidden;
-  if (o.model.name != "moe-transformer" &&
-      (o.model.linear_blocks < 1 || o.model.linear_blocks > fc1))
-    bad("--linear-blocks must be between 1 and " + std::to_string(fc1) +
-        " (the outputs of --model " + o.model.name + "'s fc1)");
   if (o.metrics.eval_every < 0)
     bad("--eval-every must be 0 (at the end only) or a number of steps");
   if (o.data.dataset != "fashion-mnist" && o.data.dataset != "synthetic")
     bad("unknown dataset '" + o.data.dataset + "' (use fashion-mnist or synthetic)");
+  if (builtin_model) ValidateModelOptions(o.model);
 }
 
 }  // namespace cdt::train

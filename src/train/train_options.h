@@ -133,6 +133,8 @@ struct TrainOptions {
 };
 
 // Throws cdt::Error(kInvalidArgument) naming the first bad option by its flag (train_options.cc).
-void ValidateTrainOptions(const TrainOptions& o);
+// `builtin_model`: false when a library user brings the model (ModelFactory, trainer.h); its
+// name and the built-in models' sizes are then not checked.
+void ValidateTrainOptions(const TrainOptions& o, bool builtin_model = true);
 
 }  // namespace cdt::train

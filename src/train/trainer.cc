@@ -78,7 +78,7 @@ size_t BucketBytes(const ReductionOptions& o, int64_t params, std::string* sourc
 class Trainer {
  public:
   Trainer(Communicator& comm, const TrainOptions& o, Communicator* priority,
-          ElasticSession* session);
+          ElasticSession* session, const ModelFactory& make_model);
   TrainResult Run();
 
  private:
@@ -117,6 +117,7 @@ class Trainer {
   Communicator* priority_;
   const TrainOptions o_;
   ElasticSession* session_;
+  const ModelFactory& make_model_;
   const int W_, me_;
   TrainResult fresh_result_;
   TrainResult& r_;  // elastic: the session's, carried across generations
@@ -151,15 +152,16 @@ class Trainer {
 };
 
 Trainer::Trainer(Communicator& comm, const TrainOptions& o, Communicator* priority,
-                 ElasticSession* session)
+                 ElasticSession* session, const ModelFactory& make_model)
     : comm_(comm),
       priority_(priority),
       o_(o),
       session_(session),
+      make_model_(make_model),
       W_(comm.size()),
       me_(comm.rank()),
       r_(session ? session->result : fresh_result_) {
-  ValidateTrainOptions(o_);
+  ValidateTrainOptions(o_, !make_model_);
   torch::set_num_threads(
       o_.threads > 0 ? o_.threads : std::max(1, UsableCpus() / std::max(1, o_.local_world_size)));
   const BlasLibrary blas = LoadedBlas();
@@ -191,7 +193,9 @@ Trainer::Trainer(Communicator& comm, const TrainOptions& o, Communicator* priori
 void Trainer::SetUpReplica() {
   // Identical everywhere: same seed, then rank 0's copy broadcast.
   torch::manual_seed(o_.seed);
-  model_ = MakeModel(o_.model);
+  model_ = make_model_ ? make_model_(o_.model) : MakeModel(o_.model);
+  if (!model_)
+    throw Error(ErrorCode::kInvalidArgument, Who(comm_) + ": the model factory returned no model");
   BroadcastState(comm_, *model_);
   momentum_in_compressor_ = MomentumInCompressor(o_);
   opt_ = MakeOptimizer(o_.optimizer, *model_, momentum_in_compressor_);
@@ -352,6 +356,8 @@ double Trainer::ComputeGradients(const StepBatch& batch) {
     Clock::time_point t0 = Clock::now();
     torch::Tensor loss;
     if (!part.empty()) {  // empty: this rank has no samples in a short last step
+      // A model that does not announce its parameters (BeforeUse) gets every update first.
+      if (!updates_->every_bucket_announced()) updates_->ApplyAll();
       const double in_updates = updates_->wait_seconds() + updates_->optimizer_seconds();
       model_->set_step(at_.step);
       auto [logits, aux] = model_->Forward(Images(train_set, part));
@@ -563,10 +569,11 @@ void Trainer::AbortInFlight() noexcept {
 
 }  // namespace
 
-std::string CheckpointSession(const TrainOptions& o, ElasticSession* session) {
+std::string CheckpointSession(const TrainOptions& o, ElasticSession* session,
+                              const ModelFactory& make_model) {
   const ElasticSession::Snapshot& newest = session->snapshots[0];
   if (o.checkpoint.dir.empty() || newest.step < 0 || !newest.memory) return "";
-  std::shared_ptr<ClassifierModel> model = MakeModel(o.model);
+  std::shared_ptr<ClassifierModel> model = make_model ? make_model(o.model) : MakeModel(o.model);
   std::unique_ptr<torch::optim::Optimizer> opt = MakeOptimizer(o.optimizer, *model);
   const MemorySnapshot& mem = *newest.memory;
   ApplyMemorySnapshot(mem, *model, *opt);
@@ -588,8 +595,8 @@ void LoadSessionData(const TrainOptions& o, ElasticSession* session) {
 }
 
 TrainResult RunTraining(Communicator& comm, const TrainOptions& o, Communicator* priority,
-                        ElasticSession* session) {
-  return Trainer(comm, o, priority, session).Run();
+                        ElasticSession* session, const ModelFactory& make_model) {
+  return Trainer(comm, o, priority, session, make_model).Run();
 }
 
 }  // namespace cdt::train

@@ -21,6 +21,7 @@ UpdateScheduler::UpdateScheduler(GradientReducer& reducer, torch::optim::Optimiz
 
 void UpdateScheduler::LearnLaunchOrders(ClassifierModel& model, const torch::Tensor& sample) {
   torch::NoGradGuard no_grad;
+  every_bucket_announced_ = true;
   for (int parity = 0; parity < 2; ++parity) {
     std::vector<size_t> announced;
     std::vector<bool> seen(reducer_.num_buckets(), false);
@@ -40,7 +41,7 @@ void UpdateScheduler::LearnLaunchOrders(ClassifierModel& model, const torch::Ten
     std::vector<size_t>& order = launch_order_[parity];
     order.clear();
     for (size_t b = 0; b < seen.size(); ++b)
-      if (!seen[b]) order.push_back(b);
+      if (!seen[b]) order.push_back(b), every_bucket_announced_ = false;
     order.insert(order.end(), announced.rbegin(), announced.rend());
   }
   model.set_use_hook(nullptr);

@@ -50,6 +50,10 @@ class UpdateScheduler {
   // every rank learns the same orders — and a rank that has no sample in a step (a short last
   // step) launches in the same order as the others without running a forward.
   void LearnLaunchOrders(ClassifierModel& model, const torch::Tensor& sample);
+  // Whether the model announced a parameter of every bucket in both forwards of
+  // LearnLaunchOrders. A model that does not (a user's model without BeforeUse calls) must have
+  // every update applied before its forward: the trainer then calls ApplyAll first.
+  bool every_bucket_announced() const { return every_bucket_announced_; }
   const std::vector<size_t>& LaunchOrderFor(int64_t step) const {
     return launch_order_[step % 2 != 0];
   }
@@ -68,6 +72,7 @@ class UpdateScheduler {
   std::vector<bool> applied_;                         // per bucket, for the pending step
   std::vector<size_t> launch_order_[2];               // for even and odd steps
   bool pending_ = false;
+  bool every_bucket_announced_ = true;
   double lr_ = 0;
   double wait_s_ = 0, optimizer_s_ = 0;
 };
