@@ -186,7 +186,7 @@ int Elastic(const Args& a, const std::string& secret) {
   d.last_call_s = 1;  // no agent reports the dead here: a re-forming round waits this long
   d.where = {a.rank, 0, a.rank};
   d.faults = elastic::ParseFaults(a.inject);
-  d.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  d.log = Log(LogLevel::kInfo).ForRank(a.rank);  // to stderr; a Log::Sink sends it elsewhere
   Store& store = *rv.store;
   d.fault_actions = elastic::SystemFaultActions(d.log, [&](int worker, const std::string& kind) {
     elastic::ReportFault(store, "example", worker, kind, UnixSeconds());

@@ -9,6 +9,7 @@
 #include "cdt/allreduce_rules.h"
 #include "cdt/allreduce_selector.h"
 #include "cdt/communicator.h"
+#include "cdt/log.h"
 #include "cdt/store.h"
 #include "cdt/traffic_gate.h"
 
@@ -45,8 +46,8 @@ struct CommunicatorOptions {
   // ... and until each candidate's timed calls moved this many bytes (small classes take more
   // calls).
   size_t autotune_min_bytes = 4 << 20;
-  // Informational messages from rank 0 (autotuning decisions); null = silent.
-  std::function<void(const std::string&)> log;
+  // Autotuning decisions (info, rank 0) and refused connections (warnings).
+  Log log;
   size_t segment_bytes = 256 << 10;  // pipelining granularity
   // Operations moving at least this many bytes run on the bulk channel, smaller ones on the latency
   // channel (two connections per peer pair, tuned differently; see TcpMesh and docs/benchmarks.md).

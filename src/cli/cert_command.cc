@@ -7,18 +7,14 @@
 
 #include "cdt/error.h"
 #include "common/file_io.h"
+#include "common/file_system.h"
 #include "green/certificate.h"
-#include "green/text.h"
 
 namespace cdt::cli {
 namespace {
 
 std::string Slurp(const std::string& path, const char* what) {
-  const std::optional<std::string> text = green::ReadWholeFile(path);
-  if (!text)
-    throw Error(ErrorCode::kInvalidArgument,
-                std::string("cannot read ") + what + " '" + path + "'");
-  return *text;
+  return LocalFileSystem().Read(path, kMaxTextFileBytes, what);
 }
 
 }  // namespace

@@ -86,7 +86,7 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch,
   d.joiner = env.joiner;
   d.where = {id.rank, id.node_rank, id.local_rank};
   d.faults = ParseFaults(elastic.inject);
-  d.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  d.log = launch.log.ForRank(id.rank);
   d.fault_actions =
       elastic::SystemFaultActions(d.log, [&store, &launch](int worker, const std::string& kind) {
         elastic::ReportFault(store, launch.job_id, worker, kind, UnixSeconds());
@@ -102,7 +102,7 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch,
     co.rank = m.rank;
     co.size = m.world;
     co.generation = static_cast<uint64_t>(m.generation);
-    if (m.rank != 0) co.log = nullptr;
+    co.log = launch.log.ForRank(m.rank);
     ConnectChannels(co, priority_channel, &s);
     return elastic::Channels{std::move(s.comm), std::move(s.priority_comm)};
   });

@@ -68,6 +68,14 @@ Environment Environment::FromProcess() {
   e.segment_bytes = Get("CDT_SEGMENT_BYTES");
   e.master_addr = Get("MASTER_ADDR");
   e.master_port = Get("MASTER_PORT");
+  if (auto level = Get("CDT_LOG_LEVEL")) {
+    const std::optional<LogLevel> l = ParseLogLevel(*level);
+    if (!l)
+      throw Error(ErrorCode::kInvalidArgument,
+                  "environment variable CDT_LOG_LEVEL='" + *level +
+                      "': use error, warning, info or debug");
+    e.log_level = *l;
+  }
   e.store_hosted = Get("CDT_STORE_HOSTED").value_or("") == "1";
   if (auto run = Get("XDG_RUNTIME_DIR"))
     e.runtime_dir = *run + "/cann-dist-train";

@@ -10,6 +10,8 @@
 #include <optional>
 #include <string>
 
+#include "cdt/log.h"
+
 namespace cdt::cli {
 
 struct WorkerIdentity {
@@ -63,6 +65,10 @@ struct Environment {
   // glibc.malloc.*, MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_, MALLOC_TOP_PAD_,
   // MALLOC_MMAP_MAX_). `train` then leaves the allocator alone (common/heap_retention.h).
   std::string allocator_set_by;
+  // CDT_LOG_LEVEL: error, warning, info (the default) or debug — what every component's Log
+  // writes to stderr (cdt/log.h).
+  LogLevel log_level = LogLevel::kInfo;
+  Log MakeLog() const { return Log(log_level); }
 
   static Environment FromProcess();
 };

@@ -19,6 +19,7 @@
 #include "common/clock.h"
 #include "common/die_with_parent.h"
 #include "common/file_io.h"
+#include "common/file_system.h"
 #include "common/unix_time.h"
 #include "green/carbon_aware_runner.h"
 #include "green/certificate.h"
@@ -126,9 +127,9 @@ class ChildProcessJob : public green::CarbonAwareJob {
                              : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   }
   static green::RunResult ReadResult(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw Error(ErrorCode::kIo, "green: the training run wrote no " + path);
-    const nlohmann::json j = nlohmann::json::parse(in);
+    const std::optional<std::string> text = LocalFileSystem().ReadIfExists(path, kMaxTextFileBytes);
+    if (!text) throw Error(ErrorCode::kIo, "green: the training run wrote no " + path);
+    const nlohmann::json j = nlohmann::json::parse(*text);
     green::RunResult r;
     r.first_step = j.at("first_step").get<int64_t>();
     r.steps = j.at("steps").get<int64_t>();

@@ -46,6 +46,7 @@ void ParseNodes(const std::string& spec, const char* name, LaunchOptions* o) {
 }  // namespace
 
 void AddLaunchOptions(CLI::App* cmd, LaunchOptions* o, const Environment& env) {
+  o->log = env.MakeLog();
   o->nproc_per_node = ToInt(env.nproc_per_node, 1, "CDT_NPROC_PER_NODE");
   ParseNodes(env.nnodes.value_or("1"), "CDT_NNODES", o);
   o->node_rank = ToInt(env.node_rank, 0, "CDT_NODE_RANK");
@@ -117,6 +118,7 @@ void ValidateLaunchOptions(const LaunchOptions& o) {
 
 AgentConfig ToAgentConfig(const LaunchOptions& o) {
   AgentConfig c;
+  c.log = o.log;
   c.nproc_per_node = o.nproc_per_node;
   c.nnodes = o.nnodes;
   c.min_nodes = o.min_nodes;
@@ -178,10 +180,7 @@ CommunicatorOptions CommunicatorOptionsFor(const Environment& env, const LaunchO
   if (env.allreduce_rules && !env.allreduce_rules->empty())
     co.rules = std::make_shared<AllreduceRules>(AllreduceRules::Load(*env.allreduce_rules));
   if (env.autotune) co.autotune_trials = ToInt(env.autotune, 2, "CDT_AUTOTUNE");
-  if (id.rank == 0)
-    co.log = [](const std::string& line) {
-      std::fprintf(stderr, "cann-dist-train: %s\n", line.c_str());
-    };
+  co.log = o.log.ForRank(id.rank);
   if (env.spin_us) co.spin = std::chrono::microseconds(ToInt(env.spin_us, 50, "CDT_SPIN_US"));
   if (env.remote_spin_us)
     co.remote_spin = std::chrono::microseconds(ToInt(env.remote_spin_us, 0, "CDT_REMOTE_SPIN_US"));
@@ -247,10 +246,6 @@ void ConnectChannels(CommunicatorOptions co, bool priority_channel, WorkerSessio
   if (two_channels) {
     co.job_id += "/priority";
     co.urgent = true;
-    if (co.log)
-      co.log = [](const std::string& line) {
-        std::fprintf(stderr, "cann-dist-train: priority channel: %s\n", line.c_str());
-      };
     s.priority_comm = ConnectTcpCommunicator(*s.store, co);
   }
 }

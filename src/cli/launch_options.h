@@ -19,6 +19,7 @@
 namespace cdt::cli {
 
 struct LaunchOptions {
+  Log log;  // CDT_LOG_LEVEL's (the agent's and the communicators' lines)
   int nproc_per_node = 1;
   int nnodes = 1;     // MAX of --nnodes MIN:MAX
   int min_nodes = 1;  // MIN (= nnodes unless MIN:MAX)

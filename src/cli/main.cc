@@ -53,6 +53,182 @@ void HideSecretFromProcessList(int argc, char** argv) {
   }
 }
 
+// bench allreduce | compress: their options, and where CLI11 put them.
+struct BenchVerbs {
+  CLI::App* allreduce = nullptr;
+  LaunchOptions allreduce_launch;
+  BenchAllreduceOptions allreduce_options;
+  bool adaptive = false;
+  TopoScanOptions topo;
+  CLI::App* compress = nullptr;
+  LaunchOptions compress_launch;
+  BenchCompressOptions compress_options;
+};
+
+void AddBenchVerbs(CLI::App& app, const Environment& env, BenchVerbs* v) {
+  CLI::App* bench_cmd = app.add_subcommand("bench", "benchmarks");
+  bench_cmd->require_subcommand(1);
+  CLI::App* ar = v->allreduce =
+      bench_cmd->add_subcommand("allreduce", "allreduce busbw, nccl-tests style");
+  BenchAllreduceOptions& bench = v->allreduce_options;
+  AddLaunchOptions(ar, &v->allreduce_launch, env);
+  ar->add_option("--algo", bench.algo, "ring|rd|rhd|tree|hier|auto|all")->capture_default_str();
+  ar->add_option("--dtype", bench.dtype, "f32|f64|f16|bf16|i32|i64")->capture_default_str();
+  ar->add_option("--min-bytes", bench.min_bytes, "smallest message (sizes step x4)")
+      ->capture_default_str();
+  ar->add_option("--max-bytes", bench.max_bytes, "largest message")->capture_default_str();
+  ar->add_option("--iters", bench.iters, "timed iterations per size (0 = by size)")
+      ->capture_default_str();
+  ar->add_option(
+      "--warmup", bench.warmup,
+      "untimed iterations per size (0 = at least iters/5, then until 4 MiB moved or 0.5 s passed)");
+  ar->add_flag("--check", bench.check, "verify every element against the closed form");
+  ar->add_option("--json", bench.json, "write results to this file (rank 0)");
+  ar->add_flag("--adaptive-comm", v->adaptive,
+               "pick `auto` algorithms with the measured topology planner (cached)");
+  ar->add_option("--cache-dir", v->topo.cache_dir, "strategy cache directory ('none' = off)");
+  ar->add_flag("--rescan", v->topo.rescan, "ignore the strategy cache and probe again");
+
+  CLI::App* c = v->compress = bench_cmd->add_subcommand(
+      "compress", "encode + decode time and GB/s per gradient compressor (docs/benchmarks.md)");
+  BenchCompressOptions& bc = v->compress_options;
+  AddLaunchOptions(c, &v->compress_launch, env);
+  c->add_option("--compressors", bc.compressors, "comma-separated names, or all")
+      ->capture_default_str();
+  CLI::Option* size_opt =
+      c->add_option("--size", bc.size, "float32 gradient bytes (one square-ish matrix)")
+          ->capture_default_str();
+  c->add_option("--shape", bc.shape, "the gradient's tensors instead: ROWSxCOLS,N,...")
+      ->excludes(size_opt);
+  c->add_option("--ratio", bc.ratio, "top-k / random-k share of elements (0 = train's default)");
+  c->add_option("--values", bc.values,
+                "top-k / random-k: the type their values travel in, fp32|fp16|bf16 (train "
+                "--compress-values)")
+      ->capture_default_str();
+  c->add_option("--powersgd-rank", bc.powersgd_rank, "PowerSGD rank")->capture_default_str();
+  c->add_flag("!--no-error-feedback", bc.error_feedback,
+              "time the compressors without the error-feedback wrapper `train` uses");
+  c->add_option("--iters", bc.iters, "timed calls per compressor")->capture_default_str();
+  c->add_option("--warmup", bc.warmup, "untimed calls first")->capture_default_str();
+  c->add_option("--json", bc.json, "write results to this file (rank 0)");
+}
+
+int RunBenchVerb(BenchVerbs& v, const Environment& env, int argc, char** argv) {
+  if (v.allreduce->parsed()) {
+    ValidateLaunchOptions(v.allreduce_launch);
+    if (env.autotune)
+      v.allreduce_options.autotune_trials = std::max(0, std::atoi(env.autotune->c_str()));
+    if (!ShouldRunAsWorker(env)) return RunAsAgent(v.allreduce_launch, argc, argv);
+    WorkerSession s = JoinGroup(env, v.allreduce_launch);
+    if (!v.adaptive) return RunBenchAllreduce(*s.comm, v.allreduce_options);
+    topology::Discovery d = DiscoverTopology(*s.comm, v.topo, env.strategy_cache_dir);
+    s.comm->SetAllreduceSelector(d.planner);
+    return RunBenchAllreduce(*s.comm, v.allreduce_options, &d.planner->model());
+  }
+  ValidateLaunchOptions(v.compress_launch);
+  ValidateBenchCompressOptions(v.compress_options);  // once, before any worker starts
+  if (!ShouldRunAsWorker(env)) return RunAsAgent(v.compress_launch, argc, argv);
+  WorkerSession s = JoinGroup(env, v.compress_launch);
+  return RunBenchCompress(*s.comm, v.compress_options);
+}
+
+// topo-scan.
+struct TopoScanVerb {
+  CLI::App* cmd = nullptr;
+  LaunchOptions launch;
+  TopoScanOptions scan;
+  bool adaptive = true;
+};
+
+void AddTopoScanVerb(CLI::App& app, const Environment& env, TopoScanVerb* v) {
+  CLI::App* cmd = v->cmd = app.add_subcommand(
+      "topo-scan", "discover nodes, NICs and link levels; print the allreduce plan");
+  TopoScanOptions& scan = v->scan;
+  AddLaunchOptions(cmd, &v->launch, env);
+  cmd->add_flag("--adaptive-comm", v->adaptive, "show the adaptive algorithm plan (default)");
+  cmd->add_option("--cache-dir", scan.cache_dir, "strategy cache directory ('none' = off)");
+  cmd->add_flag("--rescan", scan.rescan, "ignore the strategy cache and probe again");
+  cmd->add_option("--json", scan.json, "write the scan to this file (rank 0)");
+  cmd->add_flag("--gradient-compress", scan.gradient_compress,
+                "recommend a gradient compression setting (see --gradient-size, --compute-ms)");
+  cmd->add_option("--gradient-size", scan.gradient_size,
+                  "f32 gradient bytes per step (4K, 100M, 1G)")
+      ->capture_default_str();
+  cmd->add_option("--compute-ms", scan.compute_ms,
+                  "backward time per step that can hide communication (0 = unknown)");
+}
+
+int RunTopoScanVerb(const TopoScanVerb& v, const Environment& env, int argc, char** argv) {
+  ValidateLaunchOptions(v.launch);
+  if (!ShouldRunAsWorker(env)) return RunAsAgent(v.launch, argc, argv);
+  WorkerSession s = JoinGroup(env, v.launch);
+  return RunTopoScan(*s.comm, v.scan, env.strategy_cache_dir);
+}
+
+// train (and `elastic`, which is `train --elastic`).
+struct TrainVerb {
+  CLI::App* cmd = nullptr;
+  LaunchOptions launch;
+  TrainCommandOptions options;
+  bool adaptive = false;
+  TopoScanOptions topo;
+  ElasticOptions elastic;
+};
+
+void AddTrainVerb(CLI::App& app, const Environment& env, TrainVerb* v) {
+  CLI::App* cmd = v->cmd = app.add_subcommand("train", "data-parallel training (libtorch)");
+  AddLaunchOptions(cmd, &v->launch, env);
+  AddTrainOptions(cmd, &v->options);
+  cmd->add_flag("--adaptive-comm", v->adaptive,
+                "measure the topology (or read the strategy cache): allreduce algorithms "
+                "from its planner, gradient bucket size from its cost model");
+  cmd->add_option("--cache-dir", v->topo.cache_dir, "strategy cache directory ('none' = off)");
+  cmd->add_flag("--rescan", v->topo.rescan, "ignore the strategy cache and probe again");
+  AddElasticOptions(cmd, &v->elastic);
+  app.add_subcommand("elastic",
+                     "elastic training: `elastic [launch options] -- [train options]` "
+                     "is `train --elastic` with both (docs/elastic.md)");
+}
+
+int RunTrainVerb(TrainVerb& v, const Environment& env, int argc, char** argv) {
+  TrainCommandOptions& train_opts = v.options;
+  LaunchOptions& launch = v.launch;
+  const ElasticOptions& elastic = v.elastic;
+  train_opts.train.log = env.MakeLog();
+  if (train_opts.energy_windows)
+    train_opts.train.metrics.energy_profiles =
+        env.knowledge_base + "/hardware_profiles/devices.json";
+  launch.elastic = elastic.enabled;
+  ValidateLaunchOptions(launch);
+  ParseFaults(elastic.inject);  // bad specs fail here, before any worker starts
+  train::ValidateTrainOptions(train_opts.train);  // as do bad train options (once, not per worker)
+  if (!elastic.inject.empty() && !elastic.enabled)
+    throw Error(ErrorCode::kInvalidArgument,
+                "--inject needs --elastic (without it a fault ends the job)");
+  launch.spares = elastic.spares;
+  launch.job_file = JobFilePath(env, launch.job_id);
+  if (elastic.spares < 0 || (elastic.spares > 0 && !elastic.enabled))
+    throw Error(ErrorCode::kInvalidArgument, "--spares needs --elastic and must not be negative");
+  if (!ShouldRunAsWorker(env)) return RunAsAgent(launch, argc, argv);
+  train_opts.train.allocator = ConfigureAllocator(env, train_opts.use_default_allocator);
+  const int local = env.worker ? env.worker->local_world_size : 1;
+  if (elastic.enabled) {
+    if (v.adaptive)
+      throw Error(ErrorCode::kInvalidArgument,
+                  "--adaptive-comm is not supported with --elastic yet");
+    return RunElasticTraining(env, launch, train_opts, elastic, local);
+  }
+  WorkerSession s = JoinGroup(env, launch, train_opts.train.reduction.overlap_next_forward);
+  if (v.adaptive) {
+    topology::Discovery d = DiscoverTopology(*s.comm, v.topo, env.strategy_cache_dir);
+    s.comm->SetAllreduceSelector(d.planner);
+    if (s.priority_comm) s.priority_comm->SetAllreduceSelector(d.planner);
+    train_opts.train.reduction.planned_bucket_bytes =
+        topology::RecommendedBucketBytes(d.planner->model());
+  }
+  return RunTrainCommand(*s.comm, s.priority_comm.get(), train_opts, local);
+}
+
 int Main(int argc, char** argv) {
   RaiseOpenFileLimit();  // every rank holds 4 sockets per peer (cli/open_files.h)
   Environment env = Environment::FromProcess();
@@ -70,116 +246,16 @@ int Main(int argc, char** argv) {
       "start K workers per node of PROG with RANK/WORLD_SIZE/... set (torchrun-compatible)");
   AddLaunchOptions(launch_cmd, &launch, env);
   launch_cmd->add_option("command", command, "-- PROG ARGS...")->required();
-
-  // bench allreduce.
-  LaunchOptions bench_launch;
-  BenchAllreduceOptions bench;
-  CLI::App* bench_cmd = app.add_subcommand("bench", "benchmarks");
-  bench_cmd->require_subcommand(1);
-  CLI::App* bench_ar = bench_cmd->add_subcommand("allreduce", "allreduce busbw, nccl-tests style");
-  AddLaunchOptions(bench_ar, &bench_launch, env);
-  bench_ar->add_option("--algo", bench.algo, "ring|rd|rhd|tree|hier|auto|all")
-      ->capture_default_str();
-  bench_ar->add_option("--dtype", bench.dtype, "f32|f64|f16|bf16|i32|i64")->capture_default_str();
-  bench_ar->add_option("--min-bytes", bench.min_bytes, "smallest message (sizes step x4)")
-      ->capture_default_str();
-  bench_ar->add_option("--max-bytes", bench.max_bytes, "largest message")->capture_default_str();
-  bench_ar->add_option("--iters", bench.iters, "timed iterations per size (0 = by size)")
-      ->capture_default_str();
-  bench_ar->add_option(
-      "--warmup", bench.warmup,
-      "untimed iterations per size (0 = at least iters/5, then until 4 MiB moved or 0.5 s passed)");
-  bench_ar->add_flag("--check", bench.check, "verify every element against the closed form");
-  bench_ar->add_option("--json", bench.json, "write results to this file (rank 0)");
-
-  bool adaptive = false;
-  TopoScanOptions bench_topo;
-  bench_ar->add_flag("--adaptive-comm", adaptive,
-                     "pick `auto` algorithms with the measured topology planner (cached)");
-  bench_ar->add_option("--cache-dir", bench_topo.cache_dir,
-                       "strategy cache directory ('none' = off)");
-  bench_ar->add_flag("--rescan", bench_topo.rescan, "ignore the strategy cache and probe again");
-
-  // bench compress.
-  LaunchOptions bench_compress_launch;
-  BenchCompressOptions bench_compress;
-  CLI::App* bench_c = bench_cmd->add_subcommand(
-      "compress", "encode + decode time and GB/s per gradient compressor (docs/benchmarks.md)");
-  AddLaunchOptions(bench_c, &bench_compress_launch, env);
-  bench_c->add_option("--compressors", bench_compress.compressors, "comma-separated names, or all")
-      ->capture_default_str();
-  CLI::Option* size_opt = bench_c
-                              ->add_option("--size", bench_compress.size,
-                                           "float32 gradient bytes (one square-ish matrix)")
-                              ->capture_default_str();
-  bench_c
-      ->add_option("--shape", bench_compress.shape,
-                   "the gradient's tensors instead: ROWSxCOLS,N,...")
-      ->excludes(size_opt);
-  bench_c->add_option("--ratio", bench_compress.ratio,
-                      "top-k / random-k share of elements (0 = train's default)");
-  bench_c
-      ->add_option("--values", bench_compress.values,
-                   "top-k / random-k: the type their values travel in, fp32|fp16|bf16 (train "
-                   "--compress-values)")
-      ->capture_default_str();
-  bench_c->add_option("--powersgd-rank", bench_compress.powersgd_rank, "PowerSGD rank")
-      ->capture_default_str();
-  bench_c->add_flag("!--no-error-feedback", bench_compress.error_feedback,
-                    "time the compressors without the error-feedback wrapper `train` uses");
-  bench_c->add_option("--iters", bench_compress.iters, "timed calls per compressor")
-      ->capture_default_str();
-  bench_c->add_option("--warmup", bench_compress.warmup, "untimed calls first")
-      ->capture_default_str();
-  bench_c->add_option("--json", bench_compress.json, "write results to this file (rank 0)");
-
-  // topo-scan.
-  LaunchOptions scan_launch;
-  TopoScanOptions scan;
-  bool scan_adaptive = true;
-  CLI::App* scan_cmd = app.add_subcommand(
-      "topo-scan", "discover nodes, NICs and link levels; print the allreduce plan");
-  AddLaunchOptions(scan_cmd, &scan_launch, env);
-  scan_cmd->add_flag("--adaptive-comm", scan_adaptive,
-                     "show the adaptive algorithm plan (default)");
-  scan_cmd->add_option("--cache-dir", scan.cache_dir, "strategy cache directory ('none' = off)");
-  scan_cmd->add_flag("--rescan", scan.rescan, "ignore the strategy cache and probe again");
-  scan_cmd->add_option("--json", scan.json, "write the scan to this file (rank 0)");
-  scan_cmd->add_flag(
-      "--gradient-compress", scan.gradient_compress,
-      "recommend a gradient compression setting (see --gradient-size, --compute-ms)");
-  scan_cmd
-      ->add_option("--gradient-size", scan.gradient_size,
-                   "f32 gradient bytes per step (4K, 100M, 1G)")
-      ->capture_default_str();
-  scan_cmd->add_option("--compute-ms", scan.compute_ms,
-                       "backward time per step that can hide communication (0 = unknown)");
-
-  // train.
-  LaunchOptions train_launch;
-  TrainCommandOptions train_opts;
-  CLI::App* train_cmd = app.add_subcommand("train", "data-parallel training (libtorch)");
-  AddLaunchOptions(train_cmd, &train_launch, env);
-  AddTrainOptions(train_cmd, &train_opts);
-  bool train_adaptive = false;
-  TopoScanOptions train_topo;
-  train_cmd->add_flag("--adaptive-comm", train_adaptive,
-                      "measure the topology (or read the strategy cache): allreduce algorithms "
-                      "from its planner, gradient bucket size from its cost model");
-  train_cmd->add_option("--cache-dir", train_topo.cache_dir,
-                        "strategy cache directory ('none' = off)");
-  train_cmd->add_flag("--rescan", train_topo.rescan, "ignore the strategy cache and probe again");
-  ElasticOptions elastic;
-  AddElasticOptions(train_cmd, &elastic);
-  app.add_subcommand("elastic",
-                     "elastic training: `elastic [launch options] -- [train options]` "
-                     "is `train --elastic` with both (docs/elastic.md)");
-
+  BenchVerbs bench;
+  AddBenchVerbs(app, env, &bench);
+  TopoScanVerb scan;
+  AddTopoScanVerb(app, env, &scan);
+  TrainVerb train;
+  AddTrainVerb(app, env, &train);
   FaultInjectOptions inject;
   CLI::App* inject_cmd = app.add_subcommand(
       "fault-inject", "queue a fault for a running elastic job (docs/elastic.md)");
   AddFaultInjectOptions(inject_cmd, &inject, env);
-
   GreenOptions green_opts;
   CLI::App* green_cmd = app.add_subcommand(
       "green",
@@ -214,66 +290,10 @@ int Main(int argc, char** argv) {
     if (!r.summary.empty()) std::fprintf(stderr, "cann-dist-train launch: %s", r.summary.c_str());
     return r.exit_code;
   }
-  if (bench_ar->parsed()) {
-    ValidateLaunchOptions(bench_launch);
-    if (env.autotune) bench.autotune_trials = std::max(0, std::atoi(env.autotune->c_str()));
-    if (!ShouldRunAsWorker(env)) return RunAsAgent(bench_launch, argc, argv);
-    WorkerSession s = JoinGroup(env, bench_launch);
-    if (adaptive) {
-      topology::Discovery d = DiscoverTopology(*s.comm, bench_topo, env.strategy_cache_dir);
-      s.comm->SetAllreduceSelector(d.planner);
-      return RunBenchAllreduce(*s.comm, bench, &d.planner->model());
-    }
-    return RunBenchAllreduce(*s.comm, bench);
-  }
-  if (bench_c->parsed()) {
-    ValidateLaunchOptions(bench_compress_launch);
-    ValidateBenchCompressOptions(bench_compress);  // once, before any worker starts
-    if (!ShouldRunAsWorker(env)) return RunAsAgent(bench_compress_launch, argc, argv);
-    WorkerSession s = JoinGroup(env, bench_compress_launch);
-    return RunBenchCompress(*s.comm, bench_compress);
-  }
-  if (scan_cmd->parsed()) {
-    ValidateLaunchOptions(scan_launch);
-    if (!ShouldRunAsWorker(env)) return RunAsAgent(scan_launch, argc, argv);
-    WorkerSession s = JoinGroup(env, scan_launch);
-    return RunTopoScan(*s.comm, scan, env.strategy_cache_dir);
-  }
-  if (train_cmd->parsed()) {
-    if (train_opts.energy_windows)
-      train_opts.train.metrics.energy_profiles = env.knowledge_base + "/hardware_profiles/devices.json";
-    train_launch.elastic = elastic.enabled;
-    ValidateLaunchOptions(train_launch);
-    ParseFaults(elastic.inject);  // bad specs fail here, before any worker starts
-    train::ValidateTrainOptions(
-        train_opts.train);  // as do bad train options (once, not per worker)
-    if (!elastic.inject.empty() && !elastic.enabled)
-      throw Error(ErrorCode::kInvalidArgument,
-                  "--inject needs --elastic (without it a fault ends the job)");
-    train_launch.elastic = elastic.enabled;
-    train_launch.spares = elastic.spares;
-    train_launch.job_file = JobFilePath(env, train_launch.job_id);
-    if (elastic.spares < 0 || (elastic.spares > 0 && !elastic.enabled))
-      throw Error(ErrorCode::kInvalidArgument, "--spares needs --elastic and must not be negative");
-    if (!ShouldRunAsWorker(env)) return RunAsAgent(train_launch, argc, argv);
-    train_opts.train.allocator = ConfigureAllocator(env, train_opts.use_default_allocator);
-    if (elastic.enabled) {
-      if (train_adaptive)
-        throw Error(ErrorCode::kInvalidArgument,
-                    "--adaptive-comm is not supported with --elastic yet");
-      const int local = env.worker ? env.worker->local_world_size : 1;
-      return RunElasticTraining(env, train_launch, train_opts, elastic, local);
-    }
-    WorkerSession s = JoinGroup(env, train_launch, train_opts.train.reduction.overlap_next_forward);
-    const int local = env.worker ? env.worker->local_world_size : 1;
-    if (train_adaptive) {
-      topology::Discovery d = DiscoverTopology(*s.comm, train_topo, env.strategy_cache_dir);
-      s.comm->SetAllreduceSelector(d.planner);
-      if (s.priority_comm) s.priority_comm->SetAllreduceSelector(d.planner);
-      train_opts.train.reduction.planned_bucket_bytes = topology::RecommendedBucketBytes(d.planner->model());
-    }
-    return RunTrainCommand(*s.comm, s.priority_comm.get(), train_opts, local);
-  }
+  if (bench.allreduce->parsed() || bench.compress->parsed())
+    return RunBenchVerb(bench, env, argc, argv);
+  if (scan.cmd->parsed()) return RunTopoScanVerb(scan, env, argc, argv);
+  if (train.cmd->parsed()) return RunTrainVerb(train, env, argc, argv);
   return 2;
 }
 

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "cdt/error.h"
+#include "common/file_system.h"
 #include "common/printable.h"
 #include "common/units.h"
 
@@ -70,13 +71,9 @@ AllreduceRules AllreduceRules::Parse(const std::string& text, const std::string&
 }
 
 AllreduceRules AllreduceRules::Load(const std::string& path) {
-  std::ifstream f(path);
-  if (!f)
-    throw Error(ErrorCode::kInvalidArgument,
-                "allreduce rules file '" + path + "' cannot be read (CDT_ALLREDUCE_RULES)");
-  std::stringstream text;
-  text << f.rdbuf();
-  return Parse(text.str(), path);
+  return Parse(LocalFileSystem().Read(path, kMaxTextFileBytes, "allreduce rules file",
+                                      "fix CDT_ALLREDUCE_RULES"),
+               path);
 }
 
 std::optional<AllreduceAlgorithm> AllreduceRules::Match(size_t bytes, int nodes,

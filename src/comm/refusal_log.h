@@ -6,15 +6,17 @@
 
 #include <chrono>
 #include <cstdint>
-#include <cstdio>
 #include <string>
+
+#include "cdt/log.h"
 
 namespace cdt {
 
 class RefusalLog {
  public:
-  // `prefix` starts every line, e.g. "cdt store 10.0.0.1:29500" or "cdt rank 3".
-  explicit RefusalLog(std::string prefix) : prefix_(std::move(prefix)) {}
+  // `prefix` starts every line, e.g. "cdt store 10.0.0.1:29500" or "cdt rank 3"; the lines are
+  // warnings of `log`.
+  RefusalLog(std::string prefix, Log log) : prefix_(std::move(prefix)), log_(std::move(log)) {}
 
   void Say(const std::string& what) {
     const auto now = std::chrono::steady_clock::now();
@@ -26,11 +28,12 @@ class RefusalLog {
     const std::string more =
         suppressed_ > 0 ? " (and " + std::to_string(suppressed_) + " more in the last second)" : "";
     suppressed_ = 0;
-    std::fprintf(stderr, "%s: %s%s\n", prefix_.c_str(), what.c_str(), more.c_str());
+    log_.Warning("{}: {}{}", prefix_, what, more);
   }
 
  private:
   std::string prefix_;
+  Log log_;
   std::chrono::steady_clock::time_point next_{};
   uint64_t suppressed_ = 0;
 };

@@ -121,7 +121,9 @@ class TcpCommunicator : public Communicator {
         ReduceBuffer agree{medians->data(), 2, DataType::kFloat64, ReduceOp::kMax};
         AllreduceRecursiveDoubling(ctx, world, agree);
         std::string report = tuner_.Decide(step, *medians);
-        if (options_.log && rank() == 0) options_.log(report);
+        if (rank() == 0)
+          options_.log.Info("cann-dist-train: {}{}", options_.urgent ? "priority channel: " : "",
+                            report);
       }
       if (op == ReduceOp::kAvg) FinishAverage(data, count, dtype, size());
     });
@@ -403,6 +405,7 @@ class TcpCommunicator : public Communicator {
 
 std::unique_ptr<Communicator> ConnectTcpCommunicator(Store& store, const CommunicatorOptions& o) {
   MeshOptions m;
+  m.log = o.log;
   m.rank = o.rank;
   m.size = o.size;
   m.generation = o.generation;

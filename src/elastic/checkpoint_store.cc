@@ -38,7 +38,6 @@ constexpr size_t kQuantBlock = 256;  // float32 values per int8 scale
 // checkpoint, so chains are two files long.
 constexpr uint32_t kMaxChunkBytes = 256u << 20;
 constexpr size_t kMaxChainDepth = 2;
-constexpr size_t kMaxCheckpointFileBytes = size_t{1} << 40;
 
 double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -292,12 +291,10 @@ CheckpointWriter::CheckpointWriter(CheckpointOptions o) : options_(std::move(o))
   if (options_.quantize != "none" && options_.quantize != "int8")
     throw Error(ErrorCode::kInvalidArgument,
                 "checkpoint quantisation '" + options_.quantize + "': use none or int8");
-  std::error_code ec;
-  fs::create_directories(options_.dir, ec);
-  if (ec)
-    throw Error(ErrorCode::kIo,
-                "cannot create checkpoint directory '" + options_.dir + "': " + ec.message());
-  RemoveStaleTemporaries(options_.dir, "ckpt-");  // a crash's leftovers, never a live writer's
+  const FileSystem& files = Or(options_.fs);
+  files.CreateDirectories(options_.dir);
+  if (&files == &LocalFileSystem())  // a crash's leftovers on this disk, never a live writer's
+    RemoveStaleTemporaries(options_.dir, "ckpt-");
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -313,7 +310,7 @@ CheckpointWriter::~CheckpointWriter() {
     try {
       std::rethrow_exception(error_);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "cann-dist-train: checkpoint write failed: %s\n", e.what());
+      options_.log.Error("cann-dist-train: checkpoint write failed: {}", e.what());
     }
   }
 }
@@ -474,7 +471,8 @@ CheckpointRecord CheckpointWriter::Write(int64_t step, const std::string& state,
 
   const auto t1 = Clock::now();
   rec.path = (fs::path(options_.dir) / FileName(step, full ? -1 : base_step_)).string();
-  WriteFileAtomically(rec.path, out, 0600);  // a model's state: its owner's to read
+  const FileSystem& files = Or(options_.fs);
+  files.WriteAtomically(rec.path, out, 0600);  // a model's state: its owner's to read
   rec.write_s = Since(t1);
   rec.file_bytes = out.size();
   ++written_;
@@ -482,21 +480,21 @@ CheckpointRecord CheckpointWriter::Write(int64_t step, const std::string& state,
     base_step_ = step;
     base_state_ = state;
     // Retention: the newest `keep` full checkpoints and the increments on them.
-    std::vector<std::pair<int64_t, fs::path>> fulls, incrs;
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(options_.dir, ec)) {
-      const auto parsed = ParseName(e.path().filename().string());
+    std::vector<std::pair<int64_t, std::string>> fulls, incrs;
+    for (const std::string& name : files.List(options_.dir)) {
+      const auto parsed = ParseName(name);
       if (!parsed) continue;
       (parsed->second < 0 ? fulls : incrs)
-          .push_back({parsed->second < 0 ? parsed->first : parsed->second, e.path()});
+          .push_back({parsed->second < 0 ? parsed->first : parsed->second,
+                      (fs::path(options_.dir) / name).string()});
     }
     std::sort(fulls.rbegin(), fulls.rend());
     if (static_cast<int>(fulls.size()) > options_.keep) {
       const int64_t oldest_kept = fulls[static_cast<size_t>(options_.keep) - 1].first;
       for (const auto& [s, p] : fulls)
-        if (s < oldest_kept) fs::remove(p, ec);
+        if (s < oldest_kept) files.Remove(p);
       for (const auto& [base, p] : incrs)
-        if (base < oldest_kept) fs::remove(p, ec);
+        if (base < oldest_kept) files.Remove(p);
     }
   }
   return rec;
@@ -507,7 +505,8 @@ namespace {
 // One file, and its base for an increment. `chain` holds the files already being read above this
 // one: an increment's base must be a full checkpoint, so a chain is two files long, and any loop
 // or longer chain is a damaged or planted file.
-LoadedCheckpoint ReadCheckpointChain(const std::string& path, std::vector<std::string>* chain) {
+LoadedCheckpoint ReadCheckpointChain(const std::string& path, std::vector<std::string>* chain,
+                                     const FileSystem& files) {
   const std::string who = "checkpoint '" + path + "'";
   if (std::find(chain->begin(), chain->end(), path) != chain->end())
     throw Error(ErrorCode::kProtocol, who + ": is its own base (a loop in the chain of bases)");
@@ -515,7 +514,9 @@ LoadedCheckpoint ReadCheckpointChain(const std::string& path, std::vector<std::s
     throw Error(ErrorCode::kProtocol, who + ": the chain of bases is longer than " +
                                           std::to_string(kMaxChainDepth) + " files");
   chain->push_back(path);
-  const std::string in = ReadFileBounded(path, kMaxCheckpointFileBytes);
+  std::optional<std::string> read = files.ReadIfExists(path, kMaxCheckpointFileBytes);
+  if (!read) throw Error(ErrorCode::kIo, who + ": gone (removed while being read)");
+  const std::string in = std::move(*read);
   size_t at = 0;
   if (in.size() < kHeaderBytes || std::memcmp(in.data(), kMagic, sizeof kMagic) != 0)
     throw Error(ErrorCode::kProtocol, who + ": not a checkpoint (bad magic or too short)");
@@ -554,11 +555,11 @@ LoadedCheckpoint ReadCheckpointChain(const std::string& path, std::vector<std::s
   LoadedCheckpoint base;
   if (kind == 1) {
     const std::string base_path = (fs::path(path).parent_path() / FileName(base_step, -1)).string();
-    if (!fs::exists(base_path))
+    if (!files.Exists(base_path))
       throw Error(ErrorCode::kProtocol, who + ": its base, full checkpoint of step " +
                                             std::to_string(base_step) + ", is missing");
     try {
-      base = ReadCheckpointChain(base_path, chain);
+      base = ReadCheckpointChain(base_path, chain, files);
     } catch (const Error& e) {
       throw Error(ErrorCode::kProtocol, who + ": its base cannot be used: " + e.what());
     }
@@ -619,25 +620,25 @@ LoadedCheckpoint ReadCheckpointChain(const std::string& path, std::vector<std::s
 
 }  // namespace
 
-LoadedCheckpoint ReadCheckpointFile(const std::string& path) {
+LoadedCheckpoint ReadCheckpointFile(const std::string& path, const FileSystem& fs) {
   std::vector<std::string> chain;
-  return ReadCheckpointChain(path, &chain);
+  return ReadCheckpointChain(path, &chain, fs);
 }
 
 std::optional<LoadedCheckpoint> LoadNewestCheckpoint(const std::string& dir,
-                                                     std::vector<std::string>* skipped) {
+                                                     std::vector<std::string>* skipped,
+                                                     const FileSystem& fs) {
   std::vector<std::pair<int64_t, std::string>> files;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec))
-    if (const auto parsed = ParseName(e.path().filename().string()))
-      files.push_back({parsed->first, e.path().string()});
+  for (const std::string& name : fs.List(dir))
+    if (const auto parsed = ParseName(name))
+      files.push_back({parsed->first, (std::filesystem::path(dir) / name).string()});
   std::sort(files.rbegin(), files.rend());
   std::vector<std::string> warnings;
   for (const auto& [step, path] : files) {
     // Any failure on one file skips it: a damaged or planted file must cost a checkpoint, never
     // the job (an impossible size fails an allocation, not only a check).
     try {
-      LoadedCheckpoint c = ReadCheckpointFile(path);
+      LoadedCheckpoint c = ReadCheckpointFile(path, fs);
       c.warnings = warnings;
       return c;
     } catch (const Error& e) {

@@ -42,7 +42,13 @@
 #include <thread>
 #include <vector>
 
+#include "cdt/log.h"
+#include "common/file_system.h"
+
 namespace cdt::elastic {
+
+// The largest checkpoint file a reader takes (1 TiB): a bound, not a limit a model meets.
+constexpr size_t kMaxCheckpointFileBytes = size_t{1} << 40;
 
 struct CheckpointOptions {
   std::string dir;
@@ -53,6 +59,8 @@ struct CheckpointOptions {
   size_t chunk_bytes = 64 << 10;
   int keep = 2;                   // full checkpoints kept (with their increments)
   std::string quantize = "none";  // none | int8: increments quantise the float spans (above)
+  Log log;                        // CheckpointWriter: a write that failed with no one to tell
+  const FileSystem* fs = nullptr;  // null: the process's files (common/file_system.h)
 };
 
 // float32 values at [offset, offset + 4 * count) of a state.
@@ -126,12 +134,14 @@ struct LoadedCheckpoint {
 // The newest checkpoint in `dir` that verifies; nullopt when there is none (warnings about the
 // skipped ones are then in `skipped`, when given).
 std::optional<LoadedCheckpoint> LoadNewestCheckpoint(const std::string& dir,
-                                                     std::vector<std::string>* skipped = nullptr);
+                                                     std::vector<std::string>* skipped = nullptr,
+                                                     const FileSystem& fs = LocalFileSystem());
 
 // Decodes one file (and its base, for an increment). Throws cdt::Error(kProtocol) saying what is
 // wrong: bad magic, version, checksum, truncation, a size the file cannot hold, a missing base, a
 // base that is not a full checkpoint or is the file itself.
-LoadedCheckpoint ReadCheckpointFile(const std::string& path);
+LoadedCheckpoint ReadCheckpointFile(const std::string& path,
+                                    const FileSystem& fs = LocalFileSystem());
 
 // Young/Daly: the checkpoint interval that minimises expected lost work plus checkpoint cost,
 // sqrt(2 * cost * mtbf), in the units given.

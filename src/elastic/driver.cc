@@ -45,9 +45,7 @@ class Driver {
   void CountLost(const Membership& m);
   // Train in `m`; the exit code, or nullopt after a recoverable failure.
   std::optional<int> TrainIn(const Membership& m);
-  void Log(const std::string& line) const {
-    if (o_.log) o_.log(line);
-  }
+  void Note(const std::string& line) const { o_.log.Write(LogLevel::kInfo, line); }
 
   Store& store_;
   const DriverOptions& o_;
@@ -85,7 +83,7 @@ Driver::Driver(Store& store, const DriverOptions& o, ElasticState& state, const 
       try {
         file = state_.Checkpoint();
       } catch (const std::exception& e) {
-        Log("cann-dist-train: worker " + std::to_string(me) +
+        Note("cann-dist-train: worker " + std::to_string(me) +
             ": paused, but the checkpoint failed: " + e.what());
       }
     }
@@ -94,7 +92,7 @@ Driver::Driver(Store& store, const DriverOptions& o, ElasticState& state, const 
                   "cann-dist-train: worker %d: paused: %zu worker(s) present, --min-workers %d; "
                   "waiting up to %.0f s for more",
                   me, present.size(), ro_.min_workers, o_.pause_timeout_s);
-    Log(line + (file.empty() ? "" : "; state checkpointed to " + file));
+    Note(line + (file.empty() ? "" : "; state checkpointed to " + file));
   };
 }
 
@@ -117,7 +115,7 @@ void Driver::PollStore() {
       regroup_requested_ = RegroupRequests(store_, job_) > 0;
   } catch (const Error& e) {
     if (!store_warned_)
-      Log("\ncann-dist-train: worker " + std::to_string(me) + ": the store is out of reach (" +
+      Note("\ncann-dist-train: worker " + std::to_string(me) + ": the store is out of reach (" +
           e.what() + "); training on, looking again every 30 s");
     store_warned_ = true;
     store_quiet_until_ = Clock::now() + std::chrono::seconds(30);
@@ -125,7 +123,7 @@ void Driver::PollStore() {
   for (const std::string& spec : specs) try {
       injector_.Add(spec);
     } catch (const Error& e) {
-      Log("cann-dist-train: worker " + std::to_string(me) +
+      Note("cann-dist-train: worker " + std::to_string(me) +
           ": a queued fault was not understood: " + e.what());
     }
 }
@@ -144,7 +142,7 @@ std::optional<Membership> Driver::JoinAsNewcomer(int64_t from, bool ask_regroup)
     state_.Forget();
     failure_.reset();
     if (ask_regroup) RequestRegroup(store_, job_, -1);
-    Log(std::string("cann-dist-train: ") + (ask_regroup ? "joining" : "spare") + " worker " +
+    Note(std::string("cann-dist-train: ") + (ask_regroup ? "joining" : "spare") + " worker " +
         std::to_string(ro_.worker_id) + " joins generation " + std::to_string(g) + " as rank " +
         std::to_string(m.rank) + " of " + std::to_string(m.world));
     return m;
@@ -164,13 +162,13 @@ std::optional<Membership> Driver::JoinAsMember(int64_t g) {
       if (!unreachable) break;
       if (Clock::now() >= deadline) throw;
       if (!said)
-        Log("cann-dist-train: worker " + std::to_string(ro_.worker_id) +
+        Note("cann-dist-train: worker " + std::to_string(ro_.worker_id) +
             ": the store is out of reach (" + e.what() + "); retrying");
       said = true;
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }
   }
-  Log("cann-dist-train: worker " + std::to_string(ro_.worker_id) + ": generation " +
+  Note("cann-dist-train: worker " + std::to_string(ro_.worker_id) + ": generation " +
       std::to_string(g) + " formed without it; asking to rejoin");
   return JoinAsNewcomer(g + 1, true);
 }
@@ -200,7 +198,7 @@ std::optional<int> Driver::TrainIn(const Membership& m) {
         ReportFinished(store_, job_, m.generation);
       } catch (const Error& e) {
         // The store went with node 0's agent: the training is done and reported all the same.
-        Log("cann-dist-train: worker " + std::to_string(ro_.worker_id) +
+        Note("cann-dist-train: worker " + std::to_string(ro_.worker_id) +
             ": cannot tell the agents the job finished (" + e.what() +
             "); they will stop what is left when they notice");
       }
@@ -218,7 +216,7 @@ std::optional<int> Driver::TrainIn(const Membership& m) {
       failure_->failed_step = state_.current_step();
       failure_->world_before = m.world;
     }
-    Log("\ncann-dist-train: worker " + std::to_string(ro_.worker_id) + " (rank " +
+    Note("\ncann-dist-train: worker " + std::to_string(ro_.worker_id) + " (rank " +
         std::to_string(m.rank) + " of generation " + std::to_string(m.generation) +
         "): group broken at step " + std::to_string(state_.current_step()) + ": " + e.what() +
         "; re-forming");

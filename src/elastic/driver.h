@@ -85,7 +85,7 @@ struct DriverOptions {
   FaultTarget where;                            // for fault injection
   std::vector<Fault> faults;                    // scripted (--inject)
   FaultActions fault_actions;                   // what faults do (the CLI: signals, ip link, sleep)
-  std::function<void(const std::string&)> log;  // one line (the CLI: stderr)
+  Log log;                                      // what happens to the worker (info)
 };
 
 // The generation's channels: the bulk communicator and, optionally, the priority one.

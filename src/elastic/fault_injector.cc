@@ -4,24 +4,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdarg>
-#include <cstdio>
 #include <thread>
 #include <utility>
 
 namespace cdt::elastic {
 
 namespace {
-
-std::string Printf(const char* format, ...) __attribute__((format(printf, 1, 2)));
-std::string Printf(const char* format, ...) {
-  char line[512];
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(line, sizeof line, format, args);
-  va_end(args);
-  return line;
-}
 
 // cut: every interface of this node's network namespace but lo goes down for `seconds`, then
 // up again, by a detached shell (the outside world: ip(8) from iproute2; needs CAP_NET_ADMIN, as
@@ -45,7 +33,7 @@ void CutLinks(double seconds) {
 
 }  // namespace
 
-FaultActions SystemFaultActions(std::function<void(const std::string&)> log,
+FaultActions SystemFaultActions(Log log,
                                 std::function<void(int, const std::string&)> report) {
   FaultActions a;
   a.signal_self = [](int signal) { ::kill(::getpid(), signal); };
@@ -81,8 +69,8 @@ bool FaultInjector::Slow(int64_t step, Clock::time_point now) {
     if (f.kind != "slow" || f.worker != me_.worker_id || step < f.step || normal_steps_ == 0)
       continue;
     if (!fired_[i])
-      act_.log(Printf("\ncann-dist-train: worker %d: injected fault: slow x%.1f from step %lld",
-                      f.worker, f.factor, static_cast<long long>(step)));
+      act_.log.Warning("\ncann-dist-train: worker {}: injected fault: slow x{:.1f} from step {}",
+                       f.worker, f.factor, step);
     fired_[i] = true;
     act_.sleep((f.factor - 1) * normal_step_s_ / static_cast<double>(normal_steps_));
     return true;
@@ -98,10 +86,9 @@ void FaultInjector::Fire(int64_t step) {
         fired_[i])
       continue;
     fired_[i] = true;
-    act_.log(
-        Printf("\ncann-dist-train: node %d: injected fault: its links down for %.1f s at "
-               "step %lld",
-               f.worker, f.factor, static_cast<long long>(step)));
+    act_.log.Warning(
+        "\ncann-dist-train: node {}: injected fault: its links down for {:.1f} s at step {}",
+        f.worker, f.factor, step);
     act_.report(me_.worker_id, "cut");
     act_.cut_links(f.factor);
   }
@@ -111,9 +98,8 @@ void FaultInjector::Fire(int64_t step) {
         fired_[i])
       continue;
     fired_[i] = true;
-    act_.log(Printf("\ncann-dist-train: worker %d (pid %d): injected fault: %s at step %lld",
-                    f.worker, static_cast<int>(::getpid()), f.kind.c_str(),
-                    static_cast<long long>(step)));
+    act_.log.Warning("\ncann-dist-train: worker {} (pid {}): injected fault: {} at step {}",
+                     f.worker, ::getpid(), f.kind, step);
     act_.report(f.worker, f.kind);
     act_.signal_self(f.kind == "kill" ? SIGKILL : SIGSTOP);
   }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cdt/log.h"
 #include "elastic/fault_spec.h"
 
 namespace cdt::elastic {
@@ -24,14 +25,14 @@ struct FaultActions {
   // Every fault but slow, before it acts: the store learns what was done to whom and when (a
   // recovery is then timed from the fault itself).
   std::function<void(int worker, const std::string& kind)> report;
-  // One line for the log (the CLI prints it to stderr).
-  std::function<void(const std::string& line)> log;
+  // Where a fired fault is announced (a warning).
+  Log log;
 };
 
 // The real actions: SIGKILL/SIGSTOP to this process, `ip link set down/up` on every interface but
 // lo of this network namespace by a detached shell (needs CAP_NET_ADMIN, as inside
 // tools/emulate-cluster's namespaces), a sleep; `log` and `report` as given.
-FaultActions SystemFaultActions(std::function<void(const std::string&)> log,
+FaultActions SystemFaultActions(Log log,
                                 std::function<void(int worker, const std::string& kind)> report);
 
 // Where this worker is: its id (its rank in the first generation), its node and its rank there.

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -72,6 +71,7 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>
   for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
   const pid_t agent = ::getpid();
+  const std::string cannot_execute = "cann-dist-train: cannot execute '" + argv[0] + "': ";
   pid_t pid = ::fork();
   if (pid < 0) throw Error(ErrorCode::kIo, std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
@@ -84,11 +84,338 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>
     ::signal(SIGCHLD, SIG_DFL);
     ::pthread_sigmask(SIG_SETMASK, &original_mask, nullptr);
     ::execvpe(args[0], args.data(), envp.data());
-    std::fprintf(stderr, "cann-dist-train: cannot execute '%s': %s\n", args[0],
-                 std::strerror(errno));
+    // In the forked child of a threaded process only async-signal-safe calls are sound: write(2)
+    // the line made before the fork, not the Log.
+    const char* why = std::strerror(errno);
+    const ssize_t ignored[] = {::write(STDERR_FILENO, cannot_execute.data(), cannot_execute.size()),
+                               ::write(STDERR_FILENO, why, std::strlen(why)),
+                               ::write(STDERR_FILENO, "\n", 1)};
+    (void)ignored;
     ::_exit(127);
   }
   return pid;
+}
+
+}  // namespace
+
+namespace {
+
+// Where this node's agent meets the others: the store's address, the job's name in it and the
+// secret the job's connections prove.
+struct Rendezvous {
+  bool etcd = false;
+  std::string job, secret;
+  net::HostPort addr;
+};
+
+Rendezvous ResolveRendezvous(const AgentConfig& c) {
+  Rendezvous r;
+  r.etcd = c.rdzv_backend == "etcd";
+  if (!r.etcd && c.rdzv_backend != "tcp")
+    throw Error(ErrorCode::kInvalidArgument,
+                "--rdzv-backend '" + c.rdzv_backend + "': use tcp or etcd");
+  // etcd keeps keys across runs: a job on one node gets its own namespace per run; on several
+  // nodes every agent must agree, so the --job-id must be new (checked in AgreeOnPlacement).
+  r.job = c.job_id;
+  if (r.etcd && c.nnodes == 1) r.job += "/run-" + Hex(auth::RandomBytes(6));
+  r.secret = c.job_secret;
+  if (r.secret.empty() && c.nnodes > 1 && !r.etcd)
+    throw Error(ErrorCode::kInvalidArgument,
+                "a job on several nodes needs a shared secret: run `export CDT_JOB_SECRET=$("
+                "cann-dist-train secret)` once and give every node that value");
+  // One node: a fresh secret nobody else knows. Several nodes on etcd with none given: there is no
+  // secret they share, so the peer handshake is keyed by the generation token in etcd alone
+  // (docs/security.md says to give one).
+  if (r.secret.empty() && c.nnodes == 1) r.secret = auth::NewSecret();
+  std::string endpoint = c.rdzv_endpoint;
+  if (endpoint.empty() && r.etcd)
+    throw Error(ErrorCode::kInvalidArgument,
+                "--rdzv-backend etcd needs --rdzv-endpoint HOST:PORT (etcd's client URL, "
+                "e.g. 127.0.0.1:2379)");
+  if (endpoint.empty()) {
+    if (c.nnodes > 1)
+      throw Error(ErrorCode::kInvalidArgument,
+                  "a job on several nodes needs --rdzv-endpoint HOST:PORT (node 0's address)");
+    endpoint = "127.0.0.1:0";
+  }
+  r.addr = net::ParseHostPort(endpoint, "--rdzv-endpoint");
+  return r;
+}
+
+// Blocks the signals the agent supervises for as long as it lives. Made before any thread exists,
+// so that the store's thread inherits the mask and the signals reach sigtimedwait.
+class SupervisedSignals {
+ public:
+  SupervisedSignals() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGCHLD);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    ::pthread_sigmask(SIG_BLOCK, &set_, &original_);
+  }
+  ~SupervisedSignals() { ::pthread_sigmask(SIG_SETMASK, &original_, nullptr); }
+  SupervisedSignals(const SupervisedSignals&) = delete;
+  SupervisedSignals& operator=(const SupervisedSignals&) = delete;
+  const sigset_t& set() const { return set_; }
+  const sigset_t& original() const { return original_; }
+
+ private:
+  sigset_t set_, original_;
+};
+
+// Which worker ids this node runs and how large the job is.
+struct Placement {
+  int base = 0;       // this node's first worker id
+  int world = 0;      // the first generation's workers
+  int target = 0;     // the most workers the job takes
+  int min_nodes = 0;  // the nodes of the first generation
+  bool joiner = false;  // this node joins a running job
+};
+
+Placement AgreeOnPlacement(const AgentConfig& c, const Rendezvous& r, Store& store,
+                           const std::string& prefix) {
+  if (r.etcd && c.node_rank == 0 && store.Check(prefix + "node/0/nproc"))
+    throw Error(ErrorCode::kInvalidArgument,
+                "etcd at " + r.addr.ToString() + " already holds job '" + r.job +
+                    "' from an earlier run: give this run a new --job-id");
+  store.Set(prefix + "node/" + std::to_string(c.node_rank) + "/nproc",
+            std::to_string(c.nproc_per_node));
+  Placement p;
+  p.min_nodes = c.min_nodes > 0 ? c.min_nodes : c.nnodes;
+  if (c.elastic && p.min_nodes < c.nnodes) {
+    // Nodes come and go: no waiting for the others; ids by node rank.
+    p.base = c.node_rank * c.nproc_per_node;
+    p.world = p.min_nodes * c.nproc_per_node;
+    p.target = c.nnodes * c.nproc_per_node;
+  } else {
+    for (int n = 0; n < c.nnodes; ++n) {
+      int k = std::stoi(store.Get(prefix + "node/" + std::to_string(n) + "/nproc", c.rdzv_timeout));
+      if (n < c.node_rank) p.base += k;
+      p.world += k;
+    }
+    p.target = p.world;
+  }
+  p.joiner = c.node_rank >= p.min_nodes;
+  return p;
+}
+
+// The job file carries the secret: a directory only we may write, a file only we may read,
+// written atomically; a planted file or link there is refused before any worker starts. Removed
+// when the agent ends.
+class JobFile {
+ public:
+  JobFile(const AgentConfig& c, const Rendezvous& r) {
+    if (c.node_rank != 0 || c.job_file.empty()) return;
+    EnsurePrivateDirectory(std::filesystem::path(c.job_file).parent_path().string());
+    CheckPrivateFile(c.job_file);
+    WriteFileAtomically(c.job_file,
+                        c.rdzv_backend + "\n" + r.addr.ToString() + "\n" + r.job + "\n" +
+                            r.secret + "\n",
+                        0600);
+    path_ = c.job_file;
+  }
+  ~JobFile() {
+    if (!path_.empty()) ::unlink(path_.c_str());
+  }
+  JobFile(const JobFile&) = delete;
+  JobFile& operator=(const JobFile&) = delete;
+
+ private:
+  std::string path_;
+};
+
+// The variables every worker of this node gets (torchrun's, and ours: DESIGN.md §4).
+std::map<std::string, std::string> WorkerEnvironment(const AgentConfig& c, const Rendezvous& r,
+                                                     const Placement& p,
+                                                     std::map<std::string, std::string> env) {
+  env["WORLD_SIZE"] = std::to_string(p.world);
+  env["LOCAL_WORLD_SIZE"] = std::to_string(c.nproc_per_node);
+  env["GROUP_RANK"] = std::to_string(c.node_rank);
+  env["MASTER_ADDR"] = r.addr.host;
+  env["MASTER_PORT"] = std::to_string(r.addr.port);
+  env["CDT_JOB_ID"] = r.job;
+  env["CDT_JOB_SECRET"] = r.secret;
+  env["CDT_STORE_HOSTED"] = "1";
+  env["CDT_RDZV_BACKEND"] = c.rdzv_backend;
+  env["CDT_TARGET_WORLD"] = std::to_string(p.target);
+  if (p.joiner) env["CDT_JOINER"] = "1";
+  env["CDT_NNODES"] = std::to_string(c.nnodes);
+  env["CDT_NODE_RANK"] = std::to_string(c.node_rank);
+  if (!c.node_addr.empty()) env["CDT_NODE_ADDR"] = c.node_addr;
+  return env;
+}
+
+// The node's workers (and spares) from start to exit: forwards signals, reports the dead of an
+// elastic job gone, stops the rest after the first failure of a static one, and ends what still
+// runs once an elastic job has finished.
+class Supervisor {
+ public:
+  Supervisor(const AgentConfig& c, const Placement& p, Store& store, std::string job,
+             const SupervisedSignals& signals)
+      : c_(c), p_(p), store_(store), job_(std::move(job)), signals_(signals) {}
+  ~Supervisor() { StopAll(SIGKILL); }  // nothing runs past the agent's return, even on a throw
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  void Start(const std::vector<std::string>& argv, std::map<std::string, std::string> env) {
+    for (int l = 0; l < c_.nproc_per_node; ++l) {
+      env["RANK"] = std::to_string(p_.base + l);
+      env["LOCAL_RANK"] = std::to_string(l);
+      Add(argv, env, l);
+    }
+    for (int s = 0; c_.elastic && s < c_.spares; ++s) {
+      env["RANK"] = std::to_string(p_.target + c_.node_rank * c_.spares + s);
+      env["LOCAL_RANK"] = std::to_string(c_.nproc_per_node + s);
+      env["CDT_SPARE"] = "1";
+      Add(argv, env, c_.nproc_per_node + s);
+    }
+  }
+
+  // Until every worker has exited.
+  GroupResult Run() {
+    while (running_ > 0) {
+      timespec tick{0, 100 * 1000 * 1000};  // SIGCHLD wakes us at once; the tick paces the rest
+      siginfo_t info;
+      const int sig = ::sigtimedwait(&signals_.set(), &info, &tick);
+      if (sig == SIGINT || sig == SIGTERM) Forward(sig);
+      Reap();
+      if (c_.elastic && !finished_ && running_ > 0) LookForTheEnd();
+      if (kill_at_ && Clock::now() >= *kill_at_) {
+        StopAll(SIGKILL);
+        kill_at_ = Clock::now() + std::chrono::hours(24);
+      }
+    }
+    // The last workers may all exit between two looks at the store: the job still finished, and
+    // the workers lost on the way (already reported) do not make it fail.
+    if (c_.elastic && !finished_) {
+      try {
+        if (elastic::IsFinished(store_, job_)) result_.exit_code = 0;
+      } catch (const Error&) {
+      }
+    }
+    return result_;
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Child {
+    pid_t pid;
+    int local_rank;
+    bool running;
+  };
+
+  void Add(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+           int local_rank) {
+    children_.push_back(
+        {Spawn(argv, BuildEnvironment(env), signals_.original(), !c_.elastic), local_rank, true});
+    ++running_;
+  }
+
+  void StopAll(int sig) {
+    for (auto& ch : children_)
+      if (ch.running) ::kill(ch.pid, sig);
+  }
+
+  void Forward(int sig) {
+    c_.log.Info("cann-dist-train agent (node {}): got signal {}, forwarding to workers",
+                c_.node_rank, sig);
+    StopAll(sig);
+    if (!kill_at_) kill_at_ = Clock::now() + c_.stop_grace;
+    if (result_.exit_code == 0) result_.exit_code = 128 + sig;
+  }
+
+  void Reap() {
+    for (;;) {
+      int status = 0;
+      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      if (pid <= 0) return;
+      for (auto& ch : children_) {
+        if (ch.pid != pid || !ch.running) continue;
+        ch.running = false;
+        --running_;
+        const int id = ch.local_rank < c_.nproc_per_node
+                           ? p_.base + ch.local_rank
+                           : p_.target + c_.node_rank * c_.spares +
+                                 (ch.local_rank - c_.nproc_per_node);
+        WorkerExit ex{ch.local_rank, id, pid, 0, ""};
+        ex.how = DescribeStatus(status, &ex.exit_code);
+        result_.exits.push_back(ex);
+        if (ex.exit_code != 0 && c_.elastic && !finished_)
+          ReportGone(ex);
+        else if (ex.exit_code != 0 && !kill_at_ && !c_.elastic)
+          StopAfterFirstFailure(ex);
+      }
+    }
+  }
+
+  // Elastic: the others re-form the group without it; tell them it is gone, so that their
+  // rendezvous round need not wait for it.
+  void ReportGone(const WorkerExit& ex) {
+    c_.log.Warning("cann-dist-train agent (node {}): worker {} (pid {}) {}; {}", c_.node_rank,
+                   ex.global_rank, ex.pid, ex.how,
+                   p_.target + c_.spares * c_.nnodes > 1
+                       ? "the others re-form the group without it"
+                       : "it was the job's only worker, so the job ends");
+    try {
+      elastic::ReportGone(store_, job_, ex.global_rank, ex.how);
+    } catch (const Error& e) {
+      c_.log.Error("cann-dist-train agent (node {}): cannot report worker {} gone: {}",
+                   c_.node_rank, ex.global_rank, e.what());
+    }
+    if (result_.exit_code == 0) result_.exit_code = ex.exit_code;
+    result_.summary += "worker " + std::to_string(ex.global_rank) + " (pid " +
+                       std::to_string(ex.pid) + ") " + ex.how + "\n";
+  }
+
+  // Static: the first failure ends the job (SIGTERM to the others, SIGKILL after the grace).
+  void StopAfterFirstFailure(const WorkerExit& ex) {
+    result_.exit_code = ex.exit_code;
+    result_.summary += "rank " + std::to_string(ex.global_rank) + " (local rank " +
+                       std::to_string(ex.local_rank) + ", pid " + std::to_string(ex.pid) + ") " +
+                       ex.how + "; stopping the other workers of node " +
+                       std::to_string(c_.node_rank) + "\n";
+    StopAll(SIGTERM);
+    kill_at_ = Clock::now() + c_.stop_grace;
+  }
+
+  // Elastic: once the job's last generation has finished, what still runs is hung or was left
+  // out of it.
+  void LookForTheEnd() {
+    try {
+      finished_ = elastic::IsFinished(store_, job_);
+    } catch (const Error&) {
+    }
+    if (!finished_) return;
+    result_.exit_code = 0;
+    kill_at_ = Clock::now() + c_.stop_grace;
+  }
+
+  const AgentConfig& c_;
+  const Placement p_;
+  Store& store_;
+  const std::string job_;
+  const SupervisedSignals& signals_;
+  std::vector<Child> children_;
+  size_t running_ = 0;
+  bool finished_ = false;  // elastic: the job's last generation finished
+  std::optional<Clock::time_point> kill_at_;
+  GroupResult result_;
+};
+
+// Node 0 keeps the store up until every node's workers are done with it.
+void AnnounceDone(const AgentConfig& c, const Placement& p, Store& store,
+                  const std::string& prefix, bool hosts_store, int exit_code) {
+  try {
+    store.Set(prefix + "node/" + std::to_string(c.node_rank) + "/done", std::to_string(exit_code));
+    if (!hosts_store) return;
+    std::vector<std::string> keys;
+    for (int n = 0; n < c.nnodes; ++n)  // nodes past MIN that never came are not waited for
+      if (n < p.min_nodes || store.Check(prefix + "node/" + std::to_string(n) + "/nproc"))
+        keys.push_back(prefix + "node/" + std::to_string(n) + "/done");
+    store.Wait(keys, exit_code == 0 ? c.rdzv_timeout : std::chrono::milliseconds(5000));
+  } catch (const Error& e) {
+    c.log.Error("cann-dist-train agent (node {}): {}", c.node_rank, e.what());
+  }
 }
 
 }  // namespace
@@ -101,247 +428,31 @@ GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>&
   if (c.nnodes < 1 || c.node_rank < 0 || c.node_rank >= c.nnodes)
     throw Error(ErrorCode::kInvalidArgument, "--node-rank " + std::to_string(c.node_rank) +
                                                  " is outside 0.." + std::to_string(c.nnodes - 1));
-  const bool etcd = c.rdzv_backend == "etcd";
-  if (!etcd && c.rdzv_backend != "tcp")
-    throw Error(ErrorCode::kInvalidArgument,
-                "--rdzv-backend '" + c.rdzv_backend + "': use tcp or etcd");
-  // etcd keeps keys across runs: a job on one node gets its own namespace per run; on several
-  // nodes every agent must agree, so the --job-id must be new (checked below).
-  std::string job = c.job_id;
-  if (etcd && c.nnodes == 1) job += "/run-" + Hex(auth::RandomBytes(6));
-  std::string secret = c.job_secret;
-  if (secret.empty() && c.nnodes > 1 && !etcd)
-    throw Error(ErrorCode::kInvalidArgument,
-                "a job on several nodes needs a shared secret: run `export CDT_JOB_SECRET=$("
-                "cann-dist-train secret)` once and give every node that value");
-  // One node: a fresh secret nobody else knows. Several nodes on etcd with none given: there is no
-  // secret they share, so the peer handshake is keyed by the generation token in etcd alone
-  // (docs/security.md says to give one).
-  if (secret.empty() && c.nnodes == 1) secret = auth::NewSecret();
-  std::string endpoint = c.rdzv_endpoint;
-  if (endpoint.empty() && etcd)
-    throw Error(ErrorCode::kInvalidArgument,
-                "--rdzv-backend etcd needs --rdzv-endpoint HOST:PORT (etcd's client URL, "
-                "e.g. 127.0.0.1:2379)");
-  if (endpoint.empty()) {
-    if (c.nnodes > 1)
-      throw Error(ErrorCode::kInvalidArgument,
-                  "a job on several nodes needs --rdzv-endpoint HOST:PORT (node 0's address)");
-    endpoint = "127.0.0.1:0";
-  }
-  net::HostPort rdzv = net::ParseHostPort(endpoint, "--rdzv-endpoint");
-
-  // Block the signals we supervise before any thread exists, so the store thread inherits the mask
-  // and they are delivered to sigtimedwait below.
-  sigset_t supervised, original;
-  sigemptyset(&supervised);
-  sigaddset(&supervised, SIGCHLD);
-  sigaddset(&supervised, SIGINT);
-  sigaddset(&supervised, SIGTERM);
-  ::pthread_sigmask(SIG_BLOCK, &supervised, &original);
-  struct MaskRestorer {
-    sigset_t mask;
-    ~MaskRestorer() { ::pthread_sigmask(SIG_SETMASK, &mask, nullptr); }
-  } restore{original};
+  Rendezvous r = ResolveRendezvous(c);
+  const SupervisedSignals signals;
 
   std::unique_ptr<TcpStoreServer> server;
-  if (c.node_rank == 0 && !etcd) {
-    std::string bind = c.nnodes > 1 ? "0.0.0.0" : rdzv.host;
-    server = std::make_unique<TcpStoreServer>(bind, rdzv.port, secret);
-    rdzv.port = server->address().port;
+  if (c.node_rank == 0 && !r.etcd) {
+    const std::string bind = c.nnodes > 1 ? "0.0.0.0" : r.addr.host;
+    server = std::make_unique<TcpStoreServer>(bind, r.addr.port, r.secret, c.log);
+    r.addr.port = server->address().port;
   }
-  std::unique_ptr<Store> store_owner;
-  if (etcd)
-    store_owner = std::make_unique<EtcdStore>(rdzv, c.rdzv_timeout);
+  std::unique_ptr<Store> store;
+  if (r.etcd)
+    store = std::make_unique<EtcdStore>(r.addr, c.rdzv_timeout);
   else
-    store_owner = std::make_unique<TcpStoreClient>(rdzv, secret, c.rdzv_timeout);
-  Store& store = *store_owner;
-  const std::string prefix = job + "/agent/";
-  if (etcd && c.node_rank == 0 && store.Check(prefix + "node/0/nproc"))
-    throw Error(ErrorCode::kInvalidArgument,
-                "etcd at " + rdzv.ToString() + " already holds job '" + job +
-                    "' from an earlier run: give this run a new --job-id");
-  store.Set(prefix + "node/" + std::to_string(c.node_rank) + "/nproc",
-            std::to_string(c.nproc_per_node));
-  int base = 0, world = 0, target = 0;
-  const int min_nodes = c.min_nodes > 0 ? c.min_nodes : c.nnodes;
-  if (c.elastic && min_nodes < c.nnodes) {
-    // Nodes come and go: no waiting for the others; ids by node rank.
-    base = c.node_rank * c.nproc_per_node;
-    world = min_nodes * c.nproc_per_node;
-    target = c.nnodes * c.nproc_per_node;
-  } else {
-    for (int n = 0; n < c.nnodes; ++n) {
-      int k = std::stoi(store.Get(prefix + "node/" + std::to_string(n) + "/nproc", c.rdzv_timeout));
-      if (n < c.node_rank) base += k;
-      world += k;
-    }
-    target = world;
-  }
-  const bool joiner = c.node_rank >= min_nodes;  // joins a running job
+    store = std::make_unique<TcpStoreClient>(r.addr, r.secret, c.rdzv_timeout);
+  const std::string prefix = r.job + "/agent/";
+  const Placement placement = AgreeOnPlacement(c, r, *store, prefix);
+  const JobFile job_file(c, r);
 
-  // The job file carries the secret: a directory only we may write, a file only we may read,
-  // written atomically; a planted file or link there is refused before any worker starts.
-  struct JobFile {
-    std::string path;
-    ~JobFile() {
-      if (!path.empty()) ::unlink(path.c_str());
-    }
-  } job_file;
-  if (c.node_rank == 0 && !c.job_file.empty()) {
-    EnsurePrivateDirectory(std::filesystem::path(c.job_file).parent_path().string());
-    CheckPrivateFile(c.job_file);
-    WriteFileAtomically(c.job_file,
-                        c.rdzv_backend + "\n" + rdzv.ToString() + "\n" + job + "\n" + secret + "\n",
-                        0600);
-    job_file.path = c.job_file;
-  }
-
-  std::map<std::string, std::string> env = extra_env;
-  env["WORLD_SIZE"] = std::to_string(world);
-  env["LOCAL_WORLD_SIZE"] = std::to_string(c.nproc_per_node);
-  env["GROUP_RANK"] = std::to_string(c.node_rank);
-  env["MASTER_ADDR"] = rdzv.host;
-  env["MASTER_PORT"] = std::to_string(rdzv.port);
-  env["CDT_JOB_ID"] = job;
-  env["CDT_JOB_SECRET"] = secret;
-  env["CDT_STORE_HOSTED"] = "1";
-  env["CDT_RDZV_BACKEND"] = c.rdzv_backend;
-  env["CDT_TARGET_WORLD"] = std::to_string(target);
-  if (joiner) env["CDT_JOINER"] = "1";
-  env["CDT_NNODES"] = std::to_string(c.nnodes);
-  env["CDT_NODE_RANK"] = std::to_string(c.node_rank);
-  if (!c.node_addr.empty()) env["CDT_NODE_ADDR"] = c.node_addr;
-
-  struct Child {
-    pid_t pid;
-    int local_rank;
-    bool running;
-  };
-  std::vector<Child> children;
   GroupResult result;
-  auto stop_all = [&](int sig) {
-    for (auto& ch : children)
-      if (ch.running) ::kill(ch.pid, sig);
-  };
-  try {
-    for (int l = 0; l < c.nproc_per_node; ++l) {
-      env["RANK"] = std::to_string(base + l);
-      env["LOCAL_RANK"] = std::to_string(l);
-      children.push_back({Spawn(argv, BuildEnvironment(env), original, !c.elastic), l, true});
-    }
-    for (int s = 0; c.elastic && s < c.spares; ++s) {
-      env["RANK"] = std::to_string(target + c.node_rank * c.spares + s);
-      env["LOCAL_RANK"] = std::to_string(c.nproc_per_node + s);
-      env["CDT_SPARE"] = "1";
-      children.push_back(
-          {Spawn(argv, BuildEnvironment(env), original, !c.elastic), c.nproc_per_node + s, true});
-    }
-  } catch (...) {
-    stop_all(SIGKILL);
-    throw;
+  {
+    Supervisor workers(c, placement, *store, r.job, signals);
+    workers.Start(argv, WorkerEnvironment(c, r, placement, extra_env));
+    result = workers.Run();
   }
-
-  std::optional<std::chrono::steady_clock::time_point> kill_at;
-  size_t running = children.size();
-  bool finished = false;  // elastic: the job's last generation finished
-  while (running > 0) {
-    timespec tick{
-        0, 100 * 1000 * 1000};  // SIGCHLD wakes us at once; the tick paces the finished check
-    siginfo_t info;
-    int sig = ::sigtimedwait(&supervised, &info, &tick);
-    if (sig == SIGINT || sig == SIGTERM) {
-      std::fprintf(stderr,
-                   "cann-dist-train agent (node %d): got signal %d, forwarding to workers\n",
-                   c.node_rank, sig);
-      stop_all(sig);
-      if (!kill_at) kill_at = std::chrono::steady_clock::now() + c.stop_grace;
-      if (result.exit_code == 0) result.exit_code = 128 + sig;
-    }
-    for (;;) {
-      int status = 0;
-      pid_t pid = ::waitpid(-1, &status, WNOHANG);
-      if (pid <= 0) break;
-      for (auto& ch : children) {
-        if (ch.pid != pid || !ch.running) continue;
-        ch.running = false;
-        --running;
-        const int id = ch.local_rank < c.nproc_per_node
-                           ? base + ch.local_rank
-                           : target + c.node_rank * c.spares + (ch.local_rank - c.nproc_per_node);
-        WorkerExit ex{ch.local_rank, id, pid, 0, ""};
-        ex.how = DescribeStatus(status, &ex.exit_code);
-        result.exits.push_back(ex);
-        if (ex.exit_code != 0 && c.elastic && !finished) {
-          // The others re-form the group without it: tell them it is gone, so that their
-          // rendezvous round need not wait for it.
-          std::fprintf(stderr, "cann-dist-train agent (node %d): worker %d (pid %d) %s; %s\n",
-                       c.node_rank, ex.global_rank, static_cast<int>(pid), ex.how.c_str(),
-                       target + c.spares * c.nnodes > 1
-                           ? "the others re-form the group without it"
-                           : "it was the job's only worker, so the job ends");
-          try {
-            elastic::ReportGone(store, job, ex.global_rank, ex.how);
-          } catch (const Error& e) {
-            std::fprintf(stderr,
-                         "cann-dist-train agent (node %d): cannot report worker %d gone: %s\n",
-                         c.node_rank, ex.global_rank, e.what());
-          }
-          if (result.exit_code == 0) result.exit_code = ex.exit_code;
-          result.summary += "worker " + std::to_string(ex.global_rank) + " (pid " +
-                            std::to_string(pid) + ") " + ex.how + "\n";
-        } else if (ex.exit_code != 0 && !kill_at && !c.elastic) {
-          // First failure: stop the others (SIGTERM, then SIGKILL after the grace period).
-          result.exit_code = ex.exit_code;
-          result.summary += "rank " + std::to_string(ex.global_rank) + " (local rank " +
-                            std::to_string(ex.local_rank) + ", pid " + std::to_string(pid) + ") " +
-                            ex.how + "; stopping the other workers of node " +
-                            std::to_string(c.node_rank) + "\n";
-          stop_all(SIGTERM);
-          kill_at = std::chrono::steady_clock::now() + c.stop_grace;
-        }
-      }
-    }
-    if (c.elastic && !finished && running > 0) {
-      try {
-        finished = elastic::IsFinished(store, job);
-      } catch (const Error&) {
-      }
-      if (finished) {
-        // What still runs is hung or was left out of the last generation.
-        result.exit_code = 0;
-        kill_at = std::chrono::steady_clock::now() + c.stop_grace;
-      }
-    }
-    if (kill_at && std::chrono::steady_clock::now() >= *kill_at) {
-      stop_all(SIGKILL);
-      kill_at = std::chrono::steady_clock::now() + std::chrono::hours(24);
-    }
-  }
-
-  // The last workers may all exit between two looks at the store: the job still finished, and
-  // the workers lost on the way (already reported) do not make it fail.
-  if (c.elastic && !finished) {
-    try {
-      if (elastic::IsFinished(store, job)) result.exit_code = 0;
-    } catch (const Error&) {
-    }
-  }
-
-  // Node 0 keeps the store up until every node's workers are done with it.
-  try {
-    store.Set(prefix + "node/" + std::to_string(c.node_rank) + "/done",
-              std::to_string(result.exit_code));
-    if (server) {
-      std::vector<std::string> keys;
-      for (int n = 0; n < c.nnodes; ++n)  // nodes past MIN that never came are not waited for
-        if (n < min_nodes || store.Check(prefix + "node/" + std::to_string(n) + "/nproc"))
-          keys.push_back(prefix + "node/" + std::to_string(n) + "/done");
-      store.Wait(keys, result.exit_code == 0 ? c.rdzv_timeout : std::chrono::milliseconds(5000));
-    }
-  } catch (const Error& e) {
-    std::fprintf(stderr, "cann-dist-train agent (node %d): %s\n", c.node_rank, e.what());
-  }
+  AnnounceDone(c, placement, *store, prefix, server != nullptr, result.exit_code);
   return result;
 }
 

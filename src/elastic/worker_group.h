@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "cdt/log.h"
+
 namespace cdt {
 
 struct AgentConfig {
@@ -45,6 +47,7 @@ struct AgentConfig {
   // Elastic: hot spares started beside the workers of this node (CDT_SPARE=1; worker ids after
   // every node's workers: target world + node_rank * spares + s).
   int spares = 0;
+  Log log;  // the agent's lines ("cann-dist-train agent (node N): ...")
 };
 
 struct WorkerExit {

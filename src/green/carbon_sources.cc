@@ -395,20 +395,17 @@ CarbonTrace ParseCarbonTrace(const std::string& text, const std::string& path,
 }
 
 CarbonTrace ReadCarbonTrace(const std::string& path, const TraceReadOptions& o) {
-  const std::optional<std::string> text = ReadWholeFile(path);
-  if (!text)
-    throw Error(ErrorCode::kInvalidArgument,
-                "cannot read carbon trace " + path + " (does it exist?)");
-  return ParseCarbonTrace(*text, path, o);
+  const std::string text = Or(o.fs).Read(path, kMaxTextFileBytes, "carbon trace",
+                                          "give a trace file (docs/green.md, \"Traces\")");
+  return ParseCarbonTrace(text, path, o);
 }
 
 CarbonTrace ConstantCarbonTrace(const std::string& region, const std::string& table_path) {
-  std::ifstream in(table_path);
-  if (!in)
-    throw Error(ErrorCode::kInvalidArgument, "cannot read the annual-average table " + table_path);
+  const std::string text =
+      LocalFileSystem().Read(table_path, kMaxTextFileBytes, "the annual-average table");
   nlohmann::json doc;
   try {
-    doc = nlohmann::json::parse(in);
+    doc = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     Bad(table_path, 0, std::string("not JSON: ") + e.what());
   }

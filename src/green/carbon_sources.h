@@ -14,6 +14,7 @@
 #include <functional>
 #include <string>
 
+#include "common/file_system.h"
 #include "green/carbon_trace.h"
 
 namespace cdt::green {
@@ -32,6 +33,7 @@ struct TraceReadOptions {
   // Generic CSV only: read this column instead of the intensity (e.g. "price_per_kwh" for an
   // hourly price series, which then reuses the same checks and gap policy).
   std::string value_column;
+  const FileSystem* fs = nullptr;  // null: the process's files
 };
 
 // Picks the reader from the content: JSON for '[' or '{', dc-rl for an `avg_CI` column, else

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cdt/error.h"
+#include "common/file_system.h"
 #include "common/unix_time.h"
 #include "green/iso_time.h"
 
@@ -58,9 +59,10 @@ std::string Sha256Hex(const std::string& bytes) {
 }
 
 std::vector<unsigned char> LoadSecretKey(const std::string& path) {
-  std::ifstream in(path);
+  std::istringstream in(
+      LocalFileSystem().Read(path, 4096, "signing key", "create one with `cert keygen`"));
   std::string text;
-  if (!in || !std::getline(in, text))
+  if (!std::getline(in, text))
     throw Error(ErrorCode::kInvalidArgument,
                 "cannot read signing key " + path + " (create one with `cert keygen`)");
   std::vector<unsigned char> sk;
@@ -124,7 +126,7 @@ std::string PublicKeyOfExistingKey(const std::string& path) {
 
 std::vector<std::string> ReadTrustedKeys(const std::string& path) {
   std::vector<std::string> keys;
-  std::ifstream in(path);
+  std::istringstream in(LocalFileSystem().ReadIfExists(path, kMaxTextFileBytes).value_or(""));
   std::string line;
   for (size_t n = 1; in && std::getline(in, line); ++n) {
     line = line.substr(0, line.find('#'));

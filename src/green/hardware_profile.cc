@@ -10,12 +10,12 @@
 #include "green/text.h"
 
 namespace cdt::green {
-std::vector<HardwareProfile> LoadHardwareProfiles(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(ErrorCode::kInvalidArgument, "cannot read hardware profiles " + path);
+std::vector<HardwareProfile> LoadHardwareProfiles(const std::string& path,
+                                                  const FileSystem& fs) {
+  const std::string text = fs.Read(path, kMaxTextFileBytes, "hardware profiles");
   nlohmann::json doc;
   try {
-    doc = nlohmann::json::parse(in);
+    doc = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw Error(ErrorCode::kInvalidArgument, path + ": not JSON: " + e.what());
   }

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "common/file_system.h"
+
 namespace cdt::green {
 
 struct HardwareProfile {
@@ -17,7 +19,8 @@ struct HardwareProfile {
   std::string source;              // where the figures come from
 };
 
-std::vector<HardwareProfile> LoadHardwareProfiles(const std::string& path);
+std::vector<HardwareProfile> LoadHardwareProfiles(const std::string& path,
+                                                  const FileSystem& fs = LocalFileSystem());
 // The first profile of `kind` whose match strings occur in `model` (case-insensitive), else the
 // one named "default <kind>"; throws when neither exists.
 const HardwareProfile& FindProfile(const std::vector<HardwareProfile>& profiles,

@@ -10,14 +10,21 @@
 #include <sstream>
 
 #include "cdt/error.h"
+#include "common/file_system.h"
 #include "common/unix_time.h"
 #include "green/energy_meter.h"
-#include "green/text.h"
 
 namespace cdt::green {
 namespace {
 
-std::string Slurp(const std::string& path) { return ReadWholeFile(path).value_or(""); }
+// A kernel file under `root` (/proc, or a test's fake tree); "" when it cannot be read.
+std::string Slurp(const std::string& path) {
+  try {
+    return LocalFileSystem().ReadIfExists(path, size_t{1} << 20).value_or("");
+  } catch (const Error&) {
+    return "";
+  }
+}
 
 // (busy, total) jiffies of the whole machine from the first line of /proc/stat.
 bool HostJiffies(const std::string& root, double* busy, double* total, int* cpus) {

@@ -8,6 +8,7 @@
 
 #include "cdt/error.h"
 #include "common/file_io.h"
+#include "common/file_system.h"
 
 namespace cdt::topology {
 
@@ -57,13 +58,19 @@ std::string StrategyPath(const std::string& dir, const std::string& fingerprint)
 std::optional<ProbeResult> LoadStrategy(const std::string& dir, const std::string& fingerprint,
                                         std::string* why) {
   const std::string path = StrategyPath(dir, fingerprint);
-  std::ifstream in(path);
-  if (!in) {
+  std::optional<std::string> text;
+  try {
+    text = LocalFileSystem().ReadIfExists(path, kMaxTextFileBytes);
+  } catch (const Error& e) {
+    *why = std::string(e.what()) + "; probing instead";
+    return std::nullopt;
+  }
+  if (!text) {
     *why = "no cached strategy at " + path;
     return std::nullopt;
   }
   try {
-    json doc = json::parse(in);
+    json doc = json::parse(*text);
     if (doc.value("format", "") != "cdt-strategy" || doc.value("version", 0) != kFormatVersion) {
       *why = path + " has another format or version; ignoring it";
       return std::nullopt;
@@ -114,10 +121,7 @@ void SaveStrategy(const std::string& dir, const std::string& fingerprint, const 
                {{"nodes", probe.shape.nodes()}, {"ranks_per_node", probe.shape.ranks_per_node}}},
               {"levels", levels},
               {"plan", entries}};
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  const std::string path = StrategyPath(dir, fingerprint);
-  WriteFileAtomically(path, doc.dump(2) + "\n");
+  LocalFileSystem().WriteAtomically(StrategyPath(dir, fingerprint), doc.dump(2) + "\n", 0644);
 }
 
 }  // namespace cdt::topology

@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -186,18 +185,18 @@ Position RestoreState(const std::string& bytes, torch::nn::Module& model,
 
 std::string CheckpointPath(const std::string& dir) { return dir + "/checkpoint.pt"; }
 
-void WriteStateFile(const std::string& path, const std::string& bytes) {
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  WriteFileAtomically(path, bytes, 0600);
+void WriteStateFile(const std::string& path, const std::string& bytes, const FileSystem& fs) {
+  fs.WriteAtomically(path, bytes, 0600);  // a model's state: its owner's to read
 }
 
-std::string NewestCheckpoint(const std::string& dir, bool log, std::string* source, int64_t* step) {
+std::string NewestCheckpoint(const std::string& dir, const Log* log, std::string* source,
+                             int64_t* step, const FileSystem& fs) {
   std::vector<std::string> skipped;
-  std::optional<elastic::LoadedCheckpoint> c = elastic::LoadNewestCheckpoint(dir, &skipped);
+  std::optional<elastic::LoadedCheckpoint> c = elastic::LoadNewestCheckpoint(dir, &skipped, fs);
   if (c) skipped = c->warnings;
   if (log)
     for (const auto& w : skipped)
-      std::fprintf(stderr, "cann-dist-train train: warning: %s\n", w.c_str());
+      log->Warning("cann-dist-train train: warning: {}", w);
   *step = -1;
   if (c) {
     *source = c->path;
@@ -205,10 +204,11 @@ std::string NewestCheckpoint(const std::string& dir, bool log, std::string* sour
     return std::move(c->state);
   }
   const std::string legacy = CheckpointPath(dir);
-  if (!std::filesystem::exists(legacy)) return {};
+  std::optional<std::string> read = fs.ReadIfExists(legacy, elastic::kMaxCheckpointFileBytes);
+  if (!read) return {};
   *source = legacy;
   *step = kLegacyStep;
-  std::string bytes = ReadFile(legacy);
+  std::string bytes = std::move(*read);
   VerifyZipChecksums(bytes, legacy);
   return bytes;
 }
@@ -247,8 +247,8 @@ void AgreeOnResumeStep(Communicator& comm, int64_t step, const std::string& sour
                     "(or copy the newest checkpoint to every node), then resume again");
 }
 
-CheckpointSchedule::CheckpointSchedule(const CheckpointOptions& o, bool writer)
-    : o_(o), writer_rank_(writer) {
+CheckpointSchedule::CheckpointSchedule(const CheckpointOptions& o, bool writer, const Log& log)
+    : o_(o), log_(log), writer_rank_(writer) {
   elastic::PredictorOptions po;
   po.memory_limit_bytes =
       static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
@@ -274,8 +274,7 @@ bool CheckpointSchedule::ObserveHealth(double step_s, int64_t step, int rank) {
   s.temperature_c = elastic::ReadMaxTemperatureC().value_or(-1);
   const std::optional<elastic::HealthWarning> w = predictor_.Observe(s);
   if (!w) return false;
-  std::fprintf(stderr, "\rhealth: rank %d, step %lld: %s: %s%s\n", rank,
-               static_cast<long long>(step), w->rule.c_str(), w->detail.c_str(),
+  log_.Warning("\rhealth: rank {}, step {}: {}: {}{}", rank, step, w->rule, w->detail,
                o_.dir.empty() ? "" : "; checkpointing now");
   return true;
 }
@@ -294,6 +293,8 @@ void CheckpointSchedule::Take(
   if (!writer_rank_) return;
   if (!writer_) {
     elastic::CheckpointOptions co;
+    co.log = log_;
+    co.fs = o_.fs;
     co.dir = o_.dir;
     co.codec = o_.codec;
     co.incremental = o_.incremental;
@@ -339,12 +340,8 @@ void CheckpointSchedule::Finish(TrainResult* r) {
   s.blocked_s = writer_->blocked_seconds();
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(ErrorCode::kIo, "cannot read checkpoint '" + path + "'");
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
+std::string ReadFile(const std::string& path, const FileSystem& fs) {
+  return fs.Read(path, elastic::kMaxCheckpointFileBytes, "checkpoint");
 }
 
 // Compression state is per rank (each rank's error-feedback residual differs): one file per rank

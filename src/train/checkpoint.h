@@ -36,7 +36,8 @@ Position RestoreState(const std::string& bytes, torch::nn::Module& model,
 // older version; empty when there is none. `source` receives the file read, `step` its step (-1:
 // none; kLegacyStep: a checkpoint.pt, whose step is inside the archive).
 constexpr int64_t kLegacyStep = -2;
-std::string NewestCheckpoint(const std::string& dir, bool log, std::string* source, int64_t* step);
+std::string NewestCheckpoint(const std::string& dir, const Log* log, std::string* source,
+                             int64_t* step, const FileSystem& fs = LocalFileSystem());
 
 // Before any rank loads a checkpoint, the ranks agree on its step: ranks that see different
 // directories (node-local disks) or different files would otherwise train on from different
@@ -52,7 +53,7 @@ void AgreeOnResumeStep(Communicator& comm, int64_t step, const std::string& sour
 class CheckpointSchedule {
  public:
   // `writer`: this rank writes (rank 0).
-  CheckpointSchedule(const CheckpointOptions& o, bool writer);
+  CheckpointSchedule(const CheckpointOptions& o, bool writer, const Log& log);
   // Whether to checkpoint after `step`. Every rank agrees with --checkpoint-every; in MTBF mode
   // only the writer checkpoints (the others have nothing to write: MTBF mode refuses
   // compression, whose per-rank state every rank writes).
@@ -76,6 +77,7 @@ class CheckpointSchedule {
 
  private:
   const CheckpointOptions o_;
+  const Log log_;
   bool writer_rank_;
   std::unique_ptr<elastic::CheckpointWriter> writer_;
   double capture_s_ = 0;
@@ -90,8 +92,10 @@ class CheckpointSchedule {
 std::string CheckpointPath(const std::string& dir);  // checkpoint.pt (older versions)
 // Creates the file's directory, then cdt::WriteFileAtomically (common/file_io.h) with mode 0600:
 // checkpoints and state files are readable by their owner only.
-void WriteStateFile(const std::string& path, const std::string& bytes);
-std::string ReadFile(const std::string& path);
+void WriteStateFile(const std::string& path, const std::string& bytes,
+                    const FileSystem& fs = LocalFileSystem());
+// A checkpoint file that must be there (cdt::Error naming it otherwise).
+std::string ReadFile(const std::string& path, const FileSystem& fs = LocalFileSystem());
 
 // Compression state is per rank (each rank's error-feedback residual differs): one file per
 // rank beside the checkpoint, with the world size, the bucket layout (elements per bucket) and

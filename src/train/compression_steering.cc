@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 
 namespace cdt::train {
 
@@ -33,11 +32,12 @@ CompressionSetup MakeCompressionSetup(const ReductionOptions& o, uint64_t seed, 
 }
 
 CompressionSteering::CompressionSteering(const ReductionOptions& o, int64_t warmup_steps,
-                                         bool progress, const CompressionSetup& setup,
+                                         bool progress, const Log& log,
+                                         const CompressionSetup& setup,
                                          Communicator& comm, GradientReducer& reducer,
                                          int64_t first_step, TrainResult* r,
                                          const std::vector<double>* resumed)
-    : progress_(progress), setup_(setup), reducer_(reducer), r_(*r), rank_(comm.rank()) {
+    : progress_(progress), log_(log), setup_(setup), reducer_(reducer), r_(*r), rank_(comm.rank()) {
   if (o.compress != "adaptive") {
     r_.compression_phases.push_back(
         {first_step, "fixed", o.compress, ParameterOf(o.compress, o.powersgd_rank)});
@@ -47,9 +47,9 @@ CompressionSteering::CompressionSteering(const ReductionOptions& o, int64_t warm
   // One worker: nothing crosses a network, so compressing could only cost accuracy and time.
   if (comm.size() == 1) {  // the buckets were made uncompressed (MakeCompressionSetup)
     r_.compression_phases.push_back({first_step, "single-worker", "none", 0.0});
-    std::fprintf(stderr,
-                 "compress: adaptive on one worker: no communication to save, every bucket is "
-                 "sent uncompressed\n");
+    log_.Info(
+        "compress: adaptive on one worker: no communication to save, every bucket is sent "
+        "uncompressed");
     return;
   }
   compress::AdaptiveOptions ao;
@@ -101,30 +101,26 @@ CompressionSteering::CompressionSteering(const ReductionOptions& o, int64_t warm
       SubmitInterval(first_step - 1);
   }
   if (rank_ != 0) return;
-  char forgotten[128];
-  std::snprintf(forgotten, sizeof forgotten,
-                ", %.1f ms before the stop: the step times measured then are forgotten",
-                1e3 * resumed_plain_comm_s_);
   if (resumed_everywhere)
-    std::fprintf(
-        stderr,
-        "compress: adaptive resumed at step %lld: phase %s %s%s (%s, chosen for "
-        "step %lld on); an uncompressed allreduce of the gradient takes %.1f ms here%s\n",
-        static_cast<long long>(first_step), in_force_.phase.c_str(), first.compressor.c_str(),
-        first.compressor == "powersgd" ? (" rank " + std::to_string(first.powersgd_rank)).c_str()
-                                       : "",
-        in_force_.reason.c_str(), static_cast<long long>(in_force_.from_step), 1e3 * plain_comm_s_,
-        link_changed ? forgotten : "");
+    log_.Info(
+        "compress: adaptive resumed at step {}: phase {} {}{} ({}, chosen for step {} on); an "
+        "uncompressed allreduce of the gradient takes {:.1f} ms here{}",
+        first_step, in_force_.phase, first.compressor,
+        first.compressor == "powersgd" ? " rank " + std::to_string(first.powersgd_rank) : "",
+        in_force_.reason, in_force_.from_step, 1e3 * plain_comm_s_,
+        link_changed ? fmt::format(", {:.1f} ms before the stop: the step times measured then "
+                                   "are forgotten",
+                                   1e3 * resumed_plain_comm_s_)
+                     : "");
   else
-    std::fprintf(stderr,
-                 "compress: adaptive%s; an uncompressed allreduce of the gradient takes %.1f ms "
-                 "here; step %lld phase %s powersgd rank %d (%s)\n",
-                 resumed ? ": --resume: no controller state that fits on every rank (another "
-                           "world size or bucket layout, or a checkpoint of an older version), "
-                           "the controller starts again"
-                         : "",
-                 1e3 * plain_comm_s_, static_cast<long long>(first_step), in_force_.phase.c_str(),
-                 ao.low_rank, in_force_.reason.c_str());
+    log_.Info(
+        "compress: adaptive{}; an uncompressed allreduce of the gradient takes {:.1f} ms here; "
+        "step {} phase {} powersgd rank {} ({})",
+        resumed ? ": --resume: no controller state that fits on every rank (another world size "
+                  "or bucket layout, or a checkpoint of an older version), the controller starts "
+                  "again"
+                : "",
+        1e3 * plain_comm_s_, first_step, in_force_.phase, ao.low_rank, in_force_.reason);
 }
 
 void CompressionSteering::WarnIfTheKnobHasNoHold(const ReductionOptions& o) const {
@@ -138,22 +134,22 @@ void CompressionSteering::WarnIfTheKnobHasNoHold(const ReductionOptions& o) cons
           compress::PowerSgdWireBytes(reducer_.bucket_tensors(b), o.powersgd_rank,
                                       setup_.options.powersgd_min_saved_bytes) < 4 * elements[b];
     if (!factors_any)
-      std::fprintf(stderr,
-                   "compress: powersgd at --powersgd-rank %d factors no matrix of this model "
-                   "(none would save %zu bytes or more, --powersgd-min-saved-bytes): every "
-                   "bucket is sent uncompressed; lower --powersgd-rank\n",
-                   o.powersgd_rank, setup_.options.powersgd_min_saved_bytes);
+      log_.Warning(
+          "compress: powersgd at --powersgd-rank {} factors no matrix of this model (none would "
+          "save {} bytes or more, --powersgd-min-saved-bytes): every bucket is sent "
+          "uncompressed; lower --powersgd-rank",
+          o.powersgd_rank, setup_.options.powersgd_min_saved_bytes);
   }
   // Top-k and random-k send at least one element of a bucket: below one element of the largest,
   // every bucket sends one a step whatever the ratio, and error feedback holds nearly everything.
   if (compress::IsSparse(o.compress)) {
     const size_t largest = *std::max_element(elements.begin(), elements.end());
     if (largest > 0 && setup_.ratio * static_cast<double>(largest) < 1.0)
-      std::fprintf(stderr,
-                   "compress: %s at --compress-ratio %g is less than one element of the largest "
-                   "bucket (%zu elements): every bucket sends 1 element a step and error feedback "
-                   "holds nearly all of the gradient; use --compress-ratio %.2g or more\n",
-                   o.compress.c_str(), setup_.ratio, largest, 1.0 / static_cast<double>(largest));
+      log_.Warning(
+          "compress: {} at --compress-ratio {:g} is less than one element of the largest bucket "
+          "({} elements): every bucket sends 1 element a step and error feedback holds nearly "
+          "all of the gradient; use --compress-ratio {:.2g} or more",
+          o.compress, setup_.ratio, largest, 1.0 / static_cast<double>(largest));
   }
 }
 
@@ -277,18 +273,15 @@ void CompressionSteering::DecideIfDue() {
   // once the buckets go uncompressed the residual reads 0.
   const double residual_sq = interval_sum_[7 + nb], compressed_sq = interval_sum_[8 + nb];
   const auto& first = d.buckets[0];
-  std::fprintf(
-      stderr,
-      "%scompress: step %lld  phase %s  %s%s  %.2f MB -> %.2f MB per rank per step  "
-      "residual %.1f%%  overlap %.2f  (%s)\n",
-      progress_ ? "\r" : "", static_cast<long long>(d.from_step), d.phase.c_str(),
-      first.compressor.c_str(),
-      first.compressor == "powersgd" ? (" rank " + std::to_string(first.powersgd_rank)).c_str()
-                                     : "",
+  log_.Info(
+      "{}compress: step {}  phase {}  {}{}  {:.2f} MB -> {:.2f} MB per rank per step  residual "
+      "{:.1f}%  overlap {:.2f}  ({})",
+      progress_ ? "\r" : "", d.from_step, d.phase, first.compressor,
+      first.compressor == "powersgd" ? " rank " + std::to_string(first.powersgd_rank) : "",
       obs.bytes_fp32 / std::max(1.0, obs.steps) / 1e6,
       obs.bytes_wire / std::max(1.0, obs.steps) / 1e6,
       compressed_sq > 0 ? 100 * std::sqrt(residual_sq / compressed_sq) : 0.0,
-      obs.comm_s > 0 ? std::clamp(1 - obs.wait_s / obs.comm_s, 0.0, 1.0) : 0.0, d.reason.c_str());
+      obs.comm_s > 0 ? std::clamp(1 - obs.wait_s / obs.comm_s, 0.0, 1.0) : 0.0, d.reason);
 }
 
 void CompressionSteering::Apply(const compress::Decision& d) {

@@ -55,9 +55,9 @@ class CompressionSteering {
   // fits; else every rank starts again at the first interval. Construct this before the
   // compressors' states are restored: it sets the compressors in force at the checkpoint.
   // `warmup_steps`: the LR warm-up (the controller keeps compression off during it); `progress`:
-  // a progress line is drawn on rank 0.
+  // a progress line is drawn on rank 0; `log`: this rank's.
   CompressionSteering(const ReductionOptions& o, int64_t warmup_steps, bool progress,
-                      const CompressionSetup& setup, Communicator& comm, GradientReducer& reducer,
+                      const Log& log, const CompressionSetup& setup, Communicator& comm, GradientReducer& reducer,
                       int64_t first_step, TrainResult* r,
                       const std::vector<double>* resumed = nullptr);
 
@@ -99,6 +99,7 @@ class CompressionSteering {
   void SubmitInterval(int64_t step);
 
   const bool progress_;  // a progress line is being drawn: start log lines with \r
+  const Log log_;
   CompressionSetup setup_;
   GradientReducer& reducer_;
   TrainResult& r_;

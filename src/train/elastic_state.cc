@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <mutex>
 #include <string>
@@ -125,7 +124,7 @@ int64_t StepsToFinish(int64_t n, double epochs, Position at, int64_t global_batc
 }
 
 // Elastic: the first step of a new group completed; what the recovery cost.
-void RecordRecovery(ElasticSession& s, int64_t step, int world, bool log) {
+void RecordRecovery(ElasticSession& s, int64_t step, int world, const Log* log) {
   ElasticSession::Pending& p = s.pending;
   TrainResult::Recovery rec;
   rec.cause = p.cause;
@@ -143,13 +142,11 @@ void RecordRecovery(ElasticSession& s, int64_t step, int world, bool log) {
   if (log) {
     std::string lost;
     for (int w : rec.lost) lost += (lost.empty() ? "" : ", ") + std::to_string(w);
-    std::fprintf(stderr,
-                 "\relastic: generation %lld: world %d -> %d (lost worker(s) %s); resumed at step "
-                 "%lld (%lld step(s) done again); detected after %.3f s, first step done %.3f s "
-                 "after the failure\n",
-                 static_cast<long long>(rec.generation), rec.world_before, rec.world_after,
-                 lost.empty() ? "none" : lost.c_str(), static_cast<long long>(rec.resumed_step),
-                 static_cast<long long>(rec.lost_steps), rec.detected_after_s, rec.rto_s);
+    log->Info(
+        "\relastic: generation {}: world {} -> {} (lost worker(s) {}); resumed at step {} ({} "
+        "step(s) done again); detected after {:.3f} s, first step done {:.3f} s after the failure",
+        rec.generation, rec.world_before, rec.world_after, lost.empty() ? "none" : lost,
+        rec.resumed_step, rec.lost_steps, rec.detected_after_s, rec.rto_s);
   }
 }
 

@@ -45,6 +45,6 @@ bool RestoreCommittedState(Communicator& comm, ElasticSession& s, torch::nn::Mod
 
 // The new group's first step (`step`) completed: records what the recovery cost in
 // s.result.recoveries and clears s.pending; rank 0 (`log`) prints it.
-void RecordRecovery(ElasticSession& s, int64_t step, int world, bool log);
+void RecordRecovery(ElasticSession& s, int64_t step, int world, const Log* log);
 
 }  // namespace cdt::train

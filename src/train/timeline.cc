@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "cdt/error.h"
-#include "common/file_io.h"
+#include "common/file_system.h"
 
 namespace cdt::train {
 
@@ -78,7 +78,7 @@ void WriteTimeline(Communicator& comm, const Timeline& timeline, const std::stri
   const nlohmann::json trace = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
   const std::filesystem::path p(path);
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
-  WriteFileAtomically(path, trace.dump());
+  LocalFileSystem().WriteAtomically(path, trace.dump(), 0644);
 }
 
 }  // namespace cdt::train

@@ -8,6 +8,9 @@
 #include <cstdint>
 #include <string>
 
+#include "cdt/log.h"
+#include "common/file_system.h"
+
 namespace cdt::train {
 
 // The outputs of fc1 in mlp and cnn (models.cc): the most row blocks --linear-blocks can make.
@@ -96,6 +99,7 @@ struct CheckpointOptions {
   double mtbf_s = 0;
   double health_interval_s = 1.0;  // health monitor: seconds between samples (0 = off)
   bool resume = false;             // continue from the newest valid checkpoint in `dir`
+  const FileSystem* fs = nullptr;  // where the files are; null: the process's (a test: a fake)
 };
 
 // What the run reports besides its result: evaluation, progress, timeline, energy.
@@ -130,6 +134,8 @@ struct TrainOptions {
   // What governs malloc in this process, in words, for the result (the CLI sets it up:
   // cli::ConfigureAllocator).
   std::string allocator;
+  // Where the run's lines go (each rank's start "[rank<r>]: "); the CLI's honours CDT_LOG_LEVEL.
+  Log log;
 };
 
 // Throws cdt::Error(kInvalidArgument) naming the first bad option by its flag (train_options.cc).

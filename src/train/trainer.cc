@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <exception>
 #include <filesystem>
 #include <memory>
@@ -119,6 +118,7 @@ class Trainer {
   ElasticSession* session_;
   const ModelFactory& make_model_;
   const int W_, me_;
+  const Log log_;  // this rank's
   TrainResult fresh_result_;
   TrainResult& r_;  // elastic: the session's, carried across generations
 
@@ -160,13 +160,14 @@ Trainer::Trainer(Communicator& comm, const TrainOptions& o, Communicator* priori
       make_model_(make_model),
       W_(comm.size()),
       me_(comm.rank()),
+      log_(o.log.ForRank(me_)),
       r_(session ? session->result : fresh_result_) {
   ValidateTrainOptions(o_, !make_model_);
   torch::set_num_threads(
       o_.threads > 0 ? o_.threads : std::max(1, UsableCpus() / std::max(1, o_.local_world_size)));
   const BlasLibrary blas = LoadedBlas();
   if (me_ == 0 && blas.reference && !(session_ && session_->generation > 0))
-    std::fprintf(stderr, "cann-dist-train train: warning: %s\n", BlasWarning(blas).c_str());
+    log_.Warning("cann-dist-train train: warning: {}", BlasWarning(blas));
   r_.world_size = W_;
   r_.generation = session_ ? session_->generation : 0;
   r_.model = o_.model.name;
@@ -186,7 +187,7 @@ Trainer::Trainer(Communicator& comm, const TrainOptions& o, Communicator* priori
   data_->CheckBatchFits(std::max(W_, o_.max_world_size), Who(comm_));
   PlaceStart();
   SetUpReduction();
-  checkpoints_ = std::make_unique<CheckpointSchedule>(o_.checkpoint, me_ == 0);
+  checkpoints_ = std::make_unique<CheckpointSchedule>(o_.checkpoint, me_ == 0, log_);
   end_step_ = o_.stop_after > 0 ? std::min(total_steps_, o_.stop_after) : total_steps_;
 }
 
@@ -214,11 +215,8 @@ void Trainer::PlaceStart() {
     // of the run's samples take a different number of steps.
     total_steps_ = at_.step + StepsToFinish(data_->train_count(), o_.epochs, at_, global_batch);
     if (me_ == 0)
-      std::fprintf(
-          stderr,
-          "cann-dist-train train: resumed with global batch %lld (was %lld): %lld steps in all\n",
-          static_cast<long long>(global_batch), static_cast<long long>(at_.global_batch),
-          static_cast<long long>(total_steps_));
+      log_.Info("cann-dist-train train: resumed with global batch {} (was {}): {} steps in all",
+                global_batch, at_.global_batch, total_steps_);
   }
   at_.global_batch = global_batch;
   if (!session_ || session_->result.steps == 0) r_.first_step = at_.step;
@@ -237,15 +235,14 @@ void Trainer::ResumeFromCheckpoint() {
   std::string source;
   int64_t found_step = -1;
   const std::string& dir = o_.checkpoint.dir;
-  const std::string bytes = NewestCheckpoint(dir, me_ == 0, &source, &found_step);
+  const std::string bytes = NewestCheckpoint(dir, me_ == 0 ? &log_ : nullptr, &source, &found_step,
+                                             Or(o_.checkpoint.fs));
   AgreeOnResumeStep(comm_, found_step, source, dir);
   if (!bytes.empty()) {
     at_ = RestoreState(bytes, *model_, *opt_, o_.seed, source);
     r_.resumed_from = source;
   } else if (me_ == 0) {
-    std::fprintf(stderr,
-                 "cann-dist-train train: --resume: no checkpoint in '%s', starting at step 0\n",
-                 dir.c_str());
+    log_.Info("cann-dist-train train: --resume: no checkpoint in '{}', starting at step 0", dir);
   }
 }
 
@@ -286,21 +283,19 @@ void Trainer::ResumeCompression() {
                                        o_.reduction.compress, &why_not, &adaptive_state)
              : std::vector<std::vector<float>>();
   steering_ = std::make_unique<CompressionSteering>(
-      o_.reduction, o_.optimizer.warmup_steps, o_.metrics.progress, compression_, comm_, *reducer_,
-      at_.step, &r_, resume ? &adaptive_state : nullptr);
+      o_.reduction, o_.optimizer.warmup_steps, o_.metrics.progress, log_, compression_, comm_,
+      *reducer_, at_.step, &r_, resume ? &adaptive_state : nullptr);
   if (!resume) return;
   if (!states.empty()) {
     const std::string left_out = reducer_->SetCompressorStates(states);
     if (!left_out.empty() && me_ == 0)
-      std::fprintf(
-          stderr,
-          "cann-dist-train train: --resume: compression state '%s', %s; the rest was restored\n",
-          compression_path_.c_str(), left_out.c_str());
+      log_.Warning("cann-dist-train train: --resume: compression state '{}', {}; the rest was "
+                   "restored",
+                   compression_path_, left_out);
   } else if (me_ == 0 || std::filesystem::exists(compression_path_)) {
     // Rank 0 speaks for the ranks that found no file; a file refused may be this rank's alone.
-    std::fprintf(stderr,
-                 "cann-dist-train train: --resume: %s ('%s'): error feedback starts from zero\n",
-                 why_not.c_str(), compression_path_.c_str());
+    log_.Warning("cann-dist-train train: --resume: {} ('{}'): error feedback starts from zero",
+                 why_not, compression_path_);
   }
 }
 
@@ -420,7 +415,7 @@ void Trainer::EndStep(const StepBatch& batch, double compute_before, double loss
   ++r_.steps;
   const bool recovered = session_ && session_->pending.active;
   if (!o_.reduction.overlap_next_forward || recovered) Settle();
-  if (recovered) RecordRecovery(*session_, at_.step, W_, me_ == 0);
+  if (recovered) RecordRecovery(*session_, at_.step, W_, me_ == 0 ? &log_ : nullptr);
 }
 
 void Trainer::SubmitLoss(double loss_sum, size_t samples, bool warned, bool regroup) {
@@ -460,10 +455,9 @@ void Trainer::ShowProgress(double mean_loss) {
   const double elapsed = Since(loop_start_) - eval_seconds_;
   const double rate = r_.samples / std::max(1e-9, elapsed);
   const double eta = (end_step_ - step - 1) * (elapsed / std::max<int64_t>(1, r_.steps));
-  std::fprintf(stderr, "\rstep %lld/%lld  epoch %llu  loss %.4f  %.0f samples/s  ETA %.0fs   ",
-               static_cast<long long>(step + 1), static_cast<long long>(end_step_),
-               static_cast<unsigned long long>(at_.epoch), mean_loss, rate, eta);
-  if (last) std::fprintf(stderr, "\n");
+  log_.Progress(fmt::format("step {}/{}  epoch {}  loss {:.4f}  {:.0f} samples/s  ETA {:.0f}s   ",
+                            step + 1, end_step_, at_.epoch, mean_loss, rate, eta),
+                last);
 }
 
 void Trainer::Settle() {
@@ -506,7 +500,8 @@ void Trainer::Checkpoint() {
   WriteStateFile(compression_path_,
                  CaptureCompressionState(next.step, reducer_->CompressorStates(), W_,
                                          reducer_->bucket_elements(), o_.reduction.compress,
-                                         steering_->State()));
+                                         steering_->State()),
+                 Or(o_.checkpoint.fs));
   comm_.Barrier()->Wait();  // the ranks' compression state of the same step is on disk
 }
 
@@ -577,7 +572,7 @@ std::string CheckpointSession(const TrainOptions& o, ElasticSession* session,
   std::unique_ptr<torch::optim::Optimizer> opt = MakeOptimizer(o.optimizer, *model);
   const MemorySnapshot& mem = *newest.memory;
   ApplyMemorySnapshot(mem, *model, *opt);
-  CheckpointSchedule writer(o.checkpoint, true);
+  CheckpointSchedule writer(o.checkpoint, true, o.log);
   writer.Take(
       mem.at.step,
       [&](std::vector<elastic::FloatSpan>* f) {

@@ -163,10 +163,10 @@ TEST(Autotuner, RanksAgreeInsideACommunicatorAndResultsStayExact) {
   setup.base.selector = std::make_shared<UnsureSelector>();
   setup.base.autotune_trials = 2;
   setup.base.autotune_min_bytes = 0;  // decide after 2 x 2 blocks of 2 calls
-  setup.base.log = [&](const std::string& line) {
+  setup.base.log = Log(LogLevel::kInfo, [&](LogLevel, std::string_view line) {
     std::lock_guard<std::mutex> lock(mu);
-    logs.push_back(line);
-  };
+    logs.emplace_back(line);
+  });
   testing::RunRanks(
       4,
       [&](Communicator& comm) {
@@ -242,7 +242,7 @@ TEST(AllreduceRules, OverrideTheSelectorInsideACommunicator) {
       AllreduceRules::Parse("allreduce 0 1K tree\nallreduce 1M * rhd 1\n", "r"));
   setup.base.selector = std::make_shared<UnsureSelector>();
   std::atomic<int> logged{0};
-  setup.base.log = [&](const std::string&) { ++logged; };
+  setup.base.log = Log(LogLevel::kDebug, [&](LogLevel, std::string_view) { ++logged; });
   testing::RunRanks(
       3,
       [&](Communicator& comm) {

@@ -19,6 +19,7 @@
 
 #include "cdt/error.h"
 #include "elastic/checkpoint_store.h"
+#include "fake_file_system.h"
 
 namespace cdt::elastic {
 namespace {
@@ -375,6 +376,79 @@ TEST(CheckpointStore, BadOptionsAreRefused) {
   o.quantize = "none";
   o.dir = "";
   EXPECT_THROW(CheckpointWriter{o}, Error);
+}
+
+}  // namespace
+}  // namespace cdt::elastic
+
+// The file-system seam (common/file_system.h) with a fake disk: a full disk fails the write that
+// meets it — the error reaches the trainer at its next Submit or Flush — and costs nothing
+// already written: the newest checkpoint before it still loads, increments and all.
+namespace cdt::elastic {
+namespace {
+
+TEST(CheckpointStore, AFullDiskFailsTheWriteAndKeepsTheCheckpointsBeforeIt) {
+  testing::FakeFileSystem disk;
+  CheckpointOptions o;
+  o.dir = "/ckpt";
+  o.incremental = true;
+  o.full_every = 2;
+  o.chunk_bytes = 4096;
+  o.fs = &disk;
+  o.log = Log(LogLevel::kError, [](LogLevel, std::string_view) {});
+  std::vector<std::string> states;
+  {
+    CheckpointWriter w(o);
+    for (int step = 1; step <= 3; ++step) {
+      states.push_back(State(20000, step));
+      w.Submit(step, states.back());
+    }
+    w.Flush();
+    EXPECT_EQ(disk.writes(), 3);
+    disk.SetFull(true);
+    w.Submit(4, State(20000, 4));
+    try {
+      w.Flush();
+      FAIL() << "a write to a full disk succeeded";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kIo);
+      EXPECT_NE(std::string(e.what()).find("No space left on device"), std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("/ckpt/"), std::string::npos) << e.what();
+    }
+  }
+  const auto c = LoadNewestCheckpoint(o.dir, nullptr, disk);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->step, 3);  // an increment on step 2's full checkpoint
+  EXPECT_EQ(c->state, states[2]);
+}
+
+// A read error is not a missing file: the checkpoint that cannot be read is skipped with the
+// reason, and the older one is used.
+TEST(CheckpointStore, AnUnreadableCheckpointIsSkippedWithItsReason) {
+  testing::FakeFileSystem disk;
+  CheckpointOptions o;
+  o.dir = "/ckpt";
+  o.fs = &disk;
+  std::vector<std::string> states;
+  {
+    CheckpointWriter w(o);
+    for (int step = 1; step <= 2; ++step) {
+      states.push_back(State(5000, step));
+      w.Submit(step, states.back());
+    }
+    w.Flush();
+  }
+  std::vector<std::string> names = disk.List("/ckpt");
+  std::sort(names.begin(), names.end());
+  ASSERT_EQ(names.size(), 2u);
+  disk.SetUnreadable("/ckpt/" + names[1]);
+  const auto c = LoadNewestCheckpoint(o.dir, nullptr, disk);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->step, 1);
+  EXPECT_EQ(c->state, states[0]);
+  ASSERT_EQ(c->warnings.size(), 1u);
+  EXPECT_NE(c->warnings[0].find("Input/output error"), std::string::npos) << c->warnings[0];
 }
 
 }  // namespace

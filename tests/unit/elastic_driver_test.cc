@@ -35,7 +35,7 @@ struct Recorded {
     a.report = [this](int w, const std::string& k) {
       events.push_back("report " + k + " " + std::to_string(w));
     };
-    a.log = [](const std::string&) {};
+    a.log = Log(LogLevel::kError, [](LogLevel, std::string_view) {});
     return a;
   }
 };

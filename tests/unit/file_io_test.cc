@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cdt/error.h"
+#include "common/file_system.h"
 
 namespace cdt {
 namespace {
@@ -137,6 +138,44 @@ TEST(FileIo, BoundedReadRefusesAnOversizedFileBeforeReadingIt) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
   }
   EXPECT_THROW(ReadFileBounded(dir + "/missing", 10), Error);
+  fs::remove_all(dir);
+}
+
+// LocalFileSystem: every reader behaves the same way — missing is "not there", anything else an
+// error naming the file and the reason.
+TEST(LocalFileSystem, MissingIsNotThereAndEverythingElseNamesTheFile) {
+  const FileSystem& files = LocalFileSystem();
+  const std::string dir = fs::temp_directory_path() / ("cdt-lfs-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  EXPECT_EQ(files.ReadIfExists(dir + "/nothing", 100), std::nullopt);
+  EXPECT_EQ(files.ReadIfExists(dir + "/no/such/dir/file", 100), std::nullopt);
+  EXPECT_TRUE(files.List(dir).empty());
+  files.WriteAtomically(dir + "/sub/a.json", "{}", 0600);  // creates the directories
+  EXPECT_EQ(files.ReadIfExists(dir + "/sub/a.json", 100), "{}");
+  EXPECT_EQ(files.List(dir + "/sub"), std::vector<std::string>{"a.json"});
+  try {
+    files.ReadIfExists(dir + "/sub", 100);
+    FAIL() << "a directory was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kIo);
+    EXPECT_NE(std::string(e.what()).find(dir + "/sub"), std::string::npos) << e.what();
+  }
+  try {
+    files.ReadIfExists(dir + "/sub/a.json", 1);
+    FAIL() << "a file over the bound was read";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("more than the 1"), std::string::npos) << e.what();
+  }
+  try {
+    files.Read(dir + "/missing.json", 100, "hardware profiles", "give --profiles");
+    FAIL() << "a missing file was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_EQ(std::string(e.what()), "cannot read hardware profiles '" + dir +
+                                         "/missing.json': no such file; give --profiles");
+  }
+  EXPECT_TRUE(files.Remove(dir + "/sub/a.json"));
+  EXPECT_FALSE(files.Exists(dir + "/sub/a.json"));
   fs::remove_all(dir);
 }
 

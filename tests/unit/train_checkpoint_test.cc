@@ -26,13 +26,13 @@ TEST(TrainCheckpoint, AnOlderVersionsCheckpointPtIsReadOnlyWhenItsZipChecksumsHo
   std::ofstream(CheckpointPath(dir), std::ios::binary) << bytes;
   std::string source;
   int64_t step = 0;
-  EXPECT_EQ(NewestCheckpoint(dir, false, &source, &step), bytes);
+  EXPECT_EQ(NewestCheckpoint(dir, nullptr, &source, &step), bytes);
   EXPECT_EQ(step, kLegacyStep);
   EXPECT_EQ(source, CheckpointPath(dir));
   bytes[bytes.size() / 2] ^= 1;  // inside the tensor's data
   std::ofstream(CheckpointPath(dir), std::ios::binary | std::ios::trunc) << bytes;
   try {
-    NewestCheckpoint(dir, false, &source, &step);
+    NewestCheckpoint(dir, nullptr, &source, &step);
     FAIL() << "a damaged checkpoint.pt was read";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("fails its CRC-32"), std::string::npos) << e.what();

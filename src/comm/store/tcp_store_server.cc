@@ -132,11 +132,11 @@ size_t ReadAllowance(const Client& c) {
 class TcpStoreServer::State {
  public:
   State(std::string secret, net::Socket listener, const std::string& where,
-        std::atomic<uint64_t>* rejected)
+        std::atomic<uint64_t>* rejected, const Log& log)
       : secret_(std::move(secret)),
         listener_(std::move(listener)),
         rejected_(rejected),
-        log_("cdt store " + where) {}
+        log_("cdt store " + where, log) {}
 
   // Answers waits that are due, refuses clients past their authentication window; returns how
   // long poll may sleep.
@@ -363,11 +363,12 @@ class TcpStoreServer::State {
   net::Deadline accept_paused_until_{};
 };
 
-TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port, std::string secret) {
+TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port, std::string secret,
+                               Log log) {
   net::Socket listener = net::Listen(host, port, &address_, 1024);
   net::SetNonBlocking(listener.fd(), true);
   state_ = std::make_unique<State>(std::move(secret), std::move(listener), address_.ToString(),
-                                   &rejected_);
+                                   &rejected_, log);
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd_ < 0) throw Error(ErrorCode::kIo, std::string("eventfd: ") + std::strerror(errno));
   thread_ = std::thread([this] { Serve(); });

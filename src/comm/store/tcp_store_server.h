@@ -20,6 +20,7 @@
 #include <string>
 #include <thread>
 
+#include "cdt/log.h"
 #include "comm/transport/socket.h"
 
 namespace cdt {
@@ -31,7 +32,8 @@ class TcpStoreServer {
   static constexpr std::chrono::seconds kAuthWindow{10};
 
   // Binds host:port (port 0 = any free port) and starts serving. Throws kIo if it cannot bind.
-  TcpStoreServer(const std::string& host, uint16_t port, std::string secret);
+  // `log`: the connections it drops or refuses (warnings, at most one a second).
+  TcpStoreServer(const std::string& host, uint16_t port, std::string secret, Log log = Log());
   ~TcpStoreServer();  // Stops the server and closes every connection.
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;

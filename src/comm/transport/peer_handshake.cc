@@ -130,7 +130,7 @@ class HandshakeLoop {
         expected_(links.channels * (links.size - 1)),
         accepted_(slots_),
         claimed_(slots_, 0),
-        log_("cdt " + links.who) {
+        log_("cdt " + links.who, links.log) {
     for (size_t slot = 0; slot < slots_; ++slot)
       if (dialed[slot].valid()) Dial(slot, &dialed[slot]);
     net::SetNonBlocking(listener_.fd(), true);  // accepted until EAGAIN

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "cdt/log.h"
 #include "comm/transport/socket.h"
 
 namespace cdt::handshake {
@@ -82,6 +83,7 @@ struct MeshLinks {
   std::string who;                     // "rank R" for messages
   std::string label;                   // "generation G of job J" for messages
   std::vector<std::string> addresses;  // per rank, for messages
+  Log log;                             // refused connections (warnings, at most one a second)
 };
 
 // Runs every handshake of one rank: `dialed[slot]` (slot = channel * size + peer; invalid at this

@@ -142,6 +142,7 @@ std::unique_ptr<TcpMesh> TcpMesh::Connect(Store& store, const MeshOptions& o) {
   links.who = who;
   links.label = "generation " + std::to_string(o.generation) + " (" + prefix + ")";
   links.addresses = mesh->addresses_;
+  links.log = o.log;
   mesh->recv_socks_ = handshake::RunHandshakes(links, mesh->send_socks_, listener, deadline);
   mesh->remote_.assign(static_cast<size_t>(o.size), 0);
   for (int peer = 0; peer < o.size; ++peer)

@@ -32,6 +32,7 @@
 #include <poll.h>
 
 #include "cdt/error.h"
+#include "cdt/log.h"
 #include "cdt/store.h"
 #include "cdt/traffic_gate.h"
 #include "comm/transport/socket.h"
@@ -69,6 +70,7 @@ struct OpLabel {
 };
 
 struct MeshOptions {
+  Log log;  // refused connections
   int rank = 0;
   int size = 1;
   uint64_t generation = 0;
