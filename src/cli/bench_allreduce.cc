@@ -70,6 +70,39 @@ int WarmUp(Communicator& comm, void* buf, size_t count, DataType dtype, Allreduc
   }
 }
 
+// The slowest rank's mean time of `iters` calls, in microseconds (the job waits for it).
+double TimeAllreduce(Communicator& comm, void* buf, size_t count, DataType dtype,
+                     const AllreduceOptions& ao, int iters) {
+  comm.Barrier()->Wait();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) comm.Allreduce(buf, count, dtype, ReduceOp::kSum, ao)->Wait();
+  double time_us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() /
+      iters;
+  comm.Allreduce(&time_us, 1, DataType::kFloat64, ReduceOp::kMax,
+                 {AllreduceAlgorithm::kRecursiveDoubling})
+      ->Wait();
+  return time_us;
+}
+
+// --check: one more call on fresh data against the closed form; the wrong elements of every rank
+// (this rank's first one on stderr).
+int64_t CheckAllreduce(Communicator& comm, void* buf, size_t count, DataType dtype,
+                       const AllreduceOptions& ao, const std::string& name) {
+  Fill(buf, dtype, count, comm.rank());
+  comm.Allreduce(buf, count, dtype, ReduceOp::kSum, ao)->Wait();
+  size_t first_bad = 0;
+  int64_t wrong = CountWrong(buf, dtype, count, comm.size(), &first_bad);
+  if (wrong > 0)
+    std::fprintf(stderr, "rank %d: %s allreduce of %zu bytes: %lld wrong elements, first at %zu\n",
+                 comm.rank(), name.c_str(), count * ElementSize(dtype),
+                 static_cast<long long>(wrong), first_bad);
+  comm.Allreduce(&wrong, 1, DataType::kInt64, ReduceOp::kSum,
+                 {AllreduceAlgorithm::kRecursiveDoubling})
+      ->Wait();
+  return wrong;
+}
+
 }  // namespace
 
 int RunBenchAllreduce(Communicator& comm, const BenchAllreduceOptions& o,
@@ -117,32 +150,10 @@ int RunBenchAllreduce(Communicator& comm, const BenchAllreduceOptions& o,
       const int warmup =
           WarmUp(comm, buf.data(), count, dtype, ao, o.warmup > 0 ? std::max(o.warmup, tuned) : 0,
                  std::max({2, iters / 5, tuned}));
-      comm.Barrier()->Wait();
-      auto start = std::chrono::steady_clock::now();
-      for (int i = 0; i < iters; ++i)
-        comm.Allreduce(buf.data(), count, dtype, ReduceOp::kSum, ao)->Wait();
-      double local_us =
-          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-              .count() /
-          iters;
-      // Report the slowest rank's time, as the job waits for it.
-      double time_us = local_us;
-      comm.Allreduce(&time_us, 1, DataType::kFloat64, ReduceOp::kMax,
-                     {AllreduceAlgorithm::kRecursiveDoubling})
-          ->Wait();
+      const double time_us = TimeAllreduce(comm, buf.data(), count, dtype, ao, iters);
       std::string check = "-";
       if (o.check) {
-        Fill(buf.data(), dtype, count, comm.rank());
-        comm.Allreduce(buf.data(), count, dtype, ReduceOp::kSum, ao)->Wait();
-        size_t first_bad = 0;
-        int64_t wrong = CountWrong(buf.data(), dtype, count, p, &first_bad);
-        if (wrong > 0)
-          std::fprintf(
-              stderr, "rank %d: %s allreduce of %zu bytes: %lld wrong elements, first at %zu\n",
-              comm.rank(), name.c_str(), real_bytes, static_cast<long long>(wrong), first_bad);
-        comm.Allreduce(&wrong, 1, DataType::kInt64, ReduceOp::kSum,
-                       {AllreduceAlgorithm::kRecursiveDoubling})
-            ->Wait();
+        const int64_t wrong = CheckAllreduce(comm, buf.data(), count, dtype, ao, name);
         total_wrong += wrong;
         check = wrong == 0 ? "ok" : "WRONG";
       }

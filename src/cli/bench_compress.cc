@@ -156,13 +156,14 @@ int RunBenchCompress(Communicator& comm, const BenchCompressOptions& o) {
   nlohmann::json rows = nlohmann::json::array();
   std::vector<float> work(n), local(n);
   for (const std::string& name : names) {
+    const compress::Method method = compress::MethodNamed(name);  // checked: Names
     compress::CompressorOptions co;
-    co.ratio = o.ratio > 0 ? o.ratio : compress::DefaultRatio(name);
+    co.ratio = o.ratio > 0 ? o.ratio : compress::DefaultRatio(method);
     co.powersgd_rank = o.powersgd_rank;
     co.error_feedback = o.error_feedback;
     co.sparse_values = values;
     // One call of a fresh compressor (no residual yet) against the exact sum.
-    std::unique_ptr<compress::Compressor> c = compress::MakeCompressor(name, co, tensors);
+    std::unique_ptr<compress::Compressor> c = compress::MakeCompressor(method, co, tensors);
     work = gradient;
     const size_t wire = n > 0 ? c->Reduce(comm, work.data(), local.data(), n) : 0;
     double diff = 0;
@@ -188,7 +189,7 @@ int RunBenchCompress(Communicator& comm, const BenchCompressOptions& o) {
     char ratio[32];
     std::snprintf(ratio, sizeof ratio, "k=%g%s", co.ratio,
                   o.values == "fp32" ? "" : ("/" + o.values).c_str());
-    std::string param = compress::IsSparse(name) ? std::string(ratio)
+    std::string param = compress::IsSparse(method) ? std::string(ratio)
                         : name == "powersgd"     ? "r=" + std::to_string(co.powersgd_rank)
                                                  : "-";
     if (lead) {

@@ -10,7 +10,10 @@
 
 namespace cdt::cli {
 
-void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o) {
+namespace {
+
+// train: the model, the data and how long.
+void AddRunOptions(CLI::App* cmd, TrainCommandOptions* o) {
   train::TrainOptions& t = o->train;
   cmd->add_option("--model", t.model.name, "mlp | cnn | moe-transformer")->capture_default_str();
   cmd->add_option("--dataset", t.data.dataset, "fashion-mnist | synthetic")->capture_default_str();
@@ -24,6 +27,11 @@ void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o) {
   cmd->add_option("--batch-size", t.data.batch_size, "samples per rank per step")->capture_default_str();
   cmd->add_option("--accumulate", t.data.accumulate, "micro-batches per step (gradient accumulation)")
       ->capture_default_str();
+}
+
+// train: the optimizer and the LR schedule.
+void AddOptimizerOptions(CLI::App* cmd, TrainCommandOptions* o) {
+  train::TrainOptions& t = o->train;
   cmd->add_option("--optimizer", t.optimizer.name, "sgd | adamw")->capture_default_str();
   cmd->add_option("--lr", t.optimizer.lr, "learning rate at --lr-reference-batch")->capture_default_str();
   cmd->add_option("--lr-reference-batch", t.optimizer.lr_reference_batch,
@@ -34,6 +42,11 @@ void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o) {
   cmd->add_option("--warmup-steps", t.optimizer.warmup_steps, "linear LR warmup")->capture_default_str();
   cmd->add_flag("--cosine,!--no-cosine", t.optimizer.cosine, "cosine LR decay after warmup (default on)");
   cmd->add_option("--seed", t.seed, "model init and data order")->capture_default_str();
+}
+
+// train: gradient buckets, overlap and compression.
+void AddReductionOptions(CLI::App* cmd, TrainCommandOptions* o) {
+  train::TrainOptions& t = o->train;
   cmd->add_option("--bucket-mb", t.reduction.bucket_mb,
                   "gradient bucket size (0 = from the topology plan with --adaptive-comm, else a "
                   "quarter of the model, 256 KiB..25 MiB)");
@@ -67,6 +80,11 @@ void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o) {
                   "adaptive: compress only when uncompressed communication would be exposed for at "
                   "least this share of the step (0 = always compress)")
       ->capture_default_str();
+}
+
+// train: evaluation, checkpoints and resume.
+void AddEvaluationAndCheckpointOptions(CLI::App* cmd, TrainCommandOptions* o) {
+  train::TrainOptions& t = o->train;
   cmd->add_option("--eval-every", t.metrics.eval_every, "evaluate every N steps (0 = at the end)");
   cmd->add_option("--target-accuracy", t.metrics.target_accuracy,
                   "stop at the first evaluation reaching this test accuracy (time_to_target_s)");
@@ -98,6 +116,11 @@ void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o) {
                 "continue from the newest valid checkpoint in --checkpoint-dir");
   cmd->add_option("--stop-after", t.stop_after,
                   "stop after this step (checkpointed); for resume tests");
+}
+
+// train: model shapes, threads, output.
+void AddModelShapeAndOutputOptions(CLI::App* cmd, TrainCommandOptions* o) {
+  train::TrainOptions& t = o->train;
   cmd->add_option(
          "--linear-blocks", t.model.linear_blocks,
          "mlp, cnn: split fc1 into this many row blocks, each reduced and applied on its own "
@@ -133,6 +156,16 @@ void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o) {
       "docs/training.md)");
   cmd->add_option("--timeline-steps", t.metrics.timeline_steps, "steps the timeline covers, from the first")
       ->capture_default_str();
+}
+
+}  // namespace
+
+void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o) {
+  AddRunOptions(cmd, o);
+  AddOptimizerOptions(cmd, o);
+  AddReductionOptions(cmd, o);
+  AddEvaluationAndCheckpointOptions(cmd, o);
+  AddModelShapeAndOutputOptions(cmd, o);
 }
 
 std::string ConfigureAllocator(const Environment& env, bool use_default_allocator) {

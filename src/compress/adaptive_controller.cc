@@ -1,5 +1,7 @@
 #include "compress/adaptive_controller.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -28,7 +30,7 @@ AdaptiveController::AdaptiveController(AdaptiveOptions options, size_t buckets,
 Decision AdaptiveController::Initial() const {
   Decision d;
   d.phase = "warmup";
-  d.buckets.assign(buckets_, BucketChoice{"powersgd", options_.low_rank});
+  d.buckets.assign(buckets_, BucketChoice{Method::kPowerSgd, options_.low_rank});
   d.reason = "first interval: low compression while the job is measured";
   return d;
 }
@@ -71,6 +73,59 @@ int AdaptiveController::StableRank(const IntervalObservation& o, const std::vect
   return rank;
 }
 
+struct AdaptiveController::Interval {
+  double compute = 0, wait = 0, optimizer = 0;  // seconds per step
+  double step_now = 0;                          // their sum
+  bool compressing_now = false;                 // the interval's bytes were clearly compressed
+  double comm_plain = 0;                        // an uncompressed allreduce of every bucket
+};
+
+AdaptiveController::Interval AdaptiveController::Read(const IntervalObservation& o) const {
+  const double steps = std::max(1.0, o.steps);
+  Interval i;
+  i.compute = o.compute_s / steps;
+  i.wait = o.wait_s / steps;
+  i.optimizer = o.optimizer_s / steps;
+  i.step_now = i.compute + i.wait + i.optimizer;
+  // The interval's bytes lag its decisions by one step: "compressed" means clearly so.
+  i.compressing_now = o.bytes_wire < 0.9 * o.bytes_fp32;
+  const double per_byte = o.bytes_wire > 0 ? o.comm_s / o.bytes_wire : 0;
+  i.comm_plain = o.plain_comm_s > 0 ? o.plain_comm_s : per_byte * o.bytes_fp32 / steps;
+  return i;
+}
+
+// Bandwidth: step times with and without compression, measured in the last interval that ran
+// each way.
+void AdaptiveController::Measure(const IntervalObservation& o, const Interval& i) {
+  if (o.bytes_fp32 <= 0) return;
+  if (i.compressing_now) {
+    measured_compressed_step_ = i.step_now;
+  } else {
+    // The median of the last (up to) three uncompressed intervals in a row: on loopback one
+    // slow uncompressed interval (82 ms among 62-77) once made a stale compressed figure look
+    // 10% faster, and the compressed steps that followed measured too far from it to be
+    // re-measured: the run compressed its last 357 steps, 0.91x an uncompressed run overall
+    // (bench/results/compress-20261201T123600Z). A new run of uncompressed intervals (a
+    // re-measurement after compressing) starts afresh: it is there to see change.
+    if (!last_plain_) {
+      plain_steps_.clear();
+      plain_exposed_.clear();
+    }
+    plain_steps_.push_back(i.step_now);
+    plain_exposed_.push_back(i.wait);
+    if (plain_steps_.size() > 3) {
+      plain_steps_.erase(plain_steps_.begin());
+      plain_exposed_.erase(plain_exposed_.begin());
+    }
+    measured_plain_step_ = Median(plain_steps_);
+    measured_plain_exposed_ = Median(plain_exposed_);
+  }
+  last_plain_ = !i.compressing_now;
+  ++since_plain_;
+  ++since_compressed_;
+  (i.compressing_now ? since_compressed_ : since_plain_) = 0;
+}
+
 Decision AdaptiveController::Decide(const IntervalObservation& o) {
   Decision d;
   d.from_step = o.last_step + 1;
@@ -78,136 +133,121 @@ Decision AdaptiveController::Decide(const IntervalObservation& o) {
   std::vector<double> norms(buckets_, 0.0);
   for (size_t b = 0; b < buckets_ && b < o.bucket_norms.size(); ++b)
     norms[b] = o.bucket_norms[b] / steps;
-
-  // Bandwidth: step times with and without compression, measured in the last interval that ran
-  // each way (the interval's bytes lag its decisions by one step: "compressed" means clearly so).
-  const double compute = o.compute_s / steps, wait = o.wait_s / steps,
-               optimizer = o.optimizer_s / steps;
-  const bool compressing_now = o.bytes_wire < 0.9 * o.bytes_fp32;
-  const double step_now = compute + wait + optimizer;
-  if (o.bytes_fp32 > 0) {
-    if (compressing_now) {
-      measured_compressed_step_ = step_now;
-    } else {
-      // The median of the last (up to) three uncompressed intervals in a row: on loopback one
-      // slow uncompressed interval (82 ms among 62-77) once made a stale compressed figure look
-      // 10% faster, and the compressed steps that followed measured too far from it to be
-      // re-measured: the run compressed its last 357 steps, 0.91x an uncompressed run overall
-      // (bench/results/compress-20261201T123600Z). A new run of uncompressed intervals (a
-      // re-measurement after compressing) starts afresh: it is there to see change.
-      if (!last_plain_) {
-        plain_steps_.clear();
-        plain_exposed_.clear();
-      }
-      plain_steps_.push_back(step_now);
-      plain_exposed_.push_back(wait);
-      if (plain_steps_.size() > 3) {
-        plain_steps_.erase(plain_steps_.begin());
-        plain_exposed_.erase(plain_exposed_.begin());
-      }
-      measured_plain_step_ = Median(plain_steps_);
-      measured_plain_exposed_ = Median(plain_exposed_);
-    }
-    last_plain_ = !compressing_now;
-    ++since_plain_;
-    ++since_compressed_;
-    (compressing_now ? since_compressed_ : since_plain_) = 0;
-  }
-  // Uncompressed, predicted until measured: 80% of the compute can hide communication (backward
-  // and, with the cross-step overlap, the next forward).
-  const double per_byte = o.bytes_wire > 0 ? o.comm_s / o.bytes_wire : 0;
-  const double comm_plain = o.plain_comm_s > 0 ? o.plain_comm_s : per_byte * o.bytes_fp32 / steps;
-  const bool plain_measured = measured_plain_step_ > 0;
-  const double exposed_plain =
-      plain_measured ? measured_plain_exposed_ : std::max(0.0, comm_plain - 0.8 * compute);
-  const double step_plain =
-      plain_measured ? measured_plain_step_ : compute + optimizer + exposed_plain;
-  const char* how = plain_measured ? "measured" : "predicted";
-  char why[256];
-  if (options_.min_exposed > 0) {
-    why[0] = '\0';
-    if (plain_measured && measured_compressed_step_ > 0) {
-      // Both measured: compression must be clearly faster (min_gain) — within the noise of
-      // step times, sending uncompressed is the safe side.
-      bool plain_wins = measured_compressed_step_ > (1 - options_.min_gain) * step_plain;
-      if (probing_ != 0) {
-        // A re-measurement that confirms compression waits twice as long next time.
-        const bool confirmed = !plain_wins;
-        backoff_ =
-            confirmed ? 2 * std::max(backoff_, options_.reprobe_after) : options_.reprobe_after;
-        probing_ = 0;
-      }
-      const int after = std::max(backoff_, options_.reprobe_after);
-      const bool close =
-          std::fabs(measured_compressed_step_ - step_plain) < options_.reprobe_within * step_plain;
-      const char* probe = "";
-      // Only the uncompressed figure goes stale in a harmful way: a compressed one that is stale
-      // is overturned as soon as uncompressed steps measure slower than it (a slower network).
-      if (options_.reprobe_after > 0 && close && compressing_now && since_plain_ >= after) {
-        plain_wins = true;
-        probing_ = 1;
-        probe = "; re-measuring uncompressed";
-      }
-      if (plain_wins)
-        std::snprintf(why, sizeof why,
-                      "compressed steps %.1f ms, uncompressed %.1f ms (both measured, %d and %d "
-                      "interval(s) ago): send uncompressed%s",
-                      1e3 * measured_compressed_step_, 1e3 * step_plain, since_compressed_,
-                      since_plain_, probe);
-    } else if (exposed_plain < options_.min_exposed * step_plain) {
-      std::snprintf(why, sizeof why,
-                    "uncompressed communication exposed %.1f ms/step (%s) of a %.1f ms step: "
-                    "%.1f%% < %.0f%%, compression would not pay",
-                    1e3 * exposed_plain, how, 1e3 * step_plain,
-                    100 * exposed_plain / std::max(1e-12, step_plain), 100 * options_.min_exposed);
-    } else if (compressing_now && step_now > step_plain) {
-      std::snprintf(
-          why, sizeof why,
-          "compressed step %.1f ms > uncompressed %.1f ms (%s): send uncompressed, measure it",
-          1e3 * step_now, 1e3 * step_plain, how);
-    }
-    if (why[0] != '\0') {
-      d.phase = PhaseAfter(o, std::max(options_.warmup_steps, options_.interval));
-      d.buckets.assign(buckets_, BucketChoice{"none", 0});
-      d.reason = why;
-      prev_norms_ = norms;
-      return d;
-    }
-  }
-
-  d.phase = PhaseAfter(o, options_.warmup_steps);
-  if (d.phase == "warmup") {
-    d.buckets.assign(buckets_, BucketChoice{"powersgd", options_.low_rank});
-    d.reason = "LR warmup: low compression";
-  } else if (d.phase == "converging") {
-    d.buckets.assign(buckets_, BucketChoice{"powersgd", options_.low_rank});
-    std::snprintf(why, sizeof why, "LR at %.0f%% of its peak: moderate compression",
-                  100 * o.lr_fraction);
+  const Interval i = Read(o);
+  Measure(o, i);
+  const std::string why = options_.min_exposed > 0 ? WhyUncompressed(i) : "";
+  if (!why.empty()) {
+    d.phase = PhaseAfter(o, std::max(options_.warmup_steps, options_.interval));
+    d.buckets.assign(buckets_, BucketChoice{Method::kNone, 0});
     d.reason = why;
   } else {
-    int critical = 0;
-    std::vector<bool> is_critical(buckets_);
-    for (size_t b = 0; b < buckets_; ++b) {
-      const bool have_prev = b < prev_norms_.size() && prev_norms_[b] > 0;
-      const double r = have_prev ? std::fabs(prev_norms_[b] - norms[b]) / prev_norms_[b] : 1.0;
-      is_critical[b] = r >= options_.critical_change;
-      critical += is_critical[b];
-    }
-    std::string rank_why;
-    const int stable_rank = StableRank(o, is_critical, &rank_why);
-    for (size_t b = 0; b < buckets_; ++b)
-      d.buckets.push_back({"powersgd", is_critical[b] ? options_.low_rank : stable_rank});
-    std::snprintf(why, sizeof why,
-                  "%d of %zu bucket(s) in a critical regime (gradient norm change >= %.0f%%); "
-                  "uncompressed communication exposed %.0f%% of the step; steps %.1f ms now, "
-                  "%.1f ms uncompressed (%s)",
-                  critical, buckets_, 100 * options_.critical_change,
-                  100 * exposed_plain / std::max(1e-12, step_plain), 1e3 * step_now,
-                  1e3 * step_plain, how);
-    d.reason = why + rank_why;
+    ChooseRanks(o, i, norms, &d);
   }
   prev_norms_ = norms;
   return d;
+}
+
+// Uncompressed, predicted until measured: 80% of the compute can hide communication (backward
+// and, with the cross-step overlap, the next forward).
+namespace {
+struct Plain {
+  bool measured;
+  double exposed, step;
+  const char* how;
+};
+
+Plain PlainStep(double measured_step, double measured_exposed, double compute,
+                       double optimizer, double comm_plain) {
+  Plain p;
+  p.measured = measured_step > 0;
+  p.exposed = p.measured ? measured_exposed : std::max(0.0, comm_plain - 0.8 * compute);
+  p.step = p.measured ? measured_step : compute + optimizer + p.exposed;
+  p.how = p.measured ? "measured" : "predicted";
+  return p;
+}
+
+}  // namespace
+
+std::string AdaptiveController::WhyUncompressed(const Interval& i) {
+  const Plain plain = PlainStep(measured_plain_step_, measured_plain_exposed_, i.compute,
+                                i.optimizer, i.comm_plain);
+  if (plain.measured && measured_compressed_step_ > 0) {
+    // Both measured: compression must be clearly faster (min_gain) — within the noise of
+    // step times, sending uncompressed is the safe side.
+    bool plain_wins = measured_compressed_step_ > (1 - options_.min_gain) * plain.step;
+    if (probing_ != 0) {
+      // A re-measurement that confirms compression waits twice as long next time.
+      const bool confirmed = !plain_wins;
+      backoff_ =
+          confirmed ? 2 * std::max(backoff_, options_.reprobe_after) : options_.reprobe_after;
+      probing_ = 0;
+    }
+    const int after = std::max(backoff_, options_.reprobe_after);
+    const bool close =
+        std::fabs(measured_compressed_step_ - plain.step) < options_.reprobe_within * plain.step;
+    const char* probe = "";
+    // Only the uncompressed figure goes stale in a harmful way: a compressed one that is stale
+    // is overturned as soon as uncompressed steps measure slower than it (a slower network).
+    if (options_.reprobe_after > 0 && close && i.compressing_now && since_plain_ >= after) {
+      plain_wins = true;
+      probing_ = 1;
+      probe = "; re-measuring uncompressed";
+    }
+    if (!plain_wins) return "";
+    return fmt::format(
+        "compressed steps {:.1f} ms, uncompressed {:.1f} ms (both measured, {} and {} "
+        "interval(s) ago): send uncompressed{}",
+        1e3 * measured_compressed_step_, 1e3 * plain.step, since_compressed_, since_plain_, probe);
+  }
+  if (plain.exposed < options_.min_exposed * plain.step)
+    return fmt::format(
+        "uncompressed communication exposed {:.1f} ms/step ({}) of a {:.1f} ms step: {:.1f}% < "
+        "{:.0f}%, compression would not pay",
+        1e3 * plain.exposed, plain.how, 1e3 * plain.step,
+        100 * plain.exposed / std::max(1e-12, plain.step), 100 * options_.min_exposed);
+  if (i.compressing_now && i.step_now > plain.step)
+    return fmt::format(
+        "compressed step {:.1f} ms > uncompressed {:.1f} ms ({}): send uncompressed, measure it",
+        1e3 * i.step_now, 1e3 * plain.step, plain.how);
+  return "";
+}
+
+void AdaptiveController::ChooseRanks(const IntervalObservation& o, const Interval& i,
+                                     const std::vector<double>& norms, Decision* d) const {
+  d->phase = PhaseAfter(o, options_.warmup_steps);
+  if (d->phase == "warmup") {
+    d->buckets.assign(buckets_, BucketChoice{Method::kPowerSgd, options_.low_rank});
+    d->reason = "LR warmup: low compression";
+    return;
+  }
+  if (d->phase == "converging") {
+    d->buckets.assign(buckets_, BucketChoice{Method::kPowerSgd, options_.low_rank});
+    d->reason =
+        fmt::format("LR at {:.0f}% of its peak: moderate compression", 100 * o.lr_fraction);
+    return;
+  }
+  int critical = 0;
+  std::vector<bool> is_critical(buckets_);
+  for (size_t b = 0; b < buckets_; ++b) {
+    const bool have_prev = b < prev_norms_.size() && prev_norms_[b] > 0;
+    const double r = have_prev ? std::fabs(prev_norms_[b] - norms[b]) / prev_norms_[b] : 1.0;
+    is_critical[b] = r >= options_.critical_change;
+    critical += is_critical[b];
+  }
+  std::string rank_why;
+  const int stable_rank = StableRank(o, is_critical, &rank_why);
+  for (size_t b = 0; b < buckets_; ++b)
+    d->buckets.push_back({Method::kPowerSgd, is_critical[b] ? options_.low_rank : stable_rank});
+  const Plain plain = PlainStep(measured_plain_step_, measured_plain_exposed_, i.compute,
+                                i.optimizer, i.comm_plain);
+  d->reason = fmt::format(
+                  "{} of {} bucket(s) in a critical regime (gradient norm change >= {:.0f}%); "
+                  "uncompressed communication exposed {:.0f}% of the step; steps {:.1f} ms now, "
+                  "{:.1f} ms uncompressed ({})",
+                  critical, buckets_, 100 * options_.critical_change,
+                  100 * plain.exposed / std::max(1e-12, plain.step), 1e3 * i.step_now,
+                  1e3 * plain.step, plain.how) +
+              rank_why;
 }
 
 std::vector<double> AdaptiveController::State(const Decision& in_force) const {
@@ -230,7 +270,7 @@ std::vector<double> AdaptiveController::State(const Decision& in_force) const {
   const auto phase = std::find(std::begin(kPhases), std::end(kPhases), in_force.phase);
   s.push_back(static_cast<double>(phase - std::begin(kPhases)));
   for (const BucketChoice& b : in_force.buckets)
-    s.push_back(b.compressor == "none" ? 0.0 : static_cast<double>(b.powersgd_rank));
+    s.push_back(b.method == Method::kNone ? 0.0 : static_cast<double>(b.powersgd_rank));
   return s;
 }
 
@@ -271,7 +311,7 @@ bool AdaptiveController::Restore(const std::vector<double>& state, Decision* in_
   const double top_rank = std::max(options_.low_rank, options_.high_rank);
   for (size_t b = 0; b < buckets_ && ok; ++b) {
     const int rank = static_cast<int>(count(0, top_rank));
-    d.buckets.push_back(rank == 0 ? BucketChoice{"none", 0} : BucketChoice{"powersgd", rank});
+    d.buckets.push_back(rank == 0 ? BucketChoice{Method::kNone, 0} : BucketChoice{Method::kPowerSgd, rank});
   }
   if (!ok || at != state.size() || (norms_n != 0 && norms_n != buckets_)) return false;
   d.phase = kPhases[phase];

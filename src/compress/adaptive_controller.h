@@ -36,6 +36,8 @@
 #include <string>
 #include <vector>
 
+#include "compress/method.h"
+
 namespace cdt::compress {
 
 struct AdaptiveOptions {
@@ -73,8 +75,8 @@ struct IntervalObservation {
 };
 
 struct BucketChoice {
-  std::string compressor = "none";  // a MakeCompressor name
-  int powersgd_rank = 0;            // for powersgd
+  Method method = Method::kNone;  // kNone or kPowerSgd
+  int powersgd_rank = 0;          // for kPowerSgd
 };
 
 struct Decision {
@@ -115,6 +117,16 @@ class AdaptiveController {
   // Writes how it chose into `why` (empty when it kept high_rank without a prediction).
   int StableRank(const IntervalObservation& o, const std::vector<bool>& critical,
                  std::string* why) const;
+  // One interval's figures per step, as Decide reads them (adaptive_controller.cc).
+  struct Interval;
+  Interval Read(const IntervalObservation& o) const;
+  // Keeps the interval's step time as the measured compressed or uncompressed one.
+  void Measure(const IntervalObservation& o, const Interval& i);
+  // With min_exposed: why this interval's decision is to send uncompressed ("" = it is not).
+  std::string WhyUncompressed(const Interval& i);
+  // Compressing: the phase's PowerSGD ranks per bucket, and why.
+  void ChooseRanks(const IntervalObservation& o, const Interval& i,
+                   const std::vector<double>& norms, Decision* d) const;
 
   AdaptiveOptions options_;
   size_t buckets_;

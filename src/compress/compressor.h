@@ -34,6 +34,8 @@ class Compressor {
  public:
   virtual ~Compressor() = default;
   virtual std::string name() const = 0;
+  // True for the plain float32 allreduce ("none"): exact, nothing to feed back.
+  virtual bool exact() const { return false; }
 
   // Replaces `grad` (n floats) with the lossy sum over all ranks of `comm`. Blocking: submits
   // collectives and waits, so run it off the training thread. `local` (n floats) receives this

@@ -30,6 +30,7 @@ class ErrorFeedback : public SplitCompressor {
   explicit ErrorFeedback(std::unique_ptr<Compressor> inner, double momentum = 0)
       : inner_(std::move(inner)), momentum_(momentum) {}
   std::string name() const override { return inner_->name(); }
+  bool exact() const override { return inner_->exact(); }
   // Swaps the compressor and keeps the residual (the adaptive controller changes compressors;
   // what the old one dropped is still sent, by the new one).
   void set_inner(std::unique_ptr<Compressor> inner) { inner_ = std::move(inner); }

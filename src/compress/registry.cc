@@ -6,16 +6,51 @@
 
 namespace cdt::compress {
 
+namespace {
+
+struct Named {
+  Method method;
+  const char* name;
+};
+constexpr Named kMethods[] = {
+    {Method::kNone, "none"},       {Method::kFp16, "fp16"},       {Method::kBf16, "bf16"},
+    {Method::kInt8, "int8"},       {Method::kTopK, "topk"},       {Method::kRandomK, "randomk"},
+    {Method::kPowerSgd, "powersgd"}, {Method::kSignSgd, "signsgd"},
+};
+
+}  // namespace
+
+std::optional<Method> ParseMethod(std::string_view name) {
+  for (const Named& m : kMethods)
+    if (name == m.name) return m.method;
+  return std::nullopt;
+}
+
+Method MethodNamed(const std::string& name, const std::string& flag) {
+  if (const auto m = ParseMethod(name)) return *m;
+  throw Error(ErrorCode::kInvalidArgument,
+              "unknown " + flag + " '" + name + "' (use " + CompressorNameList() + ")");
+}
+
+const char* MethodName(Method method) {
+  for (const Named& m : kMethods)
+    if (m.method == method) return m.name;
+  return "?";
+}
+
 const std::vector<std::string>& CompressorNames() {
-  static const std::vector<std::string> names = {"none", "fp16",    "bf16",     "int8",
-                                                 "topk", "randomk", "powersgd", "signsgd"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const Named& m : kMethods) v.push_back(m.name);
+    return v;
+  }();
   return names;
 }
 
-bool IsSparse(const std::string& name) { return name == "topk" || name == "randomk"; }
+bool IsSparse(Method m) { return m == Method::kTopK || m == Method::kRandomK; }
 
-double DefaultRatio(const std::string& name) {
-  return name == "topk" ? 0.01 : name == "randomk" ? 0.75 : 0.0;
+double DefaultRatio(Method m) {
+  return m == Method::kTopK ? 0.01 : m == Method::kRandomK ? 0.75 : 0.0;
 }
 
 std::string CompressorNameList() {
@@ -31,35 +66,35 @@ DataType SparseValuesNamed(const std::string& name, const std::string& flag) {
   throw Error(ErrorCode::kInvalidArgument, flag + " '" + name + "': use fp32, fp16 or bf16");
 }
 
-std::unique_ptr<Compressor> MakeCompressor(const std::string& name, const CompressorOptions& o,
+std::unique_ptr<Compressor> MakeCompressor(Method method, const CompressorOptions& o,
                                            const std::vector<TensorView>& tensors) {
-  if (!(o.ratio > 0 && o.ratio <= 1) && IsSparse(name))
+  const std::string name = MethodName(method);
+  if (!(o.ratio > 0 && o.ratio <= 1) && IsSparse(method))
     throw Error(ErrorCode::kInvalidArgument,
                 name + ": the ratio must be in (0, 1], got " + std::to_string(o.ratio));
-  if (o.powersgd_rank < 1 && name == "powersgd")
+  if (o.powersgd_rank < 1 && method == Method::kPowerSgd)
     throw Error(ErrorCode::kInvalidArgument, "powersgd: the rank must be at least 1");
-  if (IsSparse(name)) WireValueBytes(o.sparse_values);  // throws for others
+  if (IsSparse(method)) WireValueBytes(o.sparse_values);  // throws for others
   std::unique_ptr<Compressor> c;
-  if (name == "none") return MakePlainAllreduce();  // exact: nothing to feed back
-  if (name == "fp16")
-    c = MakeCast(DataType::kFloat16);
-  else if (name == "bf16")
-    c = MakeCast(DataType::kBFloat16);
-  else if (name == "int8")
-    c = MakeInt8(o.int8_chunk, o.seed);
-  else if (name == "topk")
-    c = MakeTopK(o.ratio, o.sparse_values);
-  else if (name == "randomk")
-    c = MakeRandomK(o.ratio, o.seed, o.sparse_values);
-  else if (name == "powersgd")
-    c = MakePowerSgd(o.powersgd_rank, o.seed, tensors, o.powersgd_min_saved_bytes);
-  else if (name == "signsgd")
-    c = MakeSignSgd(tensors);
-  else
-    throw Error(ErrorCode::kInvalidArgument,
-                "unknown compressor '" + name + "' (use " + CompressorNameList() + ")");
+  switch (method) {
+    case Method::kNone: return MakePlainAllreduce();  // exact: nothing to feed back
+    case Method::kFp16: c = MakeCast(DataType::kFloat16); break;
+    case Method::kBf16: c = MakeCast(DataType::kBFloat16); break;
+    case Method::kInt8: c = MakeInt8(o.int8_chunk, o.seed); break;
+    case Method::kTopK: c = MakeTopK(o.ratio, o.sparse_values); break;
+    case Method::kRandomK: c = MakeRandomK(o.ratio, o.seed, o.sparse_values); break;
+    case Method::kPowerSgd:
+      c = MakePowerSgd(o.powersgd_rank, o.seed, tensors, o.powersgd_min_saved_bytes);
+      break;
+    case Method::kSignSgd: c = MakeSignSgd(tensors); break;
+  }
   if (!o.error_feedback) return c;
   return std::make_unique<ErrorFeedback>(std::move(c));
+}
+
+std::unique_ptr<Compressor> MakeCompressor(const std::string& name, const CompressorOptions& o,
+                                           const std::vector<TensorView>& tensors) {
+  return MakeCompressor(MethodNamed(name), o, tensors);
 }
 
 }  // namespace cdt::compress

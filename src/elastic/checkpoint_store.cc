@@ -279,8 +279,8 @@ double YoungDalyInterval(double checkpoint_cost, double mtbf) {
   return std::sqrt(2 * std::max(0.0, checkpoint_cost) * std::max(0.0, mtbf));
 }
 
-CheckpointWriter::CheckpointWriter(CheckpointOptions o) : options_(std::move(o)) {
-  ParseCodec(options_.codec);
+CheckpointWriter::CheckpointWriter(CheckpointOptions o)
+    : options_(std::move(o)), codec_(ParseCodec(options_.codec)) {
   if (options_.dir.empty())
     throw Error(ErrorCode::kInvalidArgument, "checkpoint directory not set");
   if (options_.chunk_bytes < 64 || options_.chunk_bytes % 4 != 0 || options_.full_every < 1 ||
@@ -291,6 +291,7 @@ CheckpointWriter::CheckpointWriter(CheckpointOptions o) : options_(std::move(o))
   if (options_.quantize != "none" && options_.quantize != "int8")
     throw Error(ErrorCode::kInvalidArgument,
                 "checkpoint quantisation '" + options_.quantize + "': use none or int8");
+  quantize_int8_ = options_.quantize == "int8";
   const FileSystem& files = Or(options_.fs);
   files.CreateDirectories(options_.dir);
   if (&files == &LocalFileSystem())  // a crash's leftovers on this disk, never a live writer's
@@ -388,9 +389,9 @@ void CheckpointWriter::Run() {
 CheckpointRecord CheckpointWriter::Write(int64_t step, const std::string& state,
                                          const std::vector<FloatSpan>& floats) {
   const auto t0 = Clock::now();
-  const Codec codec = ParseCodec(options_.codec);
+  const Codec codec = static_cast<Codec>(codec_);
   const bool full = !options_.incremental || base_step_ < 0 || written_ % options_.full_every == 0;
-  const bool quantise = !full && options_.quantize == "int8" && base_state_.size() == state.size();
+  const bool quantise = !full && quantize_int8_ && base_state_.size() == state.size();
   const size_t chunk = options_.chunk_bytes;
   const size_t chunks = (state.size() + chunk - 1) / chunk;
   CheckpointRecord rec;

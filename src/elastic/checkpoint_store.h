@@ -108,6 +108,9 @@ class CheckpointWriter {
                          const std::vector<FloatSpan>& floats);
 
   CheckpointOptions options_;
+  // The names of options_, parsed once in the constructor.
+  uint8_t codec_ = 0;  // a Codec (checkpoint_store.cc)
+  bool quantize_int8_ = false;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool busy_ = false, stop_ = false;

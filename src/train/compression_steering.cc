@@ -9,7 +9,9 @@ namespace cdt::train {
 
 CompressionSetup MakeCompressionSetup(const ReductionOptions& o, uint64_t seed, int world_size) {
   CompressionSetup s;
-  s.ratio = o.compress_ratio > 0 ? o.compress_ratio : compress::DefaultRatio(o.compress);
+  s.adaptive = o.compress == "adaptive";
+  if (!s.adaptive) s.method = compress::MethodNamed(o.compress, "--compress");
+  s.ratio = o.compress_ratio > 0 ? o.compress_ratio : compress::DefaultRatio(s.method);
   if (s.ratio > 0) s.options.ratio = s.ratio;  // else (adaptive) the library default
   s.options.sparse_values = compress::SparseValuesNamed(o.compress_values);
   s.options.powersgd_rank = o.powersgd_rank;
@@ -17,13 +19,14 @@ CompressionSetup MakeCompressionSetup(const ReductionOptions& o, uint64_t seed, 
   s.options.seed = seed;
   s.options.error_feedback =
       false;  // the reducer wraps each bucket, so that swaps keep the residual
-  if (o.compress != "none") {
+  if (s.adaptive || s.method != compress::Method::kNone) {
     // Adaptive starts at PowerSGD of the controller's low rank (its warmup choice); on one worker,
     // with nothing to send, uncompressed (CompressionSteering says so).
-    const bool adaptive = o.compress == "adaptive";
-    const std::string first = !adaptive ? o.compress : world_size == 1 ? "none" : "powersgd";
+    const compress::Method first = !s.adaptive       ? s.method
+                                   : world_size == 1 ? compress::Method::kNone
+                                                     : compress::Method::kPowerSgd;
     compress::CompressorOptions fo = s.options;
-    if (adaptive) fo.powersgd_rank = compress::AdaptiveOptions().low_rank;
+    if (s.adaptive) fo.powersgd_rank = compress::AdaptiveOptions().low_rank;
     s.factory = [fo, first](size_t, const std::vector<compress::TensorView>& t) {
       return compress::MakeCompressor(first, fo, t);
     };
@@ -38,9 +41,9 @@ CompressionSteering::CompressionSteering(const ReductionOptions& o, int64_t warm
                                          int64_t first_step, TrainResult* r,
                                          const std::vector<double>* resumed)
     : progress_(progress), log_(log), setup_(setup), reducer_(reducer), r_(*r), rank_(comm.rank()) {
-  if (o.compress != "adaptive") {
-    r_.compression_phases.push_back(
-        {first_step, "fixed", o.compress, ParameterOf(o.compress, o.powersgd_rank)});
+  if (!setup_.adaptive) {
+    r_.compression_phases.push_back({first_step, "fixed", compress::MethodName(setup_.method),
+                                     ParameterOf(setup_.method, o.powersgd_rank)});
     if (rank_ == 0 && reducer_.num_buckets() > 0) WarnIfTheKnobHasNoHold(o);
     return;
   }
@@ -91,8 +94,8 @@ CompressionSteering::CompressionSteering(const ReductionOptions& o, int64_t warm
                                                    2 * plain_comm_s_ < resumed_plain_comm_s_);
   if (link_changed) controller_->ForgetStepTimes();
   const auto& first = in_force_.buckets[0];
-  r_.compression_phases.push_back({first_step, in_force_.phase, first.compressor,
-                                   ParameterOf(first.compressor, first.powersgd_rank)});
+  r_.compression_phases.push_back({first_step, in_force_.phase, compress::MethodName(first.method),
+                                   ParameterOf(first.method, first.powersgd_rank)});
   if (resumed_everywhere) {
     Apply(in_force_);  // the compressors of the checkpoint's step, before their states return
     // The interval ended with the step before the checkpoint's, and the run stopped there: its
@@ -105,8 +108,10 @@ CompressionSteering::CompressionSteering(const ReductionOptions& o, int64_t warm
     log_.Info(
         "compress: adaptive resumed at step {}: phase {} {}{} ({}, chosen for step {} on); an "
         "uncompressed allreduce of the gradient takes {:.1f} ms here{}",
-        first_step, in_force_.phase, first.compressor,
-        first.compressor == "powersgd" ? " rank " + std::to_string(first.powersgd_rank) : "",
+        first_step, in_force_.phase, compress::MethodName(first.method),
+        first.method == compress::Method::kPowerSgd
+            ? " rank " + std::to_string(first.powersgd_rank)
+            : "",
         in_force_.reason, in_force_.from_step, 1e3 * plain_comm_s_,
         link_changed ? fmt::format(", {:.1f} ms before the stop: the step times measured then "
                                    "are forgotten",
@@ -127,7 +132,7 @@ void CompressionSteering::WarnIfTheKnobHasNoHold(const ReductionOptions& o) cons
   const std::vector<size_t> elements = reducer_.bucket_elements();
   // PowerSGD sends a matrix whole where its factors would save less than the minimum: at a rank
   // that high for every matrix, "powersgd" is an uncompressed allreduce.
-  if (o.compress == "powersgd") {
+  if (setup_.method == compress::Method::kPowerSgd) {
     bool factors_any = false;
     for (size_t b = 0; b < elements.size() && !factors_any; ++b)
       factors_any =
@@ -142,28 +147,31 @@ void CompressionSteering::WarnIfTheKnobHasNoHold(const ReductionOptions& o) cons
   }
   // Top-k and random-k send at least one element of a bucket: below one element of the largest,
   // every bucket sends one a step whatever the ratio, and error feedback holds nearly everything.
-  if (compress::IsSparse(o.compress)) {
+  if (compress::IsSparse(setup_.method)) {
     const size_t largest = *std::max_element(elements.begin(), elements.end());
     if (largest > 0 && setup_.ratio * static_cast<double>(largest) < 1.0)
       log_.Warning(
           "compress: {} at --compress-ratio {:g} is less than one element of the largest bucket "
           "({} elements): every bucket sends 1 element a step and error feedback holds nearly "
           "all of the gradient; use --compress-ratio {:.2g} or more",
-          o.compress, setup_.ratio, largest, 1.0 / static_cast<double>(largest));
+          compress::MethodName(setup_.method), setup_.ratio, largest,
+          1.0 / static_cast<double>(largest));
   }
 }
 
-std::string CompressLessHint(const ReductionOptions& o) {
-  if (compress::IsSparse(o.compress)) return ", or raise --compress-ratio";
-  if (o.compress == "powersgd") return ", or raise --powersgd-rank";
-  if (o.compress == "int8" || o.compress == "signsgd")
-    return ", or a milder --compress than " + o.compress;
+std::string CompressLessHint(const CompressionSetup& s) {
+  using compress::Method;
+  if (s.adaptive) return "";
+  if (compress::IsSparse(s.method)) return ", or raise --compress-ratio";
+  if (s.method == Method::kPowerSgd) return ", or raise --powersgd-rank";
+  if (s.method == Method::kInt8 || s.method == Method::kSignSgd)
+    return std::string(", or a milder --compress than ") + compress::MethodName(s.method);
   return "";
 }
 
-double CompressionSteering::ParameterOf(const std::string& compressor, int rank) const {
-  return compressor == "powersgd"         ? double(rank)
-         : compress::IsSparse(compressor) ? setup_.ratio
+double CompressionSteering::ParameterOf(compress::Method method, int rank) const {
+  return method == compress::Method::kPowerSgd ? double(rank)
+         : compress::IsSparse(method)          ? setup_.ratio
                                           : 0.0;
 }
 
@@ -276,8 +284,9 @@ void CompressionSteering::DecideIfDue() {
   log_.Info(
       "{}compress: step {}  phase {}  {}{}  {:.2f} MB -> {:.2f} MB per rank per step  residual "
       "{:.1f}%  overlap {:.2f}  ({})",
-      progress_ ? "\r" : "", d.from_step, d.phase, first.compressor,
-      first.compressor == "powersgd" ? " rank " + std::to_string(first.powersgd_rank) : "",
+      progress_ ? "\r" : "", d.from_step, d.phase, compress::MethodName(first.method),
+      first.method == compress::Method::kPowerSgd ? " rank " + std::to_string(first.powersgd_rank)
+                                                  : "",
       obs.bytes_fp32 / std::max(1.0, obs.steps) / 1e6,
       obs.bytes_wire / std::max(1.0, obs.steps) / 1e6,
       compressed_sq > 0 ? 100 * std::sqrt(residual_sq / compressed_sq) : 0.0,
@@ -289,13 +298,14 @@ void CompressionSteering::Apply(const compress::Decision& d) {
     compress::CompressorOptions c = setup_.options;
     c.powersgd_rank = std::max(1, d.buckets[b].powersgd_rank);
     reducer_.SetCompressor(
-        b, compress::MakeCompressor(d.buckets[b].compressor, c, reducer_.bucket_tensors(b)));
+        b, compress::MakeCompressor(d.buckets[b].method, c, reducer_.bucket_tensors(b)));
   }
   const auto& first = d.buckets[0];
   const auto& last = r_.compression_phases.back();
-  const double parameter = ParameterOf(first.compressor, first.powersgd_rank);
-  if (last.phase != d.phase || last.compressor != first.compressor || last.parameter != parameter)
-    r_.compression_phases.push_back({d.from_step, d.phase, first.compressor, parameter});
+  const double parameter = ParameterOf(first.method, first.powersgd_rank);
+  const std::string name = compress::MethodName(first.method);
+  if (last.phase != d.phase || last.compressor != name || last.parameter != parameter)
+    r_.compression_phases.push_back({d.from_step, d.phase, name, parameter});
 }
 
 void CompressionSteering::Wait() {

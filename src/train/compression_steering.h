@@ -32,6 +32,9 @@
 namespace cdt::train {
 
 struct CompressionSetup {
+  // --compress, parsed once: adaptive, or the fixed method (kNone: uncompressed).
+  bool adaptive = false;
+  compress::Method method = compress::Method::kNone;
   compress::CompressorOptions options;  // what every compressor of the run is made with
   double ratio = 0;                     // top-k / random-k: --compress-ratio, else the default
   CompressorFactory factory;            // null for --compress none
@@ -43,7 +46,7 @@ CompressionSetup MakeCompressionSetup(const ReductionOptions& o, uint64_t seed, 
 
 // What to add to "lower --lr" when the loss diverges: the flag that makes `--compress` lossy
 // compression milder (", or raise --compress-ratio"), empty for none, fp16, bf16 and adaptive.
-std::string CompressLessHint(const ReductionOptions& o);
+std::string CompressLessHint(const CompressionSetup& setup);
 
 class CompressionSteering {
  public:
@@ -87,7 +90,7 @@ class CompressionSteering {
   std::shared_ptr<Work>* in_flight() { return &interval_work_; }
 
  private:
-  double ParameterOf(const std::string& compressor, int rank) const;
+  double ParameterOf(compress::Method method, int rank) const;
   // Rank 0, fixed compressors: says so when --powersgd-rank or --compress-ratio leaves no choice
   // (no matrix factored; one element of every bucket sent).
   void WarnIfTheKnobHasNoHold(const ReductionOptions& o) const;

@@ -123,7 +123,7 @@ void GradientReducer::SetCompressor(size_t b, std::unique_ptr<compress::Compress
   if (outstanding(b))
     throw Error(ErrorCode::kInvalidArgument, "gradient reducer: compressor of bucket " +
                                                  std::to_string(b) + " changed while it runs");
-  if (!c || c->name() != "none") bucket.plain_runs = 0;
+  if (!c || !c->exact()) bucket.plain_runs = 0;
   auto* ef = dynamic_cast<compress::ErrorFeedback*>(bucket.compressor.get());
   if (ef)
     ef->set_inner(std::move(c));
@@ -228,7 +228,7 @@ void GradientReducer::PrepareForBackward(bool sync) {
   bool direct[2] = {ef_momentum_ == 0, ef_momentum_ == 0};
   for (const Bucket& b : buckets_)
     direct[b.priority ? 1 : 0] &=
-        b.compressor && b.compressor->name() == "none" && b.plain_runs > 0;
+        b.compressor && b.compressor->exact() && b.plain_runs > 0;
   for (int c = 0; c < 2; ++c) {
     TaskRunner* runner = c == 1 ? priority_runner_.get() : runner_.get();
     // When idle: after everything queued, the buckets' Ends included.
@@ -352,7 +352,7 @@ double GradientReducer::Collect(size_t i) {
     stats_.residual_sq += ef->residual_norm() * ef->residual_norm();
     stats_.compressed_sq += ef->input_norm() * ef->input_norm();
   }
-  if (b.compressor) b.plain_runs = b.compressor->name() == "none" ? b.plain_runs + 1 : 0;
+  if (b.compressor) b.plain_runs = b.compressor->exact() ? b.plain_runs + 1 : 0;
   torch::NoGradGuard no_grad;
   for (size_t k : b.params) {
     auto summed = b.flat.narrow(0, slots_[k].offset, params_[k].numel());

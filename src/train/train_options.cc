@@ -54,20 +54,21 @@ void ValidateTrainOptions(const TrainOptions& o, bool builtin_model) {
     bad("--checkpoint-quantize applies to increments: add --checkpoint-incremental");
   if (o.checkpoint.codec != "zstd" && o.checkpoint.codec != "lz4" && o.checkpoint.codec != "none")
     bad("--checkpoint-codec '" + o.checkpoint.codec + "': use zstd, lz4 or none");
-  const auto& names = compress::CompressorNames();
-  if (o.reduction.compress != "adaptive" &&
-      std::find(names.begin(), names.end(), o.reduction.compress) == names.end())
+  // The names are parsed here, at the boundary; the trainer works on compress::Method.
+  const std::optional<compress::Method> method = compress::ParseMethod(o.reduction.compress);
+  const bool sparse = method && compress::IsSparse(*method);
+  if (o.reduction.compress != "adaptive" && !method)
     bad("unknown --compress '" + o.reduction.compress + "' (use " + compress::CompressorNameList() +
         ", or adaptive)");
   if (!(o.reduction.compress_ratio >= 0 && o.reduction.compress_ratio <= 1))
     bad("--compress-ratio must be in (0, 1] (or 0 for the compressor's default)");
-  if (o.reduction.compress_ratio > 0 && !compress::IsSparse(o.reduction.compress))
+  if (o.reduction.compress_ratio > 0 && !sparse)
     bad("--compress-ratio is the share of elements top-k and random-k send: use it with "
         "--compress topk or randomk (--compress " +
         o.reduction.compress + " would ignore it)");
   compress::SparseValuesNamed(
       o.reduction.compress_values);  // throws kInvalidArgument naming the flag
-  if (o.reduction.compress_values != "fp32" && !compress::IsSparse(o.reduction.compress))
+  if (o.reduction.compress_values != "fp32" && !sparse)
     bad("--compress-values applies to the values top-k and random-k send: use it with --compress "
         "topk or randomk (--compress fp16 casts the whole gradient)");
   if (o.reduction.powersgd_rank < 1) bad("--powersgd-rank must be at least 1");

@@ -52,10 +52,12 @@ std::string Who(const Communicator& comm) { return "rank " + std::to_string(comm
 
 // DGC's momentum correction: the compressor's error feedback keeps the momentum instead of SGD.
 bool MomentumInCompressor(const TrainOptions& o) {
+  using compress::Method;
   const ReductionOptions& c = o.reduction;
+  const std::optional<Method> m = compress::ParseMethod(c.compress);  // validated: a name or adaptive
   return c.momentum_correction && c.error_feedback && o.optimizer.name == "sgd" &&
          o.optimizer.momentum > 0 &&
-         (c.compress == "topk" || c.compress == "randomk" || c.compress == "signsgd");
+         (m == Method::kTopK || m == Method::kRandomK || m == Method::kSignSgd);
 }
 
 // Buckets: explicit --bucket-mb, else the topology plan's size, else a quarter of the model (at
@@ -441,7 +443,7 @@ void Trainer::RecordLoss() {
     throw Error(ErrorCode::kDiverged, Who(comm_) + ": loss is " + std::to_string(mean_loss) +
                                           " at step " + std::to_string(l.step) +
                                           " (diverged: lower --lr" +
-                                          CompressLessHint(o_.reduction) + "?)");
+                                          CompressLessHint(compression_) + "?)");
   r_.loss_curve.push_back({l.step, mean_loss});
   r_.final_loss = mean_loss;
   ShowProgress(mean_loss);

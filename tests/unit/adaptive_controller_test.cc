@@ -54,7 +54,7 @@ TEST(AdaptiveController, FollowsBandwidthPhaseAndCriticalRegimes) {
   opt.interval = 10;
   AdaptiveController c(opt, 2);
   EXPECT_EQ(c.Initial().phase, "warmup");
-  EXPECT_EQ(c.Initial().buckets[0].compressor, "powersgd");
+  EXPECT_EQ(c.Initial().buckets[0].method, Method::kPowerSgd);
   // Communication-bound (0.7 s of uncompressed allreduce against 0.1 s of compute).
   Decision d = c.Decide(Obs(9, {1.0, 1.0}, 0.1, 0.7));
   EXPECT_EQ(d.from_step, 10);
@@ -63,7 +63,7 @@ TEST(AdaptiveController, FollowsBandwidthPhaseAndCriticalRegimes) {
   EXPECT_EQ(d.buckets[0].powersgd_rank, opt.low_rank);
   // Bucket 0's norm halves (r = 0.5: critical), bucket 1's barely moves (high compression).
   d = c.Decide(Obs(19, {0.5, 0.95}, 0.1, 0.7));
-  EXPECT_EQ(d.buckets[0].compressor, "powersgd");
+  EXPECT_EQ(d.buckets[0].method, Method::kPowerSgd);
   EXPECT_EQ(d.buckets[0].powersgd_rank, opt.low_rank);
   EXPECT_EQ(d.buckets[1].powersgd_rank, opt.high_rank);
   // LR decayed below a quarter of its peak: converging, moderate compression.
@@ -72,13 +72,13 @@ TEST(AdaptiveController, FollowsBandwidthPhaseAndCriticalRegimes) {
   EXPECT_EQ(d.buckets[1].powersgd_rank, opt.low_rank);
   // Compute-bound (1 ms of communication against 100 ms of compute): uncompressed.
   d = c.Decide(Obs(39, {0.5, 0.95}, 0.1, 0.001));
-  EXPECT_EQ(d.buckets[0].compressor, "none");
-  EXPECT_EQ(d.buckets[1].compressor, "none");
+  EXPECT_EQ(d.buckets[0].method, Method::kNone);
+  EXPECT_EQ(d.buckets[1].method, Method::kNone);
   EXPECT_NE(d.reason.find("would not pay"), std::string::npos) << d.reason;
   EXPECT_EQ(d.phase, "stable");
   // Uncompressed for the bandwidth's sake still names the phase the LR is in.
   d = c.Decide(Obs(49, {0.5, 0.95}, 0.1, 0.001, 0.2));
-  EXPECT_EQ(d.buckets[0].compressor, "none");
+  EXPECT_EQ(d.buckets[0].method, Method::kNone);
   EXPECT_EQ(d.phase, "converging");
 }
 
@@ -133,7 +133,7 @@ TEST(AdaptiveController, SameInputsSameDecisions) {
     Decision x = a.Decide(o), y = b.Decide(o);
     ASSERT_EQ(x.phase, y.phase);
     for (size_t i = 0; i < 3; ++i) {
-      EXPECT_EQ(x.buckets[i].compressor, y.buckets[i].compressor);
+      EXPECT_EQ(x.buckets[i].method, y.buckets[i].method);
       EXPECT_EQ(x.buckets[i].powersgd_rank, y.buckets[i].powersgd_rank);
     }
   }
@@ -145,7 +145,7 @@ void ExpectSameDecision(const Decision& x, const Decision& y) {
   EXPECT_EQ(x.reason, y.reason);
   ASSERT_EQ(x.buckets.size(), y.buckets.size());
   for (size_t i = 0; i < x.buckets.size(); ++i) {
-    EXPECT_EQ(x.buckets[i].compressor, y.buckets[i].compressor) << "bucket " << i;
+    EXPECT_EQ(x.buckets[i].method, y.buckets[i].method) << "bucket " << i;
     EXPECT_EQ(x.buckets[i].powersgd_rank, y.buckets[i].powersgd_rank) << "bucket " << i;
   }
 }
@@ -178,7 +178,7 @@ TEST(AdaptiveController, RestoredStateDecidesAsTheControllerThatWentOn) {
     ASSERT_TRUE(b.Restore(a.State(in_force), &restored)) << "stopped after " << stop;
     EXPECT_EQ(restored.phase, in_force.phase);
     for (size_t i = 0; i < 3; ++i) {
-      EXPECT_EQ(restored.buckets[i].compressor, in_force.buckets[i].compressor);
+      EXPECT_EQ(restored.buckets[i].method, in_force.buckets[i].method);
       EXPECT_EQ(restored.buckets[i].powersgd_rank, in_force.buckets[i].powersgd_rank);
     }
     for (size_t i = stop; i < run.size(); ++i)
@@ -236,10 +236,10 @@ TEST(AdaptiveController, CloseMeasurementsAreRevisitedFarOnesAreNot) {
   AdaptiveController c(opt, 1);
   Intervals intervals(c, 10, 0.04, 0.05);  // predicted: compression pays
   auto run = [&](bool compressed, double step_s) { return intervals.Run(compressed, step_s); };
-  EXPECT_EQ(run(true, 0.0545).buckets[0].compressor, "powersgd");  // compressed measured first
-  EXPECT_EQ(run(false, 0.050).buckets[0].compressor, "none");      // uncompressed faster
-  EXPECT_EQ(run(false, 0.062).buckets[0].compressor, "none");      // one noisy interval: mean 56
-  EXPECT_EQ(run(false, 0.062).buckets[0].compressor, "powersgd");  // two: the median is 62
+  EXPECT_EQ(run(true, 0.0545).buckets[0].method, Method::kPowerSgd);  // compressed measured first
+  EXPECT_EQ(run(false, 0.050).buckets[0].method, Method::kNone);      // uncompressed faster
+  EXPECT_EQ(run(false, 0.062).buckets[0].method, Method::kNone);      // one noisy interval: mean 56
+  EXPECT_EQ(run(false, 0.062).buckets[0].method, Method::kPowerSgd);  // two: the median is 62
   // Compressed keeps measuring 54.5 ms, under 0.9 x the stale 62: after 4 intervals,
   // uncompressed is measured again, and wins (a re-measurement starts a new median).
   int compressed_intervals = 0;
@@ -247,23 +247,23 @@ TEST(AdaptiveController, CloseMeasurementsAreRevisitedFarOnesAreNot) {
   do {
     d = run(true, 0.0545);
     ++compressed_intervals;
-  } while (d.buckets[0].compressor != "none" && compressed_intervals < 20);
+  } while (d.buckets[0].method != Method::kNone && compressed_intervals < 20);
   EXPECT_EQ(compressed_intervals, opt.reprobe_after);
   EXPECT_NE(d.reason.find("re-measuring uncompressed"), std::string::npos) << d.reason;
-  EXPECT_EQ(run(false, 0.050).buckets[0].compressor, "none");
+  EXPECT_EQ(run(false, 0.050).buckets[0].method, Method::kNone);
   // Uncompressed from here: the stale compressed figure is not re-measured (it would be
   // overturned as soon as uncompressed steps measured slower than it).
-  for (int i = 1; i <= 20; ++i) EXPECT_EQ(run(false, 0.050).buckets[0].compressor, "none") << i;
-  EXPECT_EQ(run(false, 0.062).buckets[0].compressor, "none");      // a slow interval, or ...
-  EXPECT_EQ(run(false, 0.062).buckets[0].compressor, "powersgd");  // ... the network got slower
+  for (int i = 1; i <= 20; ++i) EXPECT_EQ(run(false, 0.050).buckets[0].method, Method::kNone) << i;
+  EXPECT_EQ(run(false, 0.062).buckets[0].method, Method::kNone);      // a slow interval, or ...
+  EXPECT_EQ(run(false, 0.062).buckets[0].method, Method::kPowerSgd);  // ... the network got slower
   // A re-measurement that confirms compression doubles the wait before the next one.
   std::vector<int> probes;
   for (int i = 1; i <= 30; ++i) {
     d = run(true, 0.0545);
-    if (d.buckets[0].compressor == "none") {
+    if (d.buckets[0].method == Method::kNone) {
       EXPECT_NE(d.reason.find("re-measuring uncompressed"), std::string::npos) << d.reason;
       probes.push_back(i);
-      EXPECT_EQ(run(false, 0.062).buckets[0].compressor, "powersgd");
+      EXPECT_EQ(run(false, 0.062).buckets[0].method, Method::kPowerSgd);
     }
   }
   ASSERT_GE(probes.size(), 2u);
@@ -279,7 +279,7 @@ TEST(AdaptiveController, CloseMeasurementsAreRevisitedFarOnesAreNot) {
   for (int64_t s = 19; s < 400; s += 10) {
     auto o = Obs(s, {1.0}, 0.1, 0.7);
     o.wait_s = 10 * 0.03;
-    EXPECT_EQ(far.Decide(o).buckets[0].compressor, "powersgd") << "step " << s;
+    EXPECT_EQ(far.Decide(o).buckets[0].method, Method::kPowerSgd) << "step " << s;
   }
 }
 
@@ -294,12 +294,12 @@ TEST(AdaptiveController, OneSlowUncompressedIntervalDoesNotTurnCompressionOn) {
   AdaptiveController c(opt, 1);
   Intervals intervals(c, 50, 0.06, 0.0046);  // an uncompressed allreduce: 4.6 ms
   auto run = [&](bool compressed, double step_s) { return intervals.Run(compressed, step_s); };
-  EXPECT_EQ(run(true, 0.0734).buckets[0].compressor, "none");  // exposed 0% (predicted)
+  EXPECT_EQ(run(true, 0.0734).buckets[0].method, Method::kNone);  // exposed 0% (predicted)
   for (double ms : {62.4, 64.7, 63.4, 63.5, 66.2, 76.9, 68.7, 64.9, 68.0, 69.6, 70.7, 67.8, 72.4,
                     76.2, 69.8, 70.5, 64.9, 72.0})
-    EXPECT_EQ(run(false, ms / 1e3).buckets[0].compressor, "none") << ms;
+    EXPECT_EQ(run(false, ms / 1e3).buckets[0].method, Method::kNone) << ms;
   const Decision d = run(false, 0.082);
-  EXPECT_EQ(d.buckets[0].compressor, "none") << d.reason;
+  EXPECT_EQ(d.buckets[0].method, Method::kNone) << d.reason;
   EXPECT_NE(d.reason.find("uncompressed 72.0 ms"), std::string::npos) << d.reason;  // the median
 }
 
@@ -312,31 +312,31 @@ TEST(AdaptiveController, MeasuredStepTimesDecide) {
   auto plain = Obs(9, {1.0}, 0.1, 0.001);
   plain.bytes_wire = plain.bytes_fp32;
   plain.wait_s = 10 * 0.02;
-  EXPECT_EQ(c.Decide(plain).buckets[0].compressor, "powersgd");
+  EXPECT_EQ(c.Decide(plain).buckets[0].method, Method::kPowerSgd);
   // Compressed steps then measured slower (130 ms): uncompressed, and it stays so while the
   // uncompressed steps keep measuring faster.
   auto slow = Obs(19, {1.0}, 0.1, 0.001);
   slow.wait_s = 10 * 0.03;
   Decision d = c.Decide(slow);
-  EXPECT_EQ(d.buckets[0].compressor, "none");
+  EXPECT_EQ(d.buckets[0].method, Method::kNone);
   EXPECT_NE(d.reason.find("measured"), std::string::npos) << d.reason;
   plain.last_step = 29;
-  EXPECT_EQ(c.Decide(plain).buckets[0].compressor, "none");
+  EXPECT_EQ(c.Decide(plain).buckets[0].method, Method::kNone);
   // The network gets slower (uncompressed steps now 200 ms): compression wins again.
   plain.last_step = 39;
   plain.wait_s = 10 * 0.1;
-  EXPECT_EQ(c.Decide(plain).buckets[0].compressor, "powersgd");
+  EXPECT_EQ(c.Decide(plain).buckets[0].method, Method::kPowerSgd);
   // A wrong prediction is corrected by measuring: compressed steps slower than the predicted
   // uncompressed ones send the next interval uncompressed.
   AdaptiveController p(opt, 1);
   auto compressed = Obs(9, {1.0}, 0.1, 0.1);  // predicted: 100 + (100 - 80) = 120 ms
   compressed.wait_s = 10 * 0.05;              // measured compressed: 150 ms
-  EXPECT_EQ(p.Decide(compressed).buckets[0].compressor, "none");
+  EXPECT_EQ(p.Decide(compressed).buckets[0].method, Method::kNone);
   // min_exposed 0: the phase schedule alone.
   AdaptiveOptions always = opt;
   always.min_exposed = 0;
   AdaptiveController a(always, 1);
-  EXPECT_EQ(a.Decide(Obs(9, {1.0}, 0.1, 0.0)).buckets[0].compressor, "powersgd");
+  EXPECT_EQ(a.Decide(Obs(9, {1.0}, 0.1, 0.0)).buckets[0].method, Method::kPowerSgd);
 }
 
 // The optimizer runs in the step either way: compression's gain is a share of the whole step.
@@ -352,11 +352,11 @@ TEST(AdaptiveController, TheOptimizerCountsInTheStep) {
     plain.bytes_wire = plain.bytes_fp32;
     plain.wait_s = 10 * 0.015;
     plain.optimizer_s = 10 * optimizer;
-    EXPECT_EQ(c.Decide(plain).buckets[0].compressor, "powersgd");  // exposed 13% (or 9.7%) > 5%
+    EXPECT_EQ(c.Decide(plain).buckets[0].method, Method::kPowerSgd);  // exposed 13% (or 9.7%) > 5%
     auto compressed = Obs(19, {1.0}, 0.1, 0.001);
     compressed.optimizer_s = 10 * optimizer;
     const Decision d = c.Decide(compressed);
-    EXPECT_EQ(d.buckets[0].compressor, optimizer > 0 ? "none" : "powersgd") << d.reason;
+    EXPECT_EQ(d.buckets[0].method, optimizer > 0 ? Method::kNone : Method::kPowerSgd) << d.reason;
     if (optimizer > 0) {
       EXPECT_NE(d.reason.find("compressed steps 140.0 ms, uncompressed 155.0 ms"),
                 std::string::npos)

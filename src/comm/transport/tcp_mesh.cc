@@ -219,13 +219,34 @@ void TcpMesh::ThrowPeerError(ErrorCode code, int peer, const std::string& what,
   throw Error(code, msg, {rank_, peer, addresses_[peer], label.name, label.seq});
 }
 
-void TcpMesh::Exchange(Transfer* t, size_t n, const OpLabel& label) {
+void TcpMesh::CheckPeers(const Transfer* t, size_t n, const OpLabel& label) const {
   for (size_t i = 0; i < n; ++i) {
     if (t[i].peer < 0 || t[i].peer >= size_ || t[i].peer == rank_)
       throw Error(ErrorCode::kInvalidArgument, "rank " + std::to_string(rank_) +
                                                    ": transfer to invalid peer " +
                                                    std::to_string(t[i].peer) + " in " + label.name);
   }
+}
+
+void TcpMesh::ThrowStalled(const Transfer* t, size_t npoll, const OpLabel& label) const {
+  // Name the first peer we are still waiting on (every pending one is listed).
+  std::string others;
+  int first = -1;
+  for (size_t k = 0; k < npoll; ++k) {
+    const Transfer& x = t[poll_owner_[k]];
+    if (first < 0) first = x.peer;
+    others += (others.empty() ? "" : ", ") +
+              std::string(x.kind == Transfer::Kind::kSend ? "send to " : "receive from ") +
+              std::to_string(x.peer) + " (" + std::to_string(x.done) + "/" +
+              std::to_string(x.bytes) + " B)";
+  }
+  ThrowPeerError(ErrorCode::kTimeout, first,
+                 "no byte moved for " + std::to_string(timeout_.count()) + " ms [" + others + "]",
+                 label);
+}
+
+void TcpMesh::Exchange(Transfer* t, size_t n, const OpLabel& label) {
+  CheckPeers(t, n, label);
   if (n > pollfds_.size() - 1 || n > prev_.size()) {
     // Large transfer lists grow the scratch once; the steady state never allocates.
     pollfds_.resize(n + 1);
@@ -339,22 +360,7 @@ void TcpMesh::Exchange(Transfer* t, size_t n, const OpLabel& label) {
     int rc = ::poll(pollfds_.data(), npoll + 1, wait_ms);
     if (rc < 0 && errno != EINTR)
       throw Error(ErrorCode::kIo, std::string("poll: ") + strerror(errno));
-    if (rc == 0 && net::Clock::now() - last_progress >= timeout_) {
-      // Name the first peer we are still waiting on (every pending one is listed).
-      std::string others;
-      int first = -1;
-      for (size_t k = 0; k < npoll; ++k) {
-        const Transfer& x = t[poll_owner_[k]];
-        if (first < 0) first = x.peer;
-        others += (others.empty() ? "" : ", ") +
-                  std::string(x.kind == Transfer::Kind::kSend ? "send to " : "receive from ") +
-                  std::to_string(x.peer) + " (" + std::to_string(x.done) + "/" +
-                  std::to_string(x.bytes) + " B)";
-      }
-      ThrowPeerError(
-          ErrorCode::kTimeout, first,
-          "no byte moved for " + std::to_string(timeout_.count()) + " ms [" + others + "]", label);
-    }
+    if (rc == 0 && net::Clock::now() - last_progress >= timeout_) ThrowStalled(t, npoll, label);
   }
 }
 

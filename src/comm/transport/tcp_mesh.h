@@ -155,6 +155,10 @@ class TcpMesh {
 
  private:
   TcpMesh() = default;
+  // Exchange's cold paths: a transfer naming no peer of this mesh (kInvalidArgument), and no byte
+  // moved for the timeout (kTimeout naming the first peer still waited on, and every pending one).
+  void CheckPeers(const Transfer* t, size_t n, const OpLabel& label) const;
+  [[noreturn]] void ThrowStalled(const Transfer* t, size_t npoll, const OpLabel& label) const;
   [[noreturn]] void ThrowPeerError(ErrorCode code, int peer, const std::string& what,
                                    const OpLabel& label) const;
 
