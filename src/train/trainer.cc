@@ -73,7 +73,8 @@ size_t BucketBytes(const ReductionOptions& o, int64_t params, std::string* sourc
     return o.planned_bucket_bytes;
   }
   *source = "a quarter of the model";
-  return std::clamp<size_t>(static_cast<size_t>(params) * 4 / 4, 256 << 10, 25 << 20);
+  const size_t model_bytes = static_cast<size_t>(params) * sizeof(float);
+  return std::clamp<size_t>(model_bytes / 4, 256 << 10, 25 << 20);
 }
 
 class Trainer {
