@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages cann-dist-train needs, only those missing (idempotent; quick when
 # nothing is missing). Run as root, or with sudo available. Set CDT_SKIP_DEPS=1 to skip entirely.
-# --bench also installs what only the benchmarks need (the PyTorch DDP baseline's python3-torch).
+# --bench also installs what only the benchmarks need (numpy for the DDP baseline's data).
 set -euo pipefail
 
 [ "${CDT_SKIP_DEPS:-0}" = "1" ] && exit 0
@@ -13,6 +13,8 @@ packages=(
   libopenmpi-dev openmpi-bin libgloo-dev
   iproute2 python3 zlib1g-dev libeigen3-dev liblz4-dev libzstd-dev libcpp-httplib-dev etcd-server
   libtorch-dev dataset-fashion-mnist
+  # The Python front end (src/python, python/cann_dist; docs/python.md) and its tests
+  python3-dev python3-torch python3-pybind11 python3-pytest
   # make fuzz / CI's fuzz run: libFuzzer with ASan and UBSan
   clang-14 libclang-rt-14-dev
   # Debian's libtorch calls the generic libblas.so.3; without an optimised one that is netlib's
@@ -21,7 +23,7 @@ packages=(
   # core in every worker however many workers share the machine.
   libopenblas0-openmp
 )
-[ "${1:-}" = "--bench" ] && packages+=(python3-torch python3-numpy)
+[ "${1:-}" = "--bench" ] && packages+=(python3-numpy)
 
 missing=()
 for p in "${packages[@]}"; do

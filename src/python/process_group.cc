@@ -1,0 +1,299 @@
+#include "python/process_group.h"
+
+#include <ATen/core/ivalue.h>
+
+#include <utility>
+
+#include "cdt/error.h"
+#include "cdt/tcp_communicator.h"
+#include "python/c10d_store.h"
+
+namespace cdt::python {
+
+namespace {
+
+DataType ToDataType(const at::Tensor& t, const char* call) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return DataType::kFloat32;
+    case at::kDouble: return DataType::kFloat64;
+    case at::kHalf: return DataType::kFloat16;
+    case at::kBFloat16: return DataType::kBFloat16;
+    case at::kInt: return DataType::kInt32;
+    case at::kLong: return DataType::kInt64;
+    case at::kChar: return DataType::kInt8;
+    default:
+      TORCH_CHECK(false, "cdt backend: ", call, ": tensors of ", t.scalar_type(),
+                  " are not supported (float32, float64, float16, bfloat16, int32, int64, int8)");
+  }
+  return DataType::kFloat32;
+}
+
+ReduceOp ToReduceOp(const ::c10d::ReduceOp& op, const char* call) {
+  switch (op.op_) {
+    case ::c10d::ReduceOp::SUM: return ReduceOp::kSum;
+    case ::c10d::ReduceOp::AVG: return ReduceOp::kAvg;
+    case ::c10d::ReduceOp::MAX: return ReduceOp::kMax;
+    case ::c10d::ReduceOp::MIN: return ReduceOp::kMin;
+    default:
+      TORCH_CHECK(false, "cdt backend: ", call,
+                  ": this reduce op is not supported (SUM, AVG, MAX, MIN)");
+  }
+  return ReduceOp::kSum;
+}
+
+// Data movement (broadcast, allgather) needs no arithmetic: any dtype travels as its bytes.
+constexpr DataType kBytes = DataType::kInt8;
+
+void CheckDense(const at::Tensor& t, const char* call) {
+  TORCH_CHECK(t.device().is_cpu(), "cdt backend: ", call, ": tensors must be on the CPU, not ",
+              t.device());
+  TORCH_CHECK(t.layout() == at::kStrided, "cdt backend: ", call, ": sparse tensors are not supported");
+}
+
+const at::Tensor& One(const std::vector<at::Tensor>& tensors, const char* call) {
+  TORCH_CHECK(tensors.size() == 1, "cdt backend: ", call, ": one tensor per call (got ",
+              tensors.size(), ")");
+  CheckDense(tensors[0], call);
+  return tensors[0];
+}
+
+// The tensor the engine works in: `t` itself when contiguous, else a contiguous copy that
+// `after` writes back.
+at::Tensor Contiguous(const at::Tensor& t, std::function<void()>* after) {
+  if (t.is_contiguous()) return t;
+  at::Tensor c = t.contiguous();
+  *after = [t, c]() mutable { t.copy_(c); };
+  return c;
+}
+
+}  // namespace
+
+class ProcessGroupCDT::WorkCDT : public ::c10d::Work {
+ public:
+  WorkCDT(int rank, ::c10d::OpType type, std::vector<at::Tensor> outputs)
+      : ::c10d::Work(rank, type),
+        outputs_(std::move(outputs)),
+        future_(c10::make_intrusive<c10::ivalue::Future>(
+            c10::ListType::create(c10::TensorType::get()))) {}
+
+  std::vector<at::Tensor> result() override { return outputs_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+
+  void Complete(std::exception_ptr error) {
+    finish(error);
+    if (error)
+      future_->setError(error);
+    else
+      future_->markCompleted(c10::IValue(outputs_));
+  }
+
+ private:
+  std::vector<at::Tensor> outputs_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+ProcessGroupCDT::ProcessGroupCDT(const c10::intrusive_ptr<::c10d::Store>& store, int rank,
+                                 int size, std::chrono::milliseconds timeout,
+                                 const ProcessGroupOptions& o)
+    : ::c10d::ProcessGroup(rank, size), store_(std::make_unique<C10dStore>(store)) {
+  CommunicatorOptions co;
+  co.rank = rank;
+  co.size = size;
+  co.job_id = o.job_id;
+  co.secret = o.secret;
+  co.advertise_host = o.advertise_host;
+  co.bind_host = o.bind_host;
+  co.timeout = timeout;
+  try {
+    comm_ = ConnectTcpCommunicator(*store_, co);
+  } catch (const Error& e) {
+    TORCH_CHECK(false, "cdt backend: rank ", rank, " of ", size,
+                " could not form the group: ", e.what());
+  }
+  completer_ = std::thread([this] { Complete(); });
+}
+
+ProcessGroupCDT::~ProcessGroupCDT() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  completer_.join();  // finishes what is pending (each wait is bounded by the timeout)
+}
+
+void ProcessGroupCDT::Complete() {
+  for (;;) {
+    Pending p;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+      if (pending_.empty()) return;
+      p = std::move(pending_.front());
+      pending_.pop_front();
+    }
+    try {
+      p.work->Wait();
+      if (p.after) p.after();
+      p.handle->Complete(nullptr);
+    } catch (...) {
+      p.handle->Complete(std::current_exception());
+    }
+  }
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::Track(::c10d::OpType type,
+                                                        std::shared_ptr<Work> work,
+                                                        std::vector<at::Tensor> outputs,
+                                                        std::function<void()> after) {
+  auto handle = c10::make_intrusive<WorkCDT>(getRank(), type, std::move(outputs));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.push_back({std::move(work), handle, std::move(after)});
+  }
+  cv_.notify_one();
+  return handle;
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::broadcast(std::vector<at::Tensor>& tensors,
+                                                            const ::c10d::BroadcastOptions& opts) {
+  const at::Tensor& t = One(tensors, "broadcast");
+  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < getSize(), "cdt backend: broadcast: root ",
+              opts.rootRank, " is not a rank of this group of ", getSize());
+  std::function<void()> after;
+  at::Tensor c = Contiguous(t, &after);
+  auto work = comm_->Broadcast(c.data_ptr(), static_cast<size_t>(c.nbytes()), kBytes,
+                               static_cast<int>(opts.rootRank));
+  return Track(::c10d::OpType::BROADCAST, std::move(work), tensors, std::move(after));
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::allreduce(std::vector<at::Tensor>& tensors,
+                                                            const ::c10d::AllreduceOptions& opts) {
+  const at::Tensor& t = One(tensors, "allreduce");
+  const ReduceOp op = ToReduceOp(opts.reduceOp, "allreduce");
+  std::function<void()> after;
+  at::Tensor c = Contiguous(t, &after);
+  auto work = comm_->Allreduce(c.data_ptr(), static_cast<size_t>(c.numel()),
+                               ToDataType(c, "allreduce"), op);
+  return Track(::c10d::OpType::ALLREDUCE, std::move(work), tensors, std::move(after));
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const ::c10d::AllgatherOptions&) {
+  const at::Tensor& in = One(inputs, "allgather");
+  TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(),
+              "cdt backend: allgather: one output list of ", getSize(), " tensors");
+  for (const at::Tensor& o : outputs[0]) {
+    CheckDense(o, "allgather");
+    TORCH_CHECK(o.numel() == in.numel() && o.scalar_type() == in.scalar_type(),
+                "cdt backend: allgather: every output tensor must match the input's size and type");
+  }
+  const at::Tensor src = in.contiguous();
+  at::Tensor flat = at::empty({getSize() * in.numel()}, in.options());
+  auto work = comm_->Allgather(src.data_ptr(), flat.data_ptr(), static_cast<size_t>(in.nbytes()),
+                               kBytes);
+  std::vector<at::Tensor> outs = outputs[0];
+  auto after = [outs, flat, src, n = in.numel()]() mutable {
+    for (size_t r = 0; r < outs.size(); ++r)
+      outs[r].copy_(flat.narrow(0, static_cast<int64_t>(r) * n, n).view(outs[r].sizes()));
+  };
+  return Track(::c10d::OpType::ALLGATHER, std::move(work), outs, std::move(after));
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::_allgather_base(at::Tensor& output,
+                                                                  at::Tensor& input,
+                                                                  const ::c10d::AllgatherOptions&) {
+  CheckDense(input, "_allgather_base");
+  CheckDense(output, "_allgather_base");
+  TORCH_CHECK(output.numel() == getSize() * input.numel() &&
+                  output.scalar_type() == input.scalar_type(),
+              "cdt backend: _allgather_base: the output must hold world size x the input");
+  const at::Tensor src = input.contiguous();
+  std::function<void()> after;
+  at::Tensor out = Contiguous(output, &after);
+  auto work = comm_->Allgather(src.data_ptr(), out.data_ptr(), static_cast<size_t>(input.nbytes()),
+                               kBytes);
+  auto keep = [after, src]() {
+    if (after) after();
+  };
+  return Track(::c10d::OpType::_ALLGATHER_BASE, std::move(work), {output}, std::move(keep));
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const ::c10d::ReduceScatterOptions& opts) {
+  const at::Tensor& out = One(outputs, "reduce_scatter");
+  TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(),
+              "cdt backend: reduce_scatter: one input list of ", getSize(), " tensors");
+  for (const at::Tensor& i : inputs[0]) {
+    CheckDense(i, "reduce_scatter");
+    TORCH_CHECK(i.numel() == out.numel() && i.scalar_type() == out.scalar_type(),
+                "cdt backend: reduce_scatter: every input tensor must match the output's size "
+                "and type");
+  }
+  std::vector<at::Tensor> flat_inputs;
+  for (const at::Tensor& i : inputs[0]) flat_inputs.push_back(i.reshape({-1}));
+  const at::Tensor flat = at::cat(flat_inputs);
+  std::function<void()> after;
+  at::Tensor o = Contiguous(out, &after);
+  auto work = comm_->ReduceScatter(
+      flat.data_ptr(), o.data_ptr(), std::vector<size_t>(getSize(), out.numel()),
+      ToDataType(out, "reduce_scatter"), ToReduceOp(opts.reduceOp, "reduce_scatter"));
+  auto keep = [after, flat]() {
+    if (after) after();
+  };
+  return Track(::c10d::OpType::REDUCE_SCATTER, std::move(work), outputs, std::move(keep));
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const ::c10d::ReduceScatterOptions& opts) {
+  CheckDense(input, "_reduce_scatter_base");
+  CheckDense(output, "_reduce_scatter_base");
+  TORCH_CHECK(input.numel() == getSize() * output.numel() &&
+                  output.scalar_type() == input.scalar_type(),
+              "cdt backend: _reduce_scatter_base: the input must hold world size x the output");
+  const at::Tensor src = input.contiguous();
+  std::function<void()> after;
+  at::Tensor o = Contiguous(output, &after);
+  auto work = comm_->ReduceScatter(src.data_ptr(), o.data_ptr(),
+                                   std::vector<size_t>(getSize(), output.numel()),
+                                   ToDataType(output, "_reduce_scatter_base"),
+                                   ToReduceOp(opts.reduceOp, "_reduce_scatter_base"));
+  auto keep = [after, src]() {
+    if (after) after();
+  };
+  return Track(::c10d::OpType::_REDUCE_SCATTER_BASE, std::move(work), {output}, std::move(keep));
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::barrier(const ::c10d::BarrierOptions&) {
+  return Track(::c10d::OpType::BARRIER, comm_->Barrier(), {});
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::send(std::vector<at::Tensor>& tensors, int dst,
+                                                       int tag) {
+  const at::Tensor& t = One(tensors, "send");
+  TORCH_CHECK(tag == 0, "cdt backend: send: tags are not supported (messages between two ranks "
+                        "arrive in the order sent); use tag 0");
+  TORCH_CHECK(dst >= 0 && dst < getSize() && dst != getRank(), "cdt backend: send: rank ", dst,
+              " is not another rank of this group of ", getSize());
+  const at::Tensor c = t.contiguous();
+  auto work = comm_->Send(c.data_ptr(), static_cast<size_t>(c.nbytes()), dst);
+  auto keep = [c]() {};
+  return Track(::c10d::OpType::SEND, std::move(work), tensors, std::move(keep));
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::recv(std::vector<at::Tensor>& tensors, int src,
+                                                       int tag) {
+  const at::Tensor& t = One(tensors, "recv");
+  TORCH_CHECK(tag == 0, "cdt backend: recv: tags are not supported (messages between two ranks "
+                        "arrive in the order sent); use tag 0");
+  TORCH_CHECK(src >= 0 && src < getSize() && src != getRank(), "cdt backend: recv: rank ", src,
+              " is not another rank of this group of ", getSize());
+  std::function<void()> after;
+  at::Tensor c = Contiguous(t, &after);
+  auto work = comm_->Recv(c.data_ptr(), static_cast<size_t>(c.nbytes()), src);
+  return Track(::c10d::OpType::RECV, std::move(work), tensors, std::move(after));
+}
+
+}  // namespace cdt::python

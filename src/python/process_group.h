@@ -1,0 +1,95 @@
+// ProcessGroupCDT: the engine's communicator as a torch.distributed backend ("cdt", registered by
+// the cann_dist package; docs/python.md). The anchors are the third-party c10d backends of
+// PyTorch 1.13 (torch-ucc, Intel's oneCCL bindings): a c10d::ProcessGroup whose collectives
+// return a c10d::Work at once and complete on the engine's own thread.
+//
+// Each collective is submitted to the communicator (asynchronous, in submission order) and handed
+// to one completion thread, which waits for it in order, copies results where the tensors were
+// not contiguous, and completes the Work and its Future (DDP's reducer reads the Future). A failed
+// collective completes its Work with the engine's error — which names this rank, the peer and the
+// operation — and `wait()` raises it in Python as a RuntimeError; the communicator's timeout
+// bounds every wait, so a dead or stopped peer never hangs a rank.
+//
+// Supported: allreduce (sum, avg, max, min), broadcast, allgather, _allgather_base,
+// reduce_scatter, _reduce_scatter_base, barrier, send, recv, on dense CPU tensors; reductions on
+// float32, float64, float16, bfloat16, int32, int64 and int8, data movement on any dtype. Anything else raises a clear error naming the
+// call (the base class does so for the collectives not overridden here).
+#pragma once
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cdt/communicator.h"
+#include "cdt/store.h"
+
+namespace cdt::python {
+
+struct ProcessGroupOptions {
+  std::string secret;         // CDT_JOB_SECRET ("" = the store's generation token alone)
+  std::string job_id = "cdt";  // store namespace
+  std::string advertise_host = "127.0.0.1";  // what peers dial (CDT_NODE_ADDR)
+  std::string bind_host = "0.0.0.0";
+};
+
+class ProcessGroupCDT : public ::c10d::ProcessGroup {
+ public:
+  // Forms the group through `store` (every rank of the group calls this at the same time).
+  ProcessGroupCDT(const c10::intrusive_ptr<::c10d::Store>& store, int rank, int size,
+                  std::chrono::milliseconds timeout, const ProcessGroupOptions& options);
+  ~ProcessGroupCDT() override;
+
+  const std::string getBackendName() const override { return "cdt"; }
+  Communicator& communicator() { return *comm_; }
+
+  c10::intrusive_ptr<::c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                             const ::c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<::c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                             const ::c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<::c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                             std::vector<at::Tensor>& inputs,
+                                             const ::c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<::c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                   const ::c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<::c10d::Work> reduce_scatter(
+      std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+      const ::c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<::c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const ::c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<::c10d::Work> barrier(const ::c10d::BarrierOptions& opts) override;
+  c10::intrusive_ptr<::c10d::Work> send(std::vector<at::Tensor>& tensors, int dst,
+                                        int tag) override;
+  c10::intrusive_ptr<::c10d::Work> recv(std::vector<at::Tensor>& tensors, int src,
+                                        int tag) override;
+
+ private:
+  class WorkCDT;
+  struct Pending {
+    std::shared_ptr<Work> work;
+    c10::intrusive_ptr<WorkCDT> handle;
+    std::function<void()> after;  // on success, before the Work completes (copies back)
+  };
+  c10::intrusive_ptr<::c10d::Work> Track(::c10d::OpType type, std::shared_ptr<Work> work,
+                                         std::vector<at::Tensor> outputs,
+                                         std::function<void()> after = nullptr);
+  void Complete();  // the completion thread
+
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Communicator> comm_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Pending> pending_;
+  bool stop_ = false;
+  std::thread completer_;
+};
+
+}  // namespace cdt::python

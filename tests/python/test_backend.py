@@ -1,0 +1,100 @@
+"""The torch.distributed backend "cdt" (src/python, python/cann_dist): every collective DDP and
+common code call against the closed form, DDP's loss curve against Gloo's, a dead rank named in
+the others' errors, unsupported calls refused with a clear error. Real processes over TCP, started
+with torchrun's variables; run by `make test` (ctest python_frontend) with /usr/bin/python3."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+cann_dist = pytest.importorskip("cann_dist")
+WORKER = os.path.join(os.path.dirname(__file__), "worker.py")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_job(world, *args, timeout=120, env_extra=None):
+    """Starts `world` ranks of worker.py; returns each rank's JSON line (None where it printed
+    none) and exit code."""
+    port = free_port()
+    procs = []
+    for rank in range(world):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
+                   LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                   OMP_NUM_THREADS="1", **(env_extra or {}))
+        procs.append(subprocess.Popen([sys.executable, WORKER, *args], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    results = []
+    deadline = time.monotonic() + timeout
+    for p in procs:
+        try:
+            out, err = p.communicate(timeout=max(1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            pytest.fail(f"job {args} hung past {timeout} s")
+        lines = [l for l in out.splitlines() if l.startswith("{")]
+        results.append((json.loads(lines[-1]) if lines else None, p.returncode, err))
+    return results
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_collectives_match_the_closed_form(world):
+    results = run_job(world, "collectives", "cdt")
+    ranks = range(world)
+    for r, (res, code, err) in enumerate(results):
+        assert code == 0, err
+        assert res["sum"] == [world * k + sum(ranks) for k in range(6)]
+        assert res["avg"] == [sum(q + 1 for q in ranks) / world] * 3
+        assert res["max"] == [float(world)] * 3
+        assert res["min"] == [1.0] * 3
+        assert res["int64"] == [sum(q + 1 for q in ranks), 10 * sum(q + 1 for q in ranks)]
+        expect_nc = [[(4 * j + i) * world + sum(ranks) for j in range(3)] for i in range(4)]
+        assert res["noncontiguous"] == expect_nc
+        assert res["broadcast"] == [float(world - 1)] * 4
+        assert res["all_gather"] == [[float(q)] * 2 for q in ranks]
+        assert res["reduce_scatter"] == [float(sum(q * world + r for q in ranks))] * 2
+        assert res["all_gather_object"] == [{"rank": q} for q in ranks]
+        if r == 1:
+            assert res["recv"] == [42.0]
+
+
+def test_ddp_gives_the_same_loss_curve_as_gloo():
+    steps = 30
+    curves = {}
+    for backend in ("gloo", "cdt"):
+        results = run_job(2, "ddp", backend, str(steps))
+        for res, code, err in results:
+            assert code == 0, err
+        curves[backend] = results[0][0]["losses"]
+    assert len(curves["cdt"]) == steps
+    for s, (a, b) in enumerate(zip(curves["gloo"], curves["cdt"])):
+        assert abs(a - b) <= 1e-5, f"step {s}: gloo {a}, cdt {b}"
+    assert curves["cdt"][-1] < curves["cdt"][0]
+
+
+def test_a_dead_rank_is_named_in_the_others_errors():
+    results = run_job(3, "die", "cdt", env_extra={"TEST_TIMEOUT": "5"}, timeout=60)
+    assert results[1][1] == 3
+    for r in (0, 2):
+        res, code, err = results[r]
+        assert res is not None, err
+        assert res["raised"] is not None, "the collective with a dead peer returned"
+        assert "rank 1" in res["raised"], res["raised"]
+        assert res["seconds"] < 6, res
+
+
+def test_unsupported_calls_raise_clearly_and_do_not_hang():
+    results = run_job(2, "unsupported", "cdt", timeout=60)
+    for res, code, err in results:
+        assert code == 0, err
+        assert "not supported" in res["product"] and "SUM, AVG, MAX, MIN" in res["product"]
+        assert res["alltoall"] is not None and "cdt" in res["alltoall"], res["alltoall"]

@@ -1,0 +1,120 @@
+"""One rank of a test job of the "cdt" backend (tests/python/test_backend.py starts them with
+torchrun's variables). Prints one JSON line with what it saw; the test compares across ranks."""
+import datetime
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+import cann_dist  # noqa: F401  (registers "cdt")
+
+
+def collectives(rank, world):
+    out = {}
+    t = torch.arange(6, dtype=torch.float32) + rank
+    dist.all_reduce(t)
+    out["sum"] = t.tolist()
+    for name, op in (("avg", dist.ReduceOp.AVG), ("max", dist.ReduceOp.MAX), ("min", dist.ReduceOp.MIN)):
+        t = torch.full((3,), float(rank + 1), dtype=torch.float64)
+        dist.all_reduce(t, op=op)
+        out[name] = t.tolist()
+    i = torch.tensor([rank + 1, 10 * (rank + 1)], dtype=torch.int64)
+    dist.all_reduce(i)
+    out["int64"] = i.tolist()
+    nc = torch.arange(12, dtype=torch.float32).view(3, 4).t() + rank  # not contiguous
+    dist.all_reduce(nc)
+    out["noncontiguous"] = nc.tolist()
+    b = torch.full((4,), float(rank))
+    dist.broadcast(b, src=world - 1)
+    out["broadcast"] = b.tolist()
+    gathered = [torch.zeros(2) for _ in range(world)]
+    dist.all_gather(gathered, torch.full((2,), float(rank)))
+    out["all_gather"] = [g.tolist() for g in gathered]
+    o = torch.zeros(2)
+    dist.reduce_scatter(o, [torch.full((2,), float(rank * world + k)) for k in range(world)])
+    out["reduce_scatter"] = o.tolist()
+    objs = [None] * world
+    dist.all_gather_object(objs, {"rank": rank})
+    out["all_gather_object"] = objs
+    if world >= 2:
+        if rank == 0:
+            dist.send(torch.tensor([42.0]), dst=1)
+        elif rank == 1:
+            x = torch.zeros(1)
+            dist.recv(x, src=0)
+            out["recv"] = x.tolist()
+    dist.barrier()
+    return out
+
+
+def ddp(rank, world, steps):
+    """A small model under DDP on a fixed-seed synthetic task: the loss curve of rank 0."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(20, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+    model = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.01)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    g = torch.Generator().manual_seed(1234)
+    x_all = torch.randn(steps * world * 16, 20, generator=g)
+    y_all = (x_all[:, :4].argmax(1))
+    losses = []
+    for s in range(steps):
+        lo = (s * world + rank) * 16
+        x, y = x_all[lo:lo + 16], y_all[lo:lo + 16]
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        avg = loss.detach().clone()
+        dist.all_reduce(avg)
+        losses.append(avg.item() / world)
+    return {"losses": losses}
+
+
+def main():
+    mode, backend = sys.argv[1], sys.argv[2]
+    timeout = datetime.timedelta(seconds=float(os.environ.get("TEST_TIMEOUT", "10")))
+    dist.init_process_group(backend, timeout=timeout)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    result = {"rank": rank}
+    try:
+        if mode == "collectives":
+            result.update(collectives(rank, world))
+        elif mode == "ddp":
+            result.update(ddp(rank, world, int(sys.argv[3])))
+        elif mode == "die":
+            # Rank 1 dies without a word; the others' next collective must raise, naming it.
+            if rank == 1:
+                os._exit(3)
+            time.sleep(0.5)
+            start = time.monotonic()
+            try:
+                t = torch.ones(1 << 16)
+                dist.all_reduce(t)
+                result["raised"] = None
+            except RuntimeError as e:
+                result["raised"] = str(e)
+            result["seconds"] = time.monotonic() - start
+        elif mode == "unsupported":
+            try:
+                t = torch.ones(4)
+                dist.all_reduce(t, op=dist.ReduceOp.PRODUCT)
+                result["product"] = None
+            except RuntimeError as e:
+                result["product"] = str(e)
+            try:
+                dist.all_to_all_single(torch.zeros(world), torch.ones(world))
+                result["alltoall"] = None
+            except RuntimeError as e:
+                result["alltoall"] = str(e)
+            dist.barrier()
+    finally:
+        print(json.dumps(result), flush=True)
+        if mode != "die":
+            dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
