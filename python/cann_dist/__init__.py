@@ -17,8 +17,9 @@ import os
 import torch.distributed as _dist
 
 from . import _C
+from . import hooks  # noqa: F401
 
-__all__ = ["ProcessGroupCDT", "BACKEND"]
+__all__ = ["ProcessGroupCDT", "BACKEND", "hooks"]
 
 BACKEND = "cdt"
 ProcessGroupCDT = _C.ProcessGroupCDT

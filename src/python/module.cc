@@ -1,9 +1,14 @@
 // cann_dist._C: the compiled half of the Python package (python/cann_dist; docs/python.md).
 // The package's __init__ registers ProcessGroupCDT as torch.distributed's "cdt" backend.
 #include <pybind11/chrono.h>
+#include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 #include <torch/python.h>
 
+#include "cdt/error.h"
+#include "compress/registry.h"
+#include "python/comm_hook.h"
 #include "python/process_group.h"
 
 namespace py = pybind11;
@@ -29,4 +34,65 @@ PYBIND11_MODULE(_C, m) {
            py::call_guard<py::gil_scoped_release>(),
            "Forms the group through `store` (every rank at once); "
            "torch.distributed.init_process_group(\"cdt\") calls this.");
+
+  py::class_<cdt::python::CompressionHook, std::shared_ptr<cdt::python::CompressionHook>>(
+      m, "CompressionHook",
+      "The engine's compressors with error feedback for DDP (cann_dist.hooks.compress).")
+      .def(py::init([](const c10::intrusive_ptr<cdt::python::ProcessGroupCDT>& pg,
+                       const std::string& method, double ratio, int powersgd_rank, uint64_t seed,
+                       bool error_feedback, const std::string& values) {
+             namespace compress = cdt::compress;
+             try {
+               const compress::Method m = compress::MethodNamed(method, "compressor");
+               compress::CompressorOptions o;
+               o.ratio = ratio > 0 ? ratio : compress::DefaultRatio(m);
+               if (!(o.ratio > 0)) o.ratio = 0.01;  // unused by the dense methods
+               o.powersgd_rank = powersgd_rank;
+               o.seed = seed;
+               o.error_feedback = error_feedback;
+               o.sparse_values = compress::SparseValuesNamed(values, "values");
+               return std::make_shared<cdt::python::CompressionHook>(pg, m, o);
+             } catch (const cdt::Error& e) {
+               throw py::value_error(std::string("cann_dist.hooks.compress: ") + e.what());
+             }
+           }),
+           py::arg("process_group"), py::arg("method"), py::arg("ratio") = 0.0,
+           py::arg("powersgd_rank") = 2, py::arg("seed") = 1, py::arg("error_feedback") = true,
+           py::arg("values") = "fp32")
+      .def(
+          "reduce",
+          [](cdt::python::CompressionHook& h, int64_t bucket, at::Tensor buffer,
+             const std::vector<std::pair<int64_t, int64_t>>& shapes, py::function done) {
+            // Released on the engine's thread: the last reference drops with the GIL held.
+            std::shared_ptr<py::function> callback(new py::function(std::move(done)),
+                                                   [](py::function* f) {
+                                                     py::gil_scoped_acquire gil;
+                                                     delete f;
+                                                   });
+            h.Reduce(bucket, buffer, shapes, [callback](std::exception_ptr error) {
+              py::gil_scoped_acquire gil;
+              std::string what;
+              if (error) {
+                try {
+                  std::rethrow_exception(error);
+                } catch (const std::exception& e) {
+                  what = e.what();
+                } catch (...) {
+                  what = "unknown error";
+                }
+              }
+              try {
+                (*callback)(error ? py::object(py::str(what)) : py::object(py::none()));
+              } catch (py::error_already_set& e) {
+                e.discard_as_unraisable("cann_dist.hooks.compress callback");
+              }
+            });
+          },
+          py::arg("bucket"), py::arg("buffer"), py::arg("shapes"), py::arg("done"),
+          "Reduces the bucket in place to the ranks' mean, then calls done(None) or "
+          "done(error message) from the engine's thread.")
+      .def("state", &cdt::python::CompressionHook::State,
+           "Every bucket's compressor state (error-feedback residuals) by bucket index.")
+      .def("set_state", &cdt::python::CompressionHook::SetState, py::arg("state"),
+           "Restores State()'s result; returns what could not be used, in words (\"\": all).");
 }

@@ -1,6 +1,7 @@
 #include "python/process_group.h"
 
 #include <ATen/core/ivalue.h>
+#include <pybind11/pybind11.h>
 
 #include <utility>
 
@@ -110,36 +111,20 @@ ProcessGroupCDT::ProcessGroupCDT(const c10::intrusive_ptr<::c10d::Store>& store,
     TORCH_CHECK(false, "cdt backend: rank ", rank, " of ", size,
                 " could not form the group: ", e.what());
   }
-  completer_ = std::thread([this] { Complete(); });
+  completions_ = std::make_unique<SerialQueue>();
+}
+
+void DrainWithoutGil(std::unique_ptr<SerialQueue>& queue) {
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    pybind11::gil_scoped_release release;
+    queue.reset();
+  } else {
+    queue.reset();
+  }
 }
 
 ProcessGroupCDT::~ProcessGroupCDT() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  completer_.join();  // finishes what is pending (each wait is bounded by the timeout)
-}
-
-void ProcessGroupCDT::Complete() {
-  for (;;) {
-    Pending p;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
-      if (pending_.empty()) return;
-      p = std::move(pending_.front());
-      pending_.pop_front();
-    }
-    try {
-      p.work->Wait();
-      if (p.after) p.after();
-      p.handle->Complete(nullptr);
-    } catch (...) {
-      p.handle->Complete(std::current_exception());
-    }
-  }
+  DrainWithoutGil(completions_);  // each pending wait is bounded by the communicator's timeout
 }
 
 c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::Track(::c10d::OpType type,
@@ -147,11 +132,15 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::Track(::c10d::OpType type,
                                                         std::vector<at::Tensor> outputs,
                                                         std::function<void()> after) {
   auto handle = c10::make_intrusive<WorkCDT>(getRank(), type, std::move(outputs));
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    pending_.push_back({std::move(work), handle, std::move(after)});
-  }
-  cv_.notify_one();
+  completions_->Post([work = std::move(work), handle, after = std::move(after)] {
+    try {
+      work->Wait();
+      if (after) after();
+      handle->Complete(nullptr);
+    } catch (...) {
+      handle->Complete(std::current_exception());
+    }
+  });
   return handle;
 }
 

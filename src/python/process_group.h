@@ -20,19 +20,19 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
-#include <condition_variable>
-#include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "cdt/communicator.h"
 #include "cdt/store.h"
+#include "python/serial_queue.h"
 
 namespace cdt::python {
+
+// Destroys `queue` (running what it holds) with the GIL released if this thread holds it.
+void DrainWithoutGil(std::unique_ptr<SerialQueue>& queue);
 
 struct ProcessGroupOptions {
   std::string secret;         // CDT_JOB_SECRET ("" = the store's generation token alone)
@@ -73,23 +73,15 @@ class ProcessGroupCDT : public ::c10d::ProcessGroup {
 
  private:
   class WorkCDT;
-  struct Pending {
-    std::shared_ptr<Work> work;
-    c10::intrusive_ptr<WorkCDT> handle;
-    std::function<void()> after;  // on success, before the Work completes (copies back)
-  };
+  // Hands `work` to the completion queue; `after` runs on success, before the Work completes
+  // (copies back into tensors that were not contiguous).
   c10::intrusive_ptr<::c10d::Work> Track(::c10d::OpType type, std::shared_ptr<Work> work,
                                          std::vector<at::Tensor> outputs,
                                          std::function<void()> after = nullptr);
-  void Complete();  // the completion thread
 
   std::unique_ptr<Store> store_;
   std::unique_ptr<Communicator> comm_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Pending> pending_;
-  bool stop_ = false;
-  std::thread completer_;
+  std::unique_ptr<SerialQueue> completions_;  // destroyed first: waits for what is pending
 };
 
 }  // namespace cdt::python

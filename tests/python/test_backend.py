@@ -98,3 +98,32 @@ def test_unsupported_calls_raise_clearly_and_do_not_hang():
         assert code == 0, err
         assert "not supported" in res["product"] and "SUM, AVG, MAX, MIN" in res["product"]
         assert res["alltoall"] is not None and "cdt" in res["alltoall"], res["alltoall"]
+
+
+def test_comm_hooks_compress_with_error_feedback_and_keep_the_ranks_equal():
+    steps = 40
+    plain = [res for res, code, err in run_job(2, "ddp", "cdt", str(steps))]
+    none_hook = run_job(2, "ddp", "cdt", str(steps), "none")
+    for res, code, err in none_hook:
+        assert code == 0, err
+    # "none" through the hook: the plain allreduce (sum, then / world) — DDP's own path divides
+    # first; the curves agree to rounding.
+    for a, b in zip(plain[0]["losses"], none_hook[0][0]["losses"]):
+        assert abs(a - b) <= 1e-4, (a, b)
+    for method in ("powersgd", "topk", "int8", "fp16", "signsgd"):
+        results = run_job(2, "ddp", "cdt", str(steps), method)
+        for res, code, err in results:
+            assert code == 0, f"{method}: {err}"
+        r0, r1 = results[0][0], results[1][0]
+        assert r0["params"] == r1["params"], f"{method}: the ranks' parameters differ"
+        first, last = r0["losses"][0], sum(r0["losses"][-5:]) / 5
+        assert last < 0.8 * first, f"{method}: loss {first} -> {last}"
+        if method != "fp16":  # the others leave a residual behind
+            assert r0["residual_buckets"] >= 1 and r0["residual_norm"] > 0, (method, r0)
+
+
+def test_comm_hooks_refuse_another_backend_and_bad_methods():
+    with pytest.raises(ValueError, match="unknown method"):
+        cann_dist.hooks.compress("zip")
+    with pytest.raises(NotImplementedError):
+        cann_dist.hooks.compress("adaptive")

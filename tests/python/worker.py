@@ -50,11 +50,16 @@ def collectives(rank, world):
     return out
 
 
-def ddp(rank, world, steps):
-    """A small model under DDP on a fixed-seed synthetic task: the loss curve of rank 0."""
+def ddp(rank, world, steps, hook=None):
+    """A small model under DDP on a fixed-seed synthetic task: the loss curve (the ranks' mean),
+    and a digest of the parameters (equal on every rank)."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(20, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
     model = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.01)
+    h = None
+    if hook is not None:
+        h = cann_dist.hooks.compress(hook, powersgd_rank=2)
+        model.register_comm_hook(None, h)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     g = torch.Generator().manual_seed(1234)
     x_all = torch.randn(steps * world * 16, 20, generator=g)
@@ -70,7 +75,14 @@ def ddp(rank, world, steps):
         avg = loss.detach().clone()
         dist.all_reduce(avg)
         losses.append(avg.item() / world)
-    return {"losses": losses}
+    out = {"losses": losses,
+           "params": [float(p.detach().double().sum()) for p in model.parameters()]}
+    if h is not None:
+        state = h.state_dict()
+        out["residual_buckets"] = len(state["buckets"])
+        out["residual_norm"] = sum(sum(x * x for x in v) for v in state["buckets"].values()) ** 0.5
+        h.load_state_dict(state)  # round trip
+    return out
 
 
 def main():
@@ -83,7 +95,7 @@ def main():
         if mode == "collectives":
             result.update(collectives(rank, world))
         elif mode == "ddp":
-            result.update(ddp(rank, world, int(sys.argv[3])))
+            result.update(ddp(rank, world, int(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else None))
         elif mode == "die":
             # Rank 1 dies without a word; the others' next collective must raise, naming it.
             if rank == 1:

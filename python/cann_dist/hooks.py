@@ -1,0 +1,87 @@
+"""DDP communication hooks with the engine's gradient compressors and error feedback.
+
+    model = DistributedDataParallel(net)
+    model.register_comm_hook(None, cann_dist.hooks.compress("powersgd", powersgd_rank=4))
+
+Every compressor of `cann-dist-train train --compress` (docs/compression.md): "none", "fp16",
+"bf16", "int8", "topk", "randomk", "powersgd", "signsgd". Each bucket keeps what compression left
+out and sends it in later steps (error feedback; DGC, PowerSGD). The state passed to
+register_comm_hook is the process group (None: the default group), which must be the "cdt"
+backend. `hook.state_dict()` / `hook.load_state_dict(d)` save and restore the residuals with the
+model (call them between steps). Anchors: PyTorch's fp16_compress_hook and powerSGD_hook.
+"""
+import torch
+import torch.distributed as dist
+
+from . import _C
+
+METHODS = ("none", "fp16", "bf16", "int8", "topk", "randomk", "powersgd", "signsgd")
+
+
+def _shape(t):
+    """(rows, cols) as the engine's compressors see a tensor (PowerSGD: rows x the rest)."""
+    if t.dim() == 0:
+        return (1, 1)
+    rows = t.shape[0]
+    return (rows, t.numel() // rows if rows else 0)
+
+
+def compress(method="powersgd", *, ratio=0.0, powersgd_rank=2, seed=1, error_feedback=True,
+             values="fp32"):
+    """A DDP comm hook reducing each bucket with `method` (see the module's docstring).
+
+    ratio: top-k / random-k share of elements (0: 0.01 for topk, 0.75 for randomk);
+    powersgd_rank: PowerSGD's rank; values: the type top-k / random-k values travel in.
+    """
+    if method == "adaptive":
+        raise NotImplementedError(
+            "cann_dist.hooks.compress('adaptive') is not there yet: use a fixed method "
+            "(" + ", ".join(METHODS) + "); `cann-dist-train train --compress adaptive` has it")
+    if method not in METHODS:
+        raise ValueError(f"cann_dist.hooks.compress: unknown method {method!r} (use {', '.join(METHODS)})")
+    impl = {}
+
+    def engine(process_group):
+        if "hook" not in impl:
+            pg = process_group if process_group is not None else dist.distributed_c10d._get_default_group()
+            if not isinstance(pg, _C.ProcessGroupCDT):
+                raise ValueError("cann_dist.hooks.compress needs the \"cdt\" backend: "
+                                 "torch.distributed.init_process_group(\"cdt\") (got "
+                                 f"{type(pg).__name__})")
+            impl["hook"] = _C.CompressionHook(pg, method, ratio, powersgd_rank, seed,
+                                              error_feedback, values)
+            if "pending_state" in impl:
+                impl["hook"].set_state(impl.pop("pending_state"))
+        return impl["hook"]
+
+    def hook(process_group, bucket):
+        buffer = bucket.buffer()
+        shapes = [_shape(g) for g in bucket.gradients()]
+        fut = torch.futures.Future()
+
+        def done(error):
+            if error is None:
+                fut.set_result(buffer)
+            else:
+                fut.set_exception(RuntimeError(error))
+
+        engine(process_group).reduce(bucket.index(), buffer, shapes, done)
+        return fut
+
+    def state_dict():
+        state = impl["hook"].state() if "hook" in impl else impl.get("pending_state", {})
+        return {"method": method, "buckets": {int(b): list(v) for b, v in state.items()}}
+
+    def load_state_dict(d):
+        if d.get("method") != method:
+            raise ValueError(f"cann_dist.hooks.compress: a state of {d.get('method')!r}, not {method!r}")
+        state = {int(b): list(v) for b, v in d["buckets"].items()}
+        if "hook" in impl:
+            return impl["hook"].set_state(state)
+        impl["pending_state"] = state
+        return ""
+
+    hook.state_dict = state_dict
+    hook.load_state_dict = load_state_dict
+    hook.__name__ = f"cann_dist_compress_{method}"
+    return hook
