@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch DDP (Gloo backend) baseline for `cann-dist-train train`: the same cnn, the same global
+"""PyTorch DDP (Gloo backend, or --backend cdt: the engine's) baseline for `cann-dist-train train`: the same cnn, the same global
 data order (the GlobalSampler permutation, re-implemented below), per-rank batch, optimizer, LR
 schedule and steps. Debian python3-torch 1.13; run with /usr/bin/python3.
 
@@ -101,7 +101,9 @@ def worker(local_rank, a):
     rank = a.node_rank * a.nproc_per_node + local_rank
     world = a.nnodes * a.nproc_per_node
     torch.set_num_threads(a.threads or max(1, (os.cpu_count() or 1) // a.nproc_per_node))
-    dist.init_process_group("gloo", init_method=f"tcp://{a.master}", rank=rank, world_size=world,
+    if a.backend == "cdt":
+        import cann_dist  # noqa: F401  (registers "cdt"; PYTHONPATH=build/python)
+    dist.init_process_group(a.backend, init_method=f"tcp://{a.master}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=120))
     if a.dataset == "fashion-mnist":
         images = load_idx(find(a.data_dir, "train-images-idx3-ubyte"))
@@ -138,6 +140,12 @@ def worker(local_rank, a):
         process_group=None, matrix_approximation_rank=a.powersgd_rank,
         start_powerSGD_iter=a.powersgd_start, random_seed=a.seed) if a.powersgd_rank else None
 
+    cdt_hook = None
+    if a.cdt_hook:
+        import cann_dist
+        cdt_hook = cann_dist.hooks.compress(a.cdt_hook, powersgd_rank=a.cdt_powersgd_rank,
+                                            seed=a.seed)
+
     def timed_allreduce(state, bucket):
         t0 = time.perf_counter()
         timing["last_launch"] = t0
@@ -145,6 +153,8 @@ def worker(local_rank, a):
             fut = powerSGD_hook.powerSGD_hook(powersgd, bucket)
         elif a.fp16_hook:  # PyTorch's fp16_compress_hook, timed
             fut = default_hooks.fp16_compress_hook(None, bucket)
+        elif cdt_hook is not None:  # the engine's compressor (cann_dist.hooks.compress), timed
+            fut = cdt_hook(None, bucket)
         else:
             fut = dist.all_reduce(bucket.buffer().div_(world), async_op=True).get_future()
 
@@ -208,7 +218,7 @@ def worker(local_rank, a):
     wall = time.perf_counter() - start - eval_s
     accuracy = evaluate() if time_to_target is None else evals[-1][1]
     if rank == 0:
-        result = {"peer": "pytorch-ddp-gloo", "torch": torch.__version__, "world_size": world,
+        result = {"peer": f"pytorch-ddp-{a.backend}", "cdt_hook": a.cdt_hook, "torch": torch.__version__, "world_size": world,
                   "model": "cnn", "params": sum(p.numel() for p in model.parameters()),
                   "steps": steps_done, "samples": steps_done * global_batch, "wall_s": wall,
                   "samples_per_s": steps_done * global_batch / wall, "final_loss": curve[-1][1],
@@ -253,8 +263,15 @@ def main():
     p.add_argument("--eval-every", type=int, default=0)
     p.add_argument("--target-accuracy", type=float, default=0.0,
                    help="stop at the first evaluation reaching it (time_to_target_s)")
+    p.add_argument("--backend", default="gloo", choices=["gloo", "cdt"],
+                   help="torch.distributed backend: gloo, or cdt (cann_dist; docs/python.md)")
+    p.add_argument("--cdt-hook", default="",
+                   help="with --backend cdt: cann_dist.hooks.compress(METHOD) (powersgd, topk, ...)")
+    p.add_argument("--cdt-powersgd-rank", type=int, default=2)
     p.add_argument("--json", default="")
     a = p.parse_args()
+    if a.cdt_hook and a.backend != "cdt":
+        p.error("--cdt-hook needs --backend cdt")
     if a.powersgd_rank and a.fp16_hook:
         p.error("--powersgd-rank and --fp16-hook are two different hooks: choose one")
     if a.powersgd_rank < 0 or (a.powersgd_rank and a.powersgd_start < 2):
