@@ -6,8 +6,8 @@
 Every compressor of `cann-dist-train train --compress` (docs/compression.md): "none", "fp16",
 "bf16", "int8", "topk", "randomk", "powersgd", "signsgd". Each bucket keeps what compression left
 out and sends it in later steps (error feedback; DGC, PowerSGD). The state passed to
-register_comm_hook is the process group (None: the default group), which must be the "cdt"
-backend. `hook.state_dict()` / `hook.load_state_dict(d)` save and restore the residuals with the
+register_comm_hook is the process group (None: the default group): the "cdt" backend's, or any
+other (Gloo's: the engine's compressors then run over it one collective at a time). `hook.state_dict()` / `hook.load_state_dict(d)` save and restore the residuals with the
 model (call them between steps). Anchors: PyTorch's fp16_compress_hook and powerSGD_hook.
 """
 import torch
@@ -44,10 +44,6 @@ def compress(method="powersgd", *, ratio=0.0, powersgd_rank=2, seed=1, error_fee
     def engine(process_group):
         if "hook" not in impl:
             pg = process_group if process_group is not None else dist.distributed_c10d._get_default_group()
-            if not isinstance(pg, _C.ProcessGroupCDT):
-                raise ValueError("cann_dist.hooks.compress needs the \"cdt\" backend: "
-                                 "torch.distributed.init_process_group(\"cdt\") (got "
-                                 f"{type(pg).__name__})")
             impl["hook"] = _C.CompressionHook(pg, method, ratio, powersgd_rank, seed,
                                               error_feedback, values)
             if "pending_state" in impl:

@@ -3,15 +3,22 @@
 #include <c10/util/Exception.h>
 
 #include "compress/registry.h"
+#include "python/c10d_communicator.h"
 
 namespace cdt::python {
 
-CompressionHook::CompressionHook(c10::intrusive_ptr<ProcessGroupCDT> pg, compress::Method method,
-                                 compress::CompressorOptions options)
+CompressionHook::CompressionHook(c10::intrusive_ptr<::c10d::ProcessGroup> pg,
+                                 compress::Method method, compress::CompressorOptions options)
     : pg_(std::move(pg)),
       method_(method),
       options_(options),
       queue_(std::make_unique<SerialQueue>()) {
+  if (auto* cdt = dynamic_cast<ProcessGroupCDT*>(pg_.get())) {
+    comm_ = &cdt->communicator();
+  } else {
+    adapted_ = std::make_unique<C10dCommunicator>(pg_);
+    comm_ = adapted_.get();
+  }
   // Made once here on a one-element bucket, so that bad options fail at registration, not in the
   // middle of a backward pass.
   compress::MakeCompressor(method_, options_, {{0, 1, 1}});
@@ -55,7 +62,7 @@ void CompressionHook::Reduce(int64_t bucket, at::Tensor buffer,
     try {
       const size_t n = static_cast<size_t>(buffer.numel());
       local_.resize(n);
-      c.Reduce(pg_->communicator(), buffer.data_ptr<float>(), local_.data(), n);
+      c.Reduce(*comm_, buffer.data_ptr<float>(), local_.data(), n);
       buffer.div_(pg_->getSize());
       done(nullptr);
     } catch (...) {

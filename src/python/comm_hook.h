@@ -1,7 +1,8 @@
 // CompressionHook: the engine's gradient compressors (src/compress) with error feedback as a DDP
 // communication hook (python/cann_dist/hooks.py; docs/python.md). PyTorch's own hooks
 // (fp16_compress_hook, powerSGD_hook) are the anchors; this one runs every compressor of
-// `train --compress` on the "cdt" backend's communicator.
+// `train --compress` on the "cdt" backend's communicator, or on any other process group (Gloo's)
+// through C10dCommunicator.
 //
 // DDP hands each bucket's flat float32 gradient; the bucket's compressor (made at its first use
 // from the bucket's tensor shapes, PowerSGD's matrices among them) reduces it on one thread of its
@@ -32,7 +33,7 @@ namespace cdt::python {
 class CompressionHook {
  public:
   // Throws cdt::Error(kInvalidArgument) for options the method cannot take.
-  CompressionHook(c10::intrusive_ptr<ProcessGroupCDT> pg, compress::Method method,
+  CompressionHook(c10::intrusive_ptr<::c10d::ProcessGroup> pg, compress::Method method,
                   compress::CompressorOptions options);
   ~CompressionHook();
 
@@ -51,7 +52,9 @@ class CompressionHook {
   compress::Compressor& CompressorOf(int64_t bucket,
                                      const std::vector<std::pair<int64_t, int64_t>>& shapes);
 
-  c10::intrusive_ptr<ProcessGroupCDT> pg_;
+  c10::intrusive_ptr<::c10d::ProcessGroup> pg_;
+  std::unique_ptr<Communicator> adapted_;  // another backend's group as a Communicator
+  Communicator* comm_;                     // the cdt group's communicator, or adapted_
   const compress::Method method_;
   const compress::CompressorOptions options_;
   std::mutex mu_;  // compressors_, between Reduce's thread and State/SetState

@@ -38,7 +38,7 @@ PYBIND11_MODULE(_C, m) {
   py::class_<cdt::python::CompressionHook, std::shared_ptr<cdt::python::CompressionHook>>(
       m, "CompressionHook",
       "The engine's compressors with error feedback for DDP (cann_dist.hooks.compress).")
-      .def(py::init([](const c10::intrusive_ptr<cdt::python::ProcessGroupCDT>& pg,
+      .def(py::init([](const c10::intrusive_ptr<::c10d::ProcessGroup>& pg,
                        const std::string& method, double ratio, int powersgd_rank, uint64_t seed,
                        bool error_feedback, const std::string& values) {
              namespace compress = cdt::compress;

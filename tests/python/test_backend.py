@@ -122,7 +122,19 @@ def test_comm_hooks_compress_with_error_feedback_and_keep_the_ranks_equal():
             assert r0["residual_buckets"] >= 1 and r0["residual_norm"] > 0, (method, r0)
 
 
-def test_comm_hooks_refuse_another_backend_and_bad_methods():
+def test_comm_hooks_run_on_gloo_too():
+    steps = 40
+    for method in ("powersgd", "topk"):
+        results = run_job(2, "ddp", "gloo", str(steps), method)
+        for res, code, err in results:
+            assert code == 0, f"{method}: {err}"
+        r0, r1 = results[0][0], results[1][0]
+        assert r0["params"] == r1["params"], f"{method} on gloo: the ranks' parameters differ"
+        assert sum(r0["losses"][-5:]) / 5 < 0.8 * r0["losses"][0], method
+        assert r0["residual_norm"] > 0, (method, r0)
+
+
+def test_comm_hooks_refuse_bad_methods():
     with pytest.raises(ValueError, match="unknown method"):
         cann_dist.hooks.compress("zip")
     with pytest.raises(NotImplementedError):

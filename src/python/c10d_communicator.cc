@@ -1,0 +1,141 @@
+#include "python/c10d_communicator.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "cdt/error.h"
+
+namespace cdt::python {
+
+namespace {
+
+at::ScalarType ScalarTypeOf(DataType t) {
+  switch (t) {
+    case DataType::kFloat32: return at::kFloat;
+    case DataType::kFloat64: return at::kDouble;
+    case DataType::kFloat16: return at::kHalf;
+    case DataType::kBFloat16: return at::kBFloat16;
+    case DataType::kInt32: return at::kInt;
+    case DataType::kInt64: return at::kLong;
+    case DataType::kInt8: return at::kChar;
+  }
+  return at::kFloat;
+}
+
+at::Tensor View(const void* data, size_t count, DataType dtype) {
+  return at::from_blob(const_cast<void*>(data), {static_cast<int64_t>(count)},
+                       at::TensorOptions().dtype(ScalarTypeOf(dtype)));
+}
+
+// A finished operation: the process group's work was waited for when it was submitted.
+class DoneWork : public Work {
+ public:
+  void Wait(std::chrono::milliseconds) override {}
+  void Wait() override {}
+  bool Completed() const override { return true; }
+};
+
+std::shared_ptr<Work> Finish(const c10::intrusive_ptr<::c10d::Work>& w, const char* what) {
+  try {
+    w->wait();
+  } catch (const std::exception& e) {
+    throw Error(ErrorCode::kPeerLost, std::string("torch.distributed ") + what + ": " + e.what());
+  }
+  return std::make_shared<DoneWork>();
+}
+
+::c10d::ReduceOp C10dOp(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg: return ::c10d::ReduceOp::SUM;  // AVG: divided after (Gloo has none)
+    case ReduceOp::kMax: return ::c10d::ReduceOp::MAX;
+    case ReduceOp::kMin: return ::c10d::ReduceOp::MIN;
+  }
+  return ::c10d::ReduceOp::SUM;
+}
+
+}  // namespace
+
+C10dCommunicator::C10dCommunicator(c10::intrusive_ptr<::c10d::ProcessGroup> pg)
+    : pg_(std::move(pg)) {
+  layout_.node_of_rank.assign(static_cast<size_t>(pg_->getSize()), 0);
+  layout_.num_nodes = 1;
+}
+
+std::shared_ptr<Work> C10dCommunicator::Allreduce(void* data, size_t count, DataType dtype,
+                                                  ReduceOp op, AllreduceOptions) {
+  std::vector<at::Tensor> t = {View(data, count, dtype)};
+  ::c10d::AllreduceOptions o;
+  o.reduceOp = C10dOp(op);
+  auto done = Finish(pg_->allreduce(t, o), "allreduce");
+  if (op == ReduceOp::kAvg) {
+    if (at::isFloatingType(t[0].scalar_type()))
+      t[0].div_(size());
+    else
+      t[0].div_(size(), "trunc");
+  }
+  return done;
+}
+
+std::shared_ptr<Work> C10dCommunicator::Broadcast(void* data, size_t count, DataType dtype,
+                                                  int root) {
+  std::vector<at::Tensor> t = {View(data, count, dtype)};
+  ::c10d::BroadcastOptions o;
+  o.rootRank = root;
+  return Finish(pg_->broadcast(t, o), "broadcast");
+}
+
+std::shared_ptr<Work> C10dCommunicator::Allgatherv(const void* input, void* output,
+                                                   const std::vector<size_t>& counts,
+                                                   DataType dtype) {
+  const size_t most = counts.empty() ? 0 : *std::max_element(counts.begin(), counts.end());
+  const size_t elem = ElementSize(dtype);
+  at::Tensor mine = at::zeros({static_cast<int64_t>(most)},
+                              at::TensorOptions().dtype(ScalarTypeOf(dtype)));
+  std::memcpy(mine.data_ptr(), input, counts[static_cast<size_t>(rank())] * elem);
+  std::vector<at::Tensor> in = {mine};
+  std::vector<std::vector<at::Tensor>> out(1);
+  for (int r = 0; r < size(); ++r) out[0].push_back(at::empty_like(mine));
+  auto done = Finish(pg_->allgather(out, in), "allgather");
+  char* dst = static_cast<char*>(output);
+  for (int r = 0; r < size(); ++r) {
+    const size_t bytes = counts[static_cast<size_t>(r)] * elem;
+    std::memcpy(dst, out[0][static_cast<size_t>(r)].data_ptr(), bytes);
+    dst += bytes;
+  }
+  return done;
+}
+
+std::shared_ptr<Work> C10dCommunicator::ReduceScatter(const void* input, void* output,
+                                                      const std::vector<size_t>& counts,
+                                                      DataType dtype, ReduceOp op) {
+  size_t total = 0, offset = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    if (static_cast<int>(r) < rank()) offset += counts[r];
+    total += counts[r];
+  }
+  at::Tensor all = View(input, total, dtype).clone();
+  Allreduce(all.data_ptr(), total, dtype, op);
+  const size_t elem = ElementSize(dtype);
+  std::memcpy(output, static_cast<const char*>(all.data_ptr()) + offset * elem,
+              counts[static_cast<size_t>(rank())] * elem);
+  return std::make_shared<DoneWork>();
+}
+
+std::shared_ptr<Work> C10dCommunicator::Barrier() {
+  return Finish(pg_->barrier(::c10d::BarrierOptions()), "barrier");
+}
+
+std::shared_ptr<Work> C10dCommunicator::Send(const void* data, size_t bytes, int dst) {
+  std::vector<at::Tensor> t = {View(data, bytes, DataType::kInt8)};
+  return Finish(pg_->send(t, dst, 0), "send");
+}
+
+std::shared_ptr<Work> C10dCommunicator::Recv(void* data, size_t bytes, int src) {
+  std::vector<at::Tensor> t = {View(data, bytes, DataType::kInt8)};
+  return Finish(pg_->recv(t, src, 0), "recv");
+}
+
+}  // namespace cdt::python
