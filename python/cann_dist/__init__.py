@@ -17,16 +17,21 @@ import os
 import torch.distributed as _dist
 
 from . import _C
+from . import elastic  # noqa: F401
 from . import hooks  # noqa: F401
 
-__all__ = ["ProcessGroupCDT", "BACKEND", "hooks"]
+__all__ = ["ProcessGroupCDT", "BACKEND", "elastic", "hooks"]
 
 BACKEND = "cdt"
 ProcessGroupCDT = _C.ProcessGroupCDT
 
 
 def _create_process_group(store, rank, size, timeout):
-    """torch.distributed's creator for "cdt": called on every rank by init_process_group/new_group."""
+    """torch.distributed's creator for "cdt": called on every rank by init_process_group/new_group.
+    Inside cann_dist.elastic.run, the default group is the elastic generation's, formed already."""
+    generation = elastic.take_generation_group()
+    if generation is not None:
+        return generation
     if isinstance(timeout, datetime.timedelta):
         timeout_ms = timeout
     else:

@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <sstream>
 #include <thread>
 
 #include "cdt/error.h"
+#include "cli/fault_inject.h"
 #include "common/unix_time.h"
 #include "elastic/driver.h"
 #include "elastic/fault_spec.h"
@@ -40,6 +42,36 @@ void AddElasticOptions(CLI::App* cmd, ElasticOptions* o) {
                   "elastic: seconds a re-forming group waits for workers neither present nor "
                   "reported dead (hung); at least 3 mean step times")
       ->capture_default_str();
+}
+
+std::map<std::string, std::string> ElasticLaunch(const Environment& env,
+                                                 const ElasticOptions& elastic,
+                                                 LaunchOptions* launch) {
+  ParseFaults(elastic.inject);  // bad specs fail here, before any worker starts
+  if (!elastic.inject.empty() && !elastic.enabled)
+    throw Error(ErrorCode::kInvalidArgument,
+                "--inject needs --elastic (without it a fault ends the job)");
+  if (elastic.spares < 0 || (elastic.spares > 0 && !elastic.enabled))
+    throw Error(ErrorCode::kInvalidArgument, "--spares needs --elastic and must not be negative");
+  if (elastic.min_workers < 1)
+    throw Error(ErrorCode::kInvalidArgument, "--min-workers must be at least 1");
+  if (!elastic.enabled) return {};
+  launch->elastic = true;
+  launch->spares = elastic.spares;
+  launch->job_file = JobFilePath(env, launch->job_id);
+  const auto number = [](double v) {
+    std::ostringstream out;
+    out << v;
+    return out.str();
+  };
+  std::map<std::string, std::string> vars{
+      {"CDT_ELASTIC", "1"},
+      {"CDT_MIN_WORKERS", std::to_string(elastic.min_workers)},
+      {"CDT_PAUSE_TIMEOUT", number(elastic.pause_timeout_s)},
+      {"CDT_RDZV_LAST_CALL", number(elastic.last_call_s)},
+      {"CDT_TIMEOUT", number(launch->timeout_s)}};
+  if (!elastic.inject.empty()) vars["CDT_INJECT"] = elastic.inject;
+  return vars;
 }
 
 int RunElasticTraining(const Environment& env, const LaunchOptions& launch,

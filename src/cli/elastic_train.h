@@ -4,6 +4,7 @@
 // generation's communicators over the same store, and trains on from the group's committed state.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,14 @@ struct ElasticOptions {
 };
 
 void AddElasticOptions(CLI::App* cmd, ElasticOptions* o);
+
+// `launch --elastic -- PROG`: sets the agent's elastic mode, spares and job file on `launch`
+// (after validating `elastic`) and returns what every worker gets besides the launcher's
+// variables — CDT_ELASTIC=1, CDT_MIN_WORKERS, CDT_PAUSE_TIMEOUT, CDT_RDZV_LAST_CALL, CDT_TIMEOUT,
+// CDT_INJECT — which cann_dist.elastic.run reads (docs/python.md). Empty without --elastic.
+std::map<std::string, std::string> ElasticLaunch(const Environment& env,
+                                                 const ElasticOptions& elastic,
+                                                 LaunchOptions* launch);
 
 // Runs this worker until the job finishes; returns its exit code.
 int RunElasticTraining(const Environment& env, const LaunchOptions& launch,

@@ -130,6 +130,9 @@ AgentConfig ToAgentConfig(const LaunchOptions& o) {
   c.node_addr = o.node_addr;
   c.rdzv_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(std::max(60.0, o.timeout_s) * 1000));
+  c.elastic = o.elastic;
+  c.job_file = o.job_file;
+  c.spares = o.spares;
   return c;
 }
 
@@ -291,11 +294,7 @@ int RunAsAgent(const LaunchOptions& o, int argc, char** argv) {
   char self[4096];
   ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
   if (n > 0) args[0] = std::string(self, static_cast<size_t>(n));
-  AgentConfig config = ToAgentConfig(o);
-  config.elastic = o.elastic;
-  config.job_file = o.job_file;
-  config.spares = o.spares;
-  GroupResult r = RunWorkerGroup(config, args, {{"CDT_WORKER", "1"}});
+  GroupResult r = RunWorkerGroup(ToAgentConfig(o), args, {{"CDT_WORKER", "1"}});
   if (!r.summary.empty()) std::fprintf(stderr, "cann-dist-train: %s", r.summary.c_str());
   return r.exit_code;
 }

@@ -246,6 +246,8 @@ int Main(int argc, char** argv) {
       "start K workers per node of PROG with RANK/WORLD_SIZE/... set (torchrun-compatible)");
   AddLaunchOptions(launch_cmd, &launch, env);
   launch_cmd->add_option("command", command, "-- PROG ARGS...")->required();
+  ElasticOptions launch_elastic;
+  AddElasticOptions(launch_cmd, &launch_elastic);
   BenchVerbs bench;
   AddBenchVerbs(app, env, &bench);
   TopoScanVerb scan;
@@ -284,9 +286,11 @@ int Main(int argc, char** argv) {
   if (green_cmd->parsed()) return RunGreen(green_opts, env);
   if (app.got_subcommand("cert")) return RunCert(cert_cmds, cert_opts, env);
   if (launch_cmd->parsed()) {
+    const std::map<std::string, std::string> worker_env =
+        ElasticLaunch(env, launch_elastic, &launch);
     ValidateLaunchOptions(launch);
     WarnAboutSecret(launch);
-    GroupResult r = RunWorkerGroup(ToAgentConfig(launch), command, {});
+    GroupResult r = RunWorkerGroup(ToAgentConfig(launch), command, worker_env);
     if (!r.summary.empty()) std::fprintf(stderr, "cann-dist-train launch: %s", r.summary.c_str());
     return r.exit_code;
   }

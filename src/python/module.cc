@@ -9,6 +9,7 @@
 #include "cdt/error.h"
 #include "compress/registry.h"
 #include "python/comm_hook.h"
+#include "python/elastic_run.h"
 #include "python/process_group.h"
 
 namespace py = pybind11;
@@ -95,4 +96,40 @@ PYBIND11_MODULE(_C, m) {
            "Every bucket's compressor state (error-feedback residuals) by bucket index.")
       .def("set_state", &cdt::python::CompressionHook::SetState, py::arg("state"),
            "Restores State()'s result; returns what could not be used, in words (\"\": all).");
+
+  using cdt::python::ElasticRunConfig;
+  py::class_<ElasticRunConfig>(m, "ElasticRunConfig",
+                               "What the launcher's environment says (cann_dist.elastic reads it).")
+      .def(py::init<>())
+      .def_readwrite("job_id", &ElasticRunConfig::job_id)
+      .def_readwrite("worker_id", &ElasticRunConfig::worker_id)
+      .def_readwrite("world_size", &ElasticRunConfig::world_size)
+      .def_readwrite("target_world", &ElasticRunConfig::target_world)
+      .def_readwrite("min_workers", &ElasticRunConfig::min_workers)
+      .def_readwrite("spare", &ElasticRunConfig::spare)
+      .def_readwrite("joiner", &ElasticRunConfig::joiner)
+      .def_readwrite("node_rank", &ElasticRunConfig::node_rank)
+      .def_readwrite("local_rank", &ElasticRunConfig::local_rank)
+      .def_readwrite("rdzv_backend", &ElasticRunConfig::rdzv_backend)
+      .def_readwrite("master_addr", &ElasticRunConfig::master_addr)
+      .def_readwrite("master_port", &ElasticRunConfig::master_port)
+      .def_readwrite("secret", &ElasticRunConfig::secret)
+      .def_readwrite("node_addr", &ElasticRunConfig::node_addr)
+      .def_readwrite("timeout_s", &ElasticRunConfig::timeout_s)
+      .def_readwrite("last_call_s", &ElasticRunConfig::last_call_s)
+      .def_readwrite("pause_timeout_s", &ElasticRunConfig::pause_timeout_s)
+      .def_readwrite("inject", &ElasticRunConfig::inject)
+      .def_readwrite("log_level", &ElasticRunConfig::log_level);
+  m.def(
+      "run_elastic",
+      [](const ElasticRunConfig& c, py::object driven) {
+        try {
+          return cdt::python::RunElasticFromPython(c, std::move(driven));
+        } catch (const cdt::Error& e) {
+          throw std::runtime_error(std::string("cann_dist.elastic.run: worker ") +
+                                   std::to_string(c.worker_id) + ": " + e.what());
+        }
+      },
+      py::arg("config"), py::arg("driven"),
+      "Runs the elastic driver over `driven` (cann_dist.elastic._Driven) until the job ends.");
 }

@@ -106,12 +106,40 @@ ProcessGroupCDT::ProcessGroupCDT(const c10::intrusive_ptr<::c10d::Store>& store,
   co.bind_host = o.bind_host;
   co.timeout = timeout;
   try {
-    comm_ = ConnectTcpCommunicator(*store_, co);
+    owned_ = ConnectTcpCommunicator(*store_, co);
   } catch (const Error& e) {
     TORCH_CHECK(false, "cdt backend: rank ", rank, " of ", size,
                 " could not form the group: ", e.what());
   }
+  comm_ = owned_.get();
   completions_ = std::make_unique<SerialQueue>();
+}
+
+ProcessGroupCDT::ProcessGroupCDT(Communicator* borrowed, int rank, int size)
+    : ::c10d::ProcessGroup(rank, size), comm_(borrowed) {
+  completions_ = std::make_unique<SerialQueue>();
+}
+
+std::optional<Error> ProcessGroupCDT::failure() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failure_;
+}
+
+void ProcessGroupCDT::Detach() {
+  std::unique_ptr<SerialQueue> pending;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    comm_ = nullptr;
+    pending = std::move(completions_);
+  }
+  DrainWithoutGil(pending);
+}
+
+Communicator& ProcessGroupCDT::Comm(const char* call) {
+  TORCH_CHECK(comm_ != nullptr, "cdt backend: rank ", getRank(), ": ", call,
+              ": this process group has ended (its elastic generation is over, or the group was "
+              "destroyed); use the current one (torch.distributed's default group)");
+  return *comm_;
 }
 
 void DrainWithoutGil(std::unique_ptr<SerialQueue>& queue) {
@@ -125,6 +153,7 @@ void DrainWithoutGil(std::unique_ptr<SerialQueue>& queue) {
 
 ProcessGroupCDT::~ProcessGroupCDT() {
   DrainWithoutGil(completions_);  // each pending wait is bounded by the communicator's timeout
+  comm_ = nullptr;
 }
 
 c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::Track(::c10d::OpType type,
@@ -132,11 +161,17 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::Track(::c10d::OpType type,
                                                         std::vector<at::Tensor> outputs,
                                                         std::function<void()> after) {
   auto handle = c10::make_intrusive<WorkCDT>(getRank(), type, std::move(outputs));
-  completions_->Post([work = std::move(work), handle, after = std::move(after)] {
+  completions_->Post([this, work = std::move(work), handle, after = std::move(after)] {
     try {
       work->Wait();
       if (after) after();
       handle->Complete(nullptr);
+    } catch (const Error& e) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!failure_) failure_ = e;
+      }
+      handle->Complete(std::current_exception());
     } catch (...) {
       handle->Complete(std::current_exception());
     }
@@ -146,23 +181,25 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::Track(::c10d::OpType type,
 
 c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::broadcast(std::vector<at::Tensor>& tensors,
                                                             const ::c10d::BroadcastOptions& opts) {
+  std::lock_guard<std::mutex> lock(mu_);  // against Detach()
   const at::Tensor& t = One(tensors, "broadcast");
   TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < getSize(), "cdt backend: broadcast: root ",
               opts.rootRank, " is not a rank of this group of ", getSize());
   std::function<void()> after;
   at::Tensor c = Contiguous(t, &after);
-  auto work = comm_->Broadcast(c.data_ptr(), static_cast<size_t>(c.nbytes()), kBytes,
+  auto work = Comm("broadcast").Broadcast(c.data_ptr(), static_cast<size_t>(c.nbytes()), kBytes,
                                static_cast<int>(opts.rootRank));
   return Track(::c10d::OpType::BROADCAST, std::move(work), tensors, std::move(after));
 }
 
 c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::allreduce(std::vector<at::Tensor>& tensors,
                                                             const ::c10d::AllreduceOptions& opts) {
+  std::lock_guard<std::mutex> lock(mu_);  // against Detach()
   const at::Tensor& t = One(tensors, "allreduce");
   const ReduceOp op = ToReduceOp(opts.reduceOp, "allreduce");
   std::function<void()> after;
   at::Tensor c = Contiguous(t, &after);
-  auto work = comm_->Allreduce(c.data_ptr(), static_cast<size_t>(c.numel()),
+  auto work = Comm("allreduce").Allreduce(c.data_ptr(), static_cast<size_t>(c.numel()),
                                ToDataType(c, "allreduce"), op);
   return Track(::c10d::OpType::ALLREDUCE, std::move(work), tensors, std::move(after));
 }
@@ -170,6 +207,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::allreduce(std::vector<at::Tens
 c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const ::c10d::AllgatherOptions&) {
+  std::lock_guard<std::mutex> lock(mu_);  // against Detach()
   const at::Tensor& in = One(inputs, "allgather");
   TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(),
               "cdt backend: allgather: one output list of ", getSize(), " tensors");
@@ -180,7 +218,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::allgather(
   }
   const at::Tensor src = in.contiguous();
   at::Tensor flat = at::empty({getSize() * in.numel()}, in.options());
-  auto work = comm_->Allgather(src.data_ptr(), flat.data_ptr(), static_cast<size_t>(in.nbytes()),
+  auto work = Comm("allgather").Allgather(src.data_ptr(), flat.data_ptr(), static_cast<size_t>(in.nbytes()),
                                kBytes);
   std::vector<at::Tensor> outs = outputs[0];
   auto after = [outs, flat, src, n = in.numel()]() mutable {
@@ -193,6 +231,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::allgather(
 c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::_allgather_base(at::Tensor& output,
                                                                   at::Tensor& input,
                                                                   const ::c10d::AllgatherOptions&) {
+  std::lock_guard<std::mutex> lock(mu_);  // against Detach()
   CheckDense(input, "_allgather_base");
   CheckDense(output, "_allgather_base");
   TORCH_CHECK(output.numel() == getSize() * input.numel() &&
@@ -201,7 +240,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::_allgather_base(at::Tensor& ou
   const at::Tensor src = input.contiguous();
   std::function<void()> after;
   at::Tensor out = Contiguous(output, &after);
-  auto work = comm_->Allgather(src.data_ptr(), out.data_ptr(), static_cast<size_t>(input.nbytes()),
+  auto work = Comm("allgather").Allgather(src.data_ptr(), out.data_ptr(), static_cast<size_t>(input.nbytes()),
                                kBytes);
   auto keep = [after, src]() {
     if (after) after();
@@ -212,6 +251,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::_allgather_base(at::Tensor& ou
 c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::reduce_scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const ::c10d::ReduceScatterOptions& opts) {
+  std::lock_guard<std::mutex> lock(mu_);  // against Detach()
   const at::Tensor& out = One(outputs, "reduce_scatter");
   TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(),
               "cdt backend: reduce_scatter: one input list of ", getSize(), " tensors");
@@ -226,7 +266,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::reduce_scatter(
   const at::Tensor flat = at::cat(flat_inputs);
   std::function<void()> after;
   at::Tensor o = Contiguous(out, &after);
-  auto work = comm_->ReduceScatter(
+  auto work = Comm("reduce_scatter").ReduceScatter(
       flat.data_ptr(), o.data_ptr(), std::vector<size_t>(getSize(), out.numel()),
       ToDataType(out, "reduce_scatter"), ToReduceOp(opts.reduceOp, "reduce_scatter"));
   auto keep = [after, flat]() {
@@ -237,6 +277,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::reduce_scatter(
 
 c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const ::c10d::ReduceScatterOptions& opts) {
+  std::lock_guard<std::mutex> lock(mu_);  // against Detach()
   CheckDense(input, "_reduce_scatter_base");
   CheckDense(output, "_reduce_scatter_base");
   TORCH_CHECK(input.numel() == getSize() * output.numel() &&
@@ -245,7 +286,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::_reduce_scatter_base(
   const at::Tensor src = input.contiguous();
   std::function<void()> after;
   at::Tensor o = Contiguous(output, &after);
-  auto work = comm_->ReduceScatter(src.data_ptr(), o.data_ptr(),
+  auto work = Comm("reduce_scatter").ReduceScatter(src.data_ptr(), o.data_ptr(),
                                    std::vector<size_t>(getSize(), output.numel()),
                                    ToDataType(output, "_reduce_scatter_base"),
                                    ToReduceOp(opts.reduceOp, "_reduce_scatter_base"));
@@ -256,24 +297,27 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::_reduce_scatter_base(
 }
 
 c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::barrier(const ::c10d::BarrierOptions&) {
-  return Track(::c10d::OpType::BARRIER, comm_->Barrier(), {});
+  std::lock_guard<std::mutex> lock(mu_);  // against Detach()
+  return Track(::c10d::OpType::BARRIER, Comm("barrier").Barrier(), {});
 }
 
 c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::send(std::vector<at::Tensor>& tensors, int dst,
                                                        int tag) {
+  std::lock_guard<std::mutex> lock(mu_);  // against Detach()
   const at::Tensor& t = One(tensors, "send");
   TORCH_CHECK(tag == 0, "cdt backend: send: tags are not supported (messages between two ranks "
                         "arrive in the order sent); use tag 0");
   TORCH_CHECK(dst >= 0 && dst < getSize() && dst != getRank(), "cdt backend: send: rank ", dst,
               " is not another rank of this group of ", getSize());
   const at::Tensor c = t.contiguous();
-  auto work = comm_->Send(c.data_ptr(), static_cast<size_t>(c.nbytes()), dst);
+  auto work = Comm("send").Send(c.data_ptr(), static_cast<size_t>(c.nbytes()), dst);
   auto keep = [c]() {};
   return Track(::c10d::OpType::SEND, std::move(work), tensors, std::move(keep));
 }
 
 c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::recv(std::vector<at::Tensor>& tensors, int src,
                                                        int tag) {
+  std::lock_guard<std::mutex> lock(mu_);  // against Detach()
   const at::Tensor& t = One(tensors, "recv");
   TORCH_CHECK(tag == 0, "cdt backend: recv: tags are not supported (messages between two ranks "
                         "arrive in the order sent); use tag 0");
@@ -281,7 +325,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::recv(std::vector<at::Tensor>& 
               " is not another rank of this group of ", getSize());
   std::function<void()> after;
   at::Tensor c = Contiguous(t, &after);
-  auto work = comm_->Recv(c.data_ptr(), static_cast<size_t>(c.nbytes()), src);
+  auto work = Comm("recv").Recv(c.data_ptr(), static_cast<size_t>(c.nbytes()), src);
   return Track(::c10d::OpType::RECV, std::move(work), tensors, std::move(after));
 }
 

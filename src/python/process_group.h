@@ -22,10 +22,13 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cdt/communicator.h"
+#include "cdt/error.h"
 #include "cdt/store.h"
 #include "python/serial_queue.h"
 
@@ -46,10 +49,25 @@ class ProcessGroupCDT : public ::c10d::ProcessGroup {
   // Forms the group through `store` (every rank of the group calls this at the same time).
   ProcessGroupCDT(const c10::intrusive_ptr<::c10d::Store>& store, int rank, int size,
                   std::chrono::milliseconds timeout, const ProcessGroupOptions& options);
+  // Over a communicator someone else owns (an elastic generation's, python/elastic_run.h): the
+  // owner calls Detach() before the communicator goes; calls after it raise.
+  ProcessGroupCDT(Communicator* borrowed, int rank, int size);
   ~ProcessGroupCDT() override;
 
   const std::string getBackendName() const override { return "cdt"; }
-  Communicator& communicator() { return *comm_; }
+  // The engine's communicator underneath (the compression hook submits to it); raises once
+  // detached.
+  Communicator& communicator() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return Comm("communicator");
+  }
+
+  // The first collective that failed in the communicator (its engine error: kPeerLost, kTimeout,
+  // kAborted ...), if one did: the group is broken.
+  std::optional<Error> failure() const;
+  // Waits for what is pending (the communicator should be aborted first, so that it fails at
+  // once), then lets go of the communicator: later calls raise "this group has ended".
+  void Detach();
 
   c10::intrusive_ptr<::c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                              const ::c10d::BroadcastOptions& opts) override;
@@ -79,9 +97,15 @@ class ProcessGroupCDT : public ::c10d::ProcessGroup {
                                          std::vector<at::Tensor> outputs,
                                          std::function<void()> after = nullptr);
 
+  // The communicator to submit to, under mu_; raises once detached.
+  Communicator& Comm(const char* call);
+
   std::unique_ptr<Store> store_;
-  std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<Communicator> owned_;
+  mutable std::mutex mu_;
+  Communicator* comm_ = nullptr;              // owned_ or borrowed; null once detached
   std::unique_ptr<SerialQueue> completions_;  // destroyed first: waits for what is pending
+  std::optional<Error> failure_;              // under mu_
 };
 
 }  // namespace cdt::python

@@ -1,0 +1,48 @@
+// cann_dist.elastic.run's engine half: the elastic driver (elastic/driver.h) with a Python
+// training as its state. Each generation's communicator becomes a ProcessGroupCDT that the
+// Python side installs as torch.distributed's default group (init_process_group("cdt") over the
+// job's store, python/engine_store.h), then runs the user's train_fn in it.
+//
+// The Python object `driven` (python/cann_dist/elastic.py, _Driven) answers the driver:
+//   train(generation: dict) -> int     sync, then train_fn(state); the dict holds generation,
+//                                      rank, world, workers, worker_id, process_group, store,
+//                                      before_step(step) -> bool
+//   restore(failure: dict), forget(), checkpoint() -> str, current_step() -> int,
+//   mean_step_s() -> float, and regroup_exception (the type commit() raises to regroup).
+// A Python exception out of train() ends the generation as a recoverable failure when a
+// collective of the generation's group failed (a peer lost, timed out): the driver re-forms the
+// group and calls train() again. Any other exception is the user's: it ends the job and reaches
+// the caller of run() unchanged.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <string>
+
+namespace cdt::python {
+
+// What the launcher's environment says (read by the Python side: cann_dist/elastic.py).
+struct ElasticRunConfig {
+  std::string job_id = "cdt";
+  int worker_id = 0;     // RANK as launched: stable across generations
+  int world_size = 1;    // WORLD_SIZE: the first generation's
+  int target_world = 0;  // CDT_TARGET_WORLD: what spares bring the group back to (0 = world_size)
+  int min_workers = 1;
+  bool spare = false, joiner = false;  // CDT_SPARE, CDT_JOINER
+  int node_rank = 0, local_rank = 0;
+  std::string rdzv_backend = "tcp";  // tcp (the agent's store) | etcd
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;
+  std::string secret;                       // CDT_JOB_SECRET
+  std::string node_addr = "127.0.0.1";      // CDT_NODE_ADDR
+  double timeout_s = 30;                    // collectives and the store
+  double last_call_s = 0.5, pause_timeout_s = 3600;
+  std::string inject;                       // scripted faults (CDT_INJECT; elastic/fault_spec.h)
+  std::string log_level = "info";           // CDT_LOG_LEVEL
+};
+
+// Runs until the job finishes; returns the exit code of the last train(). Call with the GIL held
+// (it is released while the driver waits).
+int RunElasticFromPython(const ElasticRunConfig& config, pybind11::object driven);
+
+}  // namespace cdt::python

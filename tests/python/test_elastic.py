@@ -1,0 +1,100 @@
+"""cann_dist.elastic (python/cann_dist/elastic.py, src/python/elastic_run.cc): the example script
+examples/python/elastic_train.py under `cann-dist-train launch --elastic`, with real processes and
+real faults — a worker killed (SIGKILL), a worker hung (SIGSTOP), a hot spare stepping in — and the
+job training on in process to its last step. Needs the CLI (CDT_CLI, set by ctest) and
+Debian's dataset-fashion-mnist."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+cann_dist = pytest.importorskip("cann_dist")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLE = os.path.join(ROOT, "examples", "python", "elastic_train.py")
+CLI = os.environ.get("CDT_CLI", os.path.join(ROOT, "build", "bin", "cann-dist-train"))
+DATA = "/usr/share/datasets/fashion-mnist"
+
+pytestmark = [
+    pytest.mark.skipif(not os.path.exists(CLI), reason="no cann-dist-train binary (set CDT_CLI)"),
+    pytest.mark.skipif(not os.path.isdir(DATA), reason="no dataset-fashion-mnist"),
+]
+
+
+def launch(tmp_path, launch_args, steps, timeout=180):
+    out = tmp_path / "result.json"
+    cmd = [CLI, "launch", "--elastic", *launch_args, "--", sys.executable, EXAMPLE,
+           "--steps", str(steps), "--json", str(out)]
+    env = dict(os.environ, OMP_NUM_THREADS="1", CDT_AUTOTUNE="0")
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    result = json.loads(out.read_text()) if out.exists() else None
+    return p, result
+
+
+def test_a_killed_worker_costs_the_job_no_restart(tmp_path):
+    p, r = launch(tmp_path, ["--nproc-per-node", "3", "--inject", "kill:1@20"], steps=40)
+    assert p.returncode == 0, p.stderr
+    assert r["steps"] == 40 and r["world_size"] == 2
+    assert len(r["losses"]) == 40
+    (rec,) = r["recoveries"]
+    assert rec["lost_workers"] == [1]
+    assert rec["world_before"] == 3 and rec["world_after"] == 2
+    assert "lost rank" in rec["cause"]
+    assert "completed step" in p.stderr  # rank 0's recovery line
+
+
+def test_a_spare_takes_the_place_of_a_killed_worker(tmp_path):
+    p, r = launch(tmp_path, ["--nproc-per-node", "2", "--spares", "1", "--inject", "kill:0@15"],
+                  steps=30)
+    assert p.returncode == 0, p.stderr
+    assert r["steps"] == 30 and r["world_size"] == 2  # back to two with the spare
+    (rec,) = r["recoveries"]
+    assert rec["lost_workers"] == [0] and rec["world_after"] == 2
+    assert "spare worker 2 joins" in p.stderr
+
+
+def test_a_hung_worker_is_left_behind_after_the_timeout(tmp_path):
+    p, r = launch(tmp_path, ["--nproc-per-node", "3", "--timeout", "3", "--inject", "hang:2@10"],
+                  steps=20)
+    assert p.returncode == 0, p.stderr
+    assert r["steps"] == 20 and r["world_size"] == 2
+    (rec,) = r["recoveries"]
+    assert rec["lost_workers"] == [2]
+    assert "timed out" in rec["cause"]
+
+
+def test_a_worker_whose_code_raises_leaves_and_the_others_train_on(tmp_path):
+    # Under elastic.run a worker's own exception ends that worker (its traceback on stderr, exit
+    # status 1), like a crash: the others re-form the group without it, as Horovod's elastic
+    # mode and torchelastic treat a failed worker.
+    script = tmp_path / "raises.py"
+    script.write_text(
+        "import json, sys, torch, cann_dist\n"
+        "from cann_dist import elastic\n"
+        "import torch.distributed as dist\n"
+        "@elastic.run\n"
+        "def train(state):\n"
+        "    while state.step < 20:\n"
+        "        if state.worker == 1 and state.step == 5:\n"
+        "            raise ValueError('a bug in worker 1')\n"
+        "        t = torch.ones(4)\n"
+        "        dist.all_reduce(t)\n"
+        "        state.sums.append(t[0].item())\n"
+        "        state.step += 1\n"
+        "        state.commit()\n"
+        "import os\n"
+        "state = elastic.State(step=0, sums=[], worker=int(os.environ['RANK']))\n"
+        "train(state)\n"
+        "print(json.dumps({'sums': state.sums, 'world': state.world_size}))\n")
+    p = subprocess.run([CLI, "launch", "--elastic", "--nproc-per-node", "3", "--",
+                        sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, CDT_AUTOTUNE="0"))
+    assert p.returncode == 0, p.stderr
+    assert "ValueError: a bug in worker 1" in p.stderr
+    assert "worker 1" in p.stderr and "exited with status 1" in p.stderr
+    results = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
+    assert len(results) == 2  # workers 0 and 2 finished
+    for r in results:
+        assert r["sums"] == [3.0] * 5 + [2.0] * 15
+        assert r["world"] == 2
