@@ -11,7 +11,6 @@
 #include <thread>
 
 #include "cdt/error.h"
-#include "cli/fault_inject.h"
 #include "common/unix_time.h"
 #include "elastic/driver.h"
 #include "elastic/fault_spec.h"
@@ -44,8 +43,8 @@ void AddElasticOptions(CLI::App* cmd, ElasticOptions* o) {
       ->capture_default_str();
 }
 
-std::map<std::string, std::string> ElasticLaunch(const Environment& env,
-                                                 const ElasticOptions& elastic,
+std::map<std::string, std::string> ElasticLaunch(const ElasticOptions& elastic,
+                                                 const std::string& job_file,
                                                  LaunchOptions* launch) {
   ParseFaults(elastic.inject);  // bad specs fail here, before any worker starts
   if (!elastic.inject.empty() && !elastic.enabled)
@@ -58,7 +57,7 @@ std::map<std::string, std::string> ElasticLaunch(const Environment& env,
   if (!elastic.enabled) return {};
   launch->elastic = true;
   launch->spares = elastic.spares;
-  launch->job_file = JobFilePath(env, launch->job_id);
+  launch->job_file = job_file;
   const auto number = [](double v) {
     std::ostringstream out;
     out << v;

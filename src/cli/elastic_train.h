@@ -33,12 +33,12 @@ struct ElasticOptions {
 
 void AddElasticOptions(CLI::App* cmd, ElasticOptions* o);
 
-// `launch --elastic -- PROG`: sets the agent's elastic mode, spares and job file on `launch`
-// (after validating `elastic`) and returns what every worker gets besides the launcher's
+// `launch --elastic -- PROG`: sets the agent's elastic mode, spares and `job_file` (where
+// fault-inject finds the job) on `launch` (after validating `elastic`) and returns what every worker gets besides the launcher's
 // variables — CDT_ELASTIC=1, CDT_MIN_WORKERS, CDT_PAUSE_TIMEOUT, CDT_RDZV_LAST_CALL, CDT_TIMEOUT,
 // CDT_INJECT — which cann_dist.elastic.run reads (docs/python.md). Empty without --elastic.
-std::map<std::string, std::string> ElasticLaunch(const Environment& env,
-                                                 const ElasticOptions& elastic,
+std::map<std::string, std::string> ElasticLaunch(const ElasticOptions& elastic,
+                                                 const std::string& job_file,
                                                  LaunchOptions* launch);
 
 // Runs this worker until the job finishes; returns its exit code.

@@ -287,7 +287,7 @@ int Main(int argc, char** argv) {
   if (app.got_subcommand("cert")) return RunCert(cert_cmds, cert_opts, env);
   if (launch_cmd->parsed()) {
     const std::map<std::string, std::string> worker_env =
-        ElasticLaunch(env, launch_elastic, &launch);
+        ElasticLaunch(launch_elastic, JobFilePath(env, launch.job_id), &launch);
     ValidateLaunchOptions(launch);
     WarnAboutSecret(launch);
     GroupResult r = RunWorkerGroup(ToAgentConfig(launch), command, worker_env);
