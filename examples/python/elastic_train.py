@@ -78,7 +78,8 @@ def main():
             state.commit()
             if rank == 0 and step_log:
                 step_log.write(json.dumps({"t": time.time(), "step": state.step, "world": world,
-                                           "generation": state.generation}) + "\n")
+                                           "generation": state.generation,
+                                           "pid": os.getpid()}) + "\n")
                 step_log.flush()
             if a.checkpoint and rank == 0 and state.step % a.checkpoint_every == 0:
                 tmp = a.checkpoint + ".tmp"

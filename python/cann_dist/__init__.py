@@ -18,9 +18,10 @@ import torch.distributed as _dist
 
 from . import _C
 from . import elastic  # noqa: F401
+from . import green  # noqa: F401
 from . import hooks  # noqa: F401
 
-__all__ = ["ProcessGroupCDT", "BACKEND", "elastic", "hooks"]
+__all__ = ["ProcessGroupCDT", "BACKEND", "elastic", "green", "hooks"]
 
 BACKEND = "cdt"
 ProcessGroupCDT = _C.ProcessGroupCDT

@@ -251,6 +251,12 @@ bool IsFinished(Store& store, const std::string& job_id) {
   return store.Check(job_id + "/elastic/finished");
 }
 
+int64_t FinishedGeneration(Store& store, const std::string& job_id) {
+  const std::string key = job_id + "/elastic/finished";
+  if (!store.Check(key)) return -1;
+  return ParseInt(store.Get(key, std::chrono::milliseconds(1000)), key);
+}
+
 void ReportFault(Store& store, const std::string& job_id, int worker_id, const std::string& cause,
                  double unix_time) {
   store.Set(FaultKey(job_id, worker_id), cause + " " + std::to_string(unix_time));

@@ -98,6 +98,8 @@ bool IsGone(Store& store, const std::string& job_id, int worker_id);
 // The job's last generation finished training: agents stop what is left (excluded, hung workers).
 void ReportFinished(Store& store, const std::string& job_id, int64_t generation);
 bool IsFinished(Store& store, const std::string& job_id);
+// The generation that finished the job (its members: MembersOf), -1 while none has.
+int64_t FinishedGeneration(Store& store, const std::string& job_id);
 
 // Fault bookkeeping: when a fault was injected (seconds since the epoch, system clock), so that
 // survivors can time detection and recovery from the fault itself.

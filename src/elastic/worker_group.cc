@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -281,7 +282,7 @@ class Supervisor {
       Reap();
       if (c_.elastic && !finished_ && running_ > 0) LookForTheEnd();
       if (kill_at_ && Clock::now() >= *kill_at_) {
-        StopAll(SIGKILL);
+        StopAll(SIGKILL, /*spare_finishers=*/finished_);
         kill_at_ = Clock::now() + std::chrono::hours(24);
       }
     }
@@ -302,6 +303,7 @@ class Supervisor {
     pid_t pid;
     int local_rank;
     bool running;
+    bool finishing = false;  // elastic: a member of the generation that finished the job
   };
 
   void Add(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
@@ -311,9 +313,17 @@ class Supervisor {
     ++running_;
   }
 
-  void StopAll(int sig) {
+  // `spare_finishers`: leave the members of the finished generation alone (they may still save
+  // the model, evaluate, write results: their time, as under torchrun).
+  void StopAll(int sig, bool spare_finishers = false) {
     for (auto& ch : children_)
-      if (ch.running) ::kill(ch.pid, sig);
+      if (ch.running && !(spare_finishers && ch.finishing)) ::kill(ch.pid, sig);
+  }
+
+  int WorkerIdOf(int local_rank) const {
+    return local_rank < c_.nproc_per_node
+               ? p_.base + local_rank
+               : p_.target + c_.node_rank * c_.spares + (local_rank - c_.nproc_per_node);
   }
 
   void Forward(int sig) {
@@ -333,10 +343,7 @@ class Supervisor {
         if (ch.pid != pid || !ch.running) continue;
         ch.running = false;
         --running_;
-        const int id = ch.local_rank < c_.nproc_per_node
-                           ? p_.base + ch.local_rank
-                           : p_.target + c_.node_rank * c_.spares +
-                                 (ch.local_rank - c_.nproc_per_node);
+        const int id = WorkerIdOf(ch.local_rank);
         WorkerExit ex{ch.local_rank, id, pid, 0, ""};
         ex.how = DescribeStatus(status, &ex.exit_code);
         result_.exits.push_back(ex);
@@ -378,17 +385,24 @@ class Supervisor {
     kill_at_ = Clock::now() + c_.stop_grace;
   }
 
-  // Elastic: once the job's last generation has finished, what still runs is hung or was left
-  // out of it.
+  // Elastic: once the job's last generation has finished, what still runs and is not one of its
+  // members is hung or was left out of it (or a spare never needed): stopped after stop_grace.
   void LookForTheEnd() {
+    std::vector<int> members;
     try {
-      finished_ = elastic::IsFinished(store_, job_);
-    } catch (const Error&) {
+      const int64_t g = elastic::FinishedGeneration(store_, job_);
+      finished_ = g >= 0;
+      if (finished_) members = elastic::MembersOf(store_, job_, g, kStoreLook);
+    } catch (const Error&) {  // the store gone or the keys unreadable: stop them all
     }
     if (!finished_) return;
+    for (Child& ch : children_)
+      ch.finishing =
+          std::find(members.begin(), members.end(), WorkerIdOf(ch.local_rank)) != members.end();
     result_.exit_code = 0;
     kill_at_ = Clock::now() + c_.stop_grace;
   }
+  static constexpr std::chrono::milliseconds kStoreLook{1000};
 
   const AgentConfig& c_;
   const Placement p_;

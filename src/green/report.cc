@@ -137,7 +137,7 @@ void AppendEmissionsCsv(const std::string& path, const GreenReport& r) {
   auto w = [&](double kwh) { return h > 0 ? kwh * 1000.0 / h : 0; };
   std::ostringstream row;
   row.precision(10);
-  row << FormatIsoTime(r.trace_start_unix) << "," << CsvField(r.project_name) << ","
+  row << FormatIsoTime(r.timestamp_unix > 0 ? r.timestamp_unix : r.trace_start_unix) << "," << CsvField(r.project_name) << ","
       << CsvField(r.run_id) << "," << r.duration_s << "," << r.carbon_kg << ","
       << (r.duration_s > 0 ? r.carbon_kg / r.duration_s : 0) << "," << w(r.cpu_kwh) << ","
       << w(r.gpu_kwh) << "," << w(r.ram_kwh) << "," << r.cpu_kwh << "," << r.gpu_kwh << ","

@@ -22,6 +22,7 @@ struct RunInterval {  // a stretch the job actually ran, on the trace's clock
 struct GreenReport {
   std::string project_name = "cann-dist-train", run_id, region, country_iso_code, trace_source;
   double trace_start_unix = 0;          // the plan's hour 0
+  double timestamp_unix = 0;            // emissions.csv's timestamp (0 = trace_start_unix)
   double time_scale_s_per_hour = 3600;  // 3600 = real time
   double wall_s = 0;                    // wall time of the whole run
   double duration_s = 0;                // trace-time duration that was accounted

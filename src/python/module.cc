@@ -10,6 +10,8 @@
 #include "compress/registry.h"
 #include "python/comm_hook.h"
 #include "python/elastic_run.h"
+#include "green/carbon_sources.h"
+#include "green/carbon_tracker.h"
 #include "python/process_group.h"
 
 namespace py = pybind11;
@@ -132,4 +134,47 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("config"), py::arg("driven"),
       "Runs the elastic driver over `driven` (cann_dist.elastic._Driven) until the job ends.");
+
+  namespace green = cdt::green;
+  py::class_<green::CarbonTracker>(m, "CarbonTracker",
+                                   "Energy and carbon of what runs between start() and stop() "
+                                   "(cann_dist.green.CarbonTracker wraps it).")
+      .def(py::init([](const std::string& trace_path, const std::string& profiles_path,
+                       double trace_start_unix, double seconds_per_hour, double pue,
+                       double interval_s, const std::string& project_name,
+                       const std::string& run_id, const std::string& country_iso_code,
+                       bool process_scope) {
+             try {
+               green::CarbonTrackerOptions o;
+               o.meters.profiles_path = profiles_path;
+               if (process_scope) o.meters.scope = green::ModelMeterOptions::Scope::kProcess;
+               o.timebase.trace_start = trace_start_unix;
+               o.timebase.seconds_per_hour = seconds_per_hour;
+               o.pue = pue;
+               o.interval = std::chrono::milliseconds(static_cast<int64_t>(interval_s * 1000));
+               o.project_name = project_name;
+               o.run_id = run_id;
+               o.country_iso_code = country_iso_code;
+               return std::make_unique<green::CarbonTracker>(green::ReadCarbonTrace(trace_path), o);
+             } catch (const cdt::Error& e) {
+               throw py::value_error(std::string("cann_dist.green.CarbonTracker: ") + e.what());
+             }
+           }),
+           py::arg("trace_path"), py::arg("profiles_path"), py::arg("trace_start_unix"),
+           py::arg("seconds_per_hour") = 3600.0, py::arg("pue") = 1.0, py::arg("interval_s") = 1.0,
+           py::arg("project_name") = "cann-dist-train", py::arg("run_id") = "",
+           py::arg("country_iso_code") = "", py::arg("process_scope") = false)
+      .def("start", &green::CarbonTracker::Start)
+      .def("report", [](green::CarbonTracker& t) { return green::ReportJson(t.Report()); },
+           py::call_guard<py::gil_scoped_release>(), "The run so far, as green_report.json's JSON.")
+      .def(
+          "stop",
+          [](green::CarbonTracker& t, const std::string& emissions_csv) {
+            const green::GreenReport r = t.Stop();
+            if (!emissions_csv.empty()) green::AppendEmissionsCsv(emissions_csv, r);
+            return green::ReportJson(r);
+          },
+          py::arg("emissions_csv") = "", py::call_guard<py::gil_scoped_release>(),
+          "Stops; appends CodeCarbon's row to `emissions_csv` (if given); the report's JSON.")
+      .def_property_readonly("meter", &green::CarbonTracker::meter_description);
 }

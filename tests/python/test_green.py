@@ -1,0 +1,64 @@
+"""cann_dist.green.CarbonTracker (python/cann_dist/green.py over src/green/carbon_tracker.cc):
+a metered run writes CodeCarbon's emissions.csv row, with energy and carbon that add up."""
+import csv
+import os
+import time
+
+import pytest
+
+cann_dist = pytest.importorskip("cann_dist")
+from cann_dist.green import CarbonTracker  # noqa: E402
+
+# CodeCarbon 2.x's EmissionsData fields, in order (mlco2/codecarbon,
+# codecarbon/output_methods/emissions_data.py): what its readers and dashboards expect.
+CODECARBON_COLUMNS = [
+    "timestamp", "project_name", "run_id", "duration", "emissions", "emissions_rate",
+    "cpu_power", "gpu_power", "ram_power", "cpu_energy", "gpu_energy", "ram_energy",
+    "energy_consumed", "country_name", "country_iso_code", "region", "cloud_provider",
+    "cloud_region", "os", "python_version", "codecarbon_version", "cpu_count", "cpu_model",
+    "gpu_count", "gpu_model", "longitude", "latitude", "ram_total_size", "tracking_mode",
+    "on_cloud", "pue"]
+
+
+def busy(seconds):
+    end = time.time() + seconds
+    x = 0
+    while time.time() < end:
+        x += 1
+    return x
+
+
+def test_a_metered_run_writes_codecarbons_emissions_csv(tmp_path):
+    with CarbonTracker(region="CISO", output_dir=str(tmp_path), measure_power_secs=0.2,
+                       pue=1.2, project_name="test") as t:
+        busy(1.5)
+    rows = list(csv.DictReader(open(tmp_path / "emissions.csv")))
+    assert list(rows[0].keys()) == CODECARBON_COLUMNS
+    (row,) = rows
+    assert row["project_name"] == "test" and row["region"] == "CISO"
+    assert row["timestamp"].startswith(time.strftime("%Y-", time.gmtime()))  # the wall clock's
+    duration = float(row["duration"])
+    assert 1.4 <= duration <= 5
+    parts = sum(float(row[k]) for k in ("cpu_energy", "gpu_energy", "ram_energy"))
+    assert float(row["energy_consumed"]) == pytest.approx(parts * 1.2, rel=1e-6)
+    assert float(row["energy_consumed"]) > 0 and float(row["emissions"]) > 0
+    assert float(row["emissions_rate"]) == pytest.approx(float(row["emissions"]) / duration, rel=1e-6)
+    assert t.emissions_kg == pytest.approx(float(row["emissions"]), rel=1e-6)
+    # carbon = energy x the trace's intensity (CISO 2022: between 50 and 500 g/kWh every hour)
+    g_per_kwh = 1000 * t.emissions_kg / t.energy_kwh
+    assert 50 <= g_per_kwh <= 500
+
+
+def test_a_second_run_appends_a_row_and_bad_arguments_are_named(tmp_path):
+    for _ in range(2):
+        t = CarbonTracker(region="ERCO", output_dir=str(tmp_path), measure_power_secs=0.1)
+        t.start()
+        busy(0.3)
+        t.stop()
+    assert len(list(csv.DictReader(open(tmp_path / "emissions.csv")))) == 2
+    with pytest.raises(ValueError, match="no trace for region 'XX'"):
+        CarbonTracker(region="XX")
+    with pytest.raises(ValueError, match="trace=PATH or region=NAME"):
+        CarbonTracker()
+    with pytest.raises(RuntimeError, match="outside the trace"):
+        CarbonTracker(region="CISO", trace_start="2031-01-01T00:00:00Z").start()
