@@ -16,8 +16,9 @@
 
 namespace py = pybind11;
 
-PYBIND11_MODULE(_C, m) {
-  m.doc() = "cann-dist-train's engine for torch.distributed (the \"cdt\" backend)";
+namespace {
+
+void BindProcessGroup(py::module_& m) {
   py::object base = py::module::import("torch._C._distributed_c10d").attr("ProcessGroup");
   py::class_<cdt::python::ProcessGroupCDT, c10::intrusive_ptr<cdt::python::ProcessGroupCDT>>(
       m, "ProcessGroupCDT", base)
@@ -38,6 +39,9 @@ PYBIND11_MODULE(_C, m) {
            "Forms the group through `store` (every rank at once); "
            "torch.distributed.init_process_group(\"cdt\") calls this.");
 
+}
+
+void BindCompressionHook(py::module_& m) {
   py::class_<cdt::python::CompressionHook, std::shared_ptr<cdt::python::CompressionHook>>(
       m, "CompressionHook",
       "The engine's compressors with error feedback for DDP (cann_dist.hooks.compress).")
@@ -99,6 +103,9 @@ PYBIND11_MODULE(_C, m) {
       .def("set_state", &cdt::python::CompressionHook::SetState, py::arg("state"),
            "Restores State()'s result; returns what could not be used, in words (\"\": all).");
 
+}
+
+void BindElastic(py::module_& m) {
   using cdt::python::ElasticRunConfig;
   py::class_<ElasticRunConfig>(m, "ElasticRunConfig",
                                "What the launcher's environment says (cann_dist.elastic reads it).")
@@ -135,6 +142,9 @@ PYBIND11_MODULE(_C, m) {
       py::arg("config"), py::arg("driven"),
       "Runs the elastic driver over `driven` (cann_dist.elastic._Driven) until the job ends.");
 
+}
+
+void BindGreen(py::module_& m) {
   namespace green = cdt::green;
   py::class_<green::CarbonTracker>(m, "CarbonTracker",
                                    "Energy and carbon of what runs between start() and stop() "
@@ -177,4 +187,14 @@ PYBIND11_MODULE(_C, m) {
           py::arg("emissions_csv") = "", py::call_guard<py::gil_scoped_release>(),
           "Stops; appends CodeCarbon's row to `emissions_csv` (if given); the report's JSON.")
       .def_property_readonly("meter", &green::CarbonTracker::meter_description);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "cann-dist-train's engine for torch.distributed (the \"cdt\" backend)";
+  BindProcessGroup(m);
+  BindCompressionHook(m);
+  BindElastic(m);
+  BindGreen(m);
 }

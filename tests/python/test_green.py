@@ -62,3 +62,21 @@ def test_a_second_run_appends_a_row_and_bad_arguments_are_named(tmp_path):
         CarbonTracker()
     with pytest.raises(RuntimeError, match="outside the trace"):
         CarbonTracker(region="CISO", trace_start="2031-01-01T00:00:00Z").start()
+
+
+def test_the_example_meters_a_training_run(tmp_path):
+    import json
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if not os.path.isdir("/usr/share/datasets/fashion-mnist"):
+        pytest.skip("no dataset-fashion-mnist")
+    p = subprocess.run([sys.executable, os.path.join(root, "examples", "python", "green_tracker.py"),
+                        "--steps", "30", "--output-dir", str(tmp_path),
+                        "--trace-start", "2022-06-01T12:00:00Z"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout.splitlines()[-1])
+    (row,) = list(csv.DictReader(open(tmp_path / "emissions.csv")))
+    assert float(row["emissions"]) == pytest.approx(r["emissions_kg"], rel=1e-6)
+    assert r["energy_kwh"] > 0 and r["steps"] == 30
