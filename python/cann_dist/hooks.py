@@ -27,25 +27,30 @@ def _shape(t):
 
 
 def compress(method="powersgd", *, ratio=0.0, powersgd_rank=2, seed=1, error_feedback=True,
-             values="fp32"):
+             values="fp32", interval=50, high_rank=2, low_rank=4, min_exposed=0.05):
     """A DDP comm hook reducing each bucket with `method` (see the module's docstring).
 
     ratio: top-k / random-k share of elements (0: 0.01 for topk, 0.75 for randomk);
     powersgd_rank: PowerSGD's rank; values: the type top-k / random-k values travel in.
+    "adaptive": every `interval` steps, each bucket goes uncompressed or with PowerSGD at
+    `high_rank` (stable training) or `low_rank` (warm-up, a critical regime), as the measured
+    communication and compute say (docs/compression.md; `min_exposed` 0: the phases alone);
+    `hook.decisions()` lists what it chose and why.
     """
-    if method == "adaptive":
-        raise NotImplementedError(
-            "cann_dist.hooks.compress('adaptive') is not there yet: use a fixed method "
-            "(" + ", ".join(METHODS) + "); `cann-dist-train train --compress adaptive` has it")
-    if method not in METHODS:
-        raise ValueError(f"cann_dist.hooks.compress: unknown method {method!r} (use {', '.join(METHODS)})")
+    if method not in METHODS + ("adaptive",):
+        raise ValueError(f"cann_dist.hooks.compress: unknown method {method!r} "
+                         f"(use adaptive, {', '.join(METHODS)})")
+    if method == "adaptive" and (interval < 1 or high_rank < 1 or low_rank < 1 or min_exposed < 0):
+        raise ValueError("cann_dist.hooks.compress('adaptive'): interval, high_rank and low_rank "
+                         "must be at least 1, min_exposed at least 0")
     impl = {}
 
     def engine(process_group):
         if "hook" not in impl:
             pg = process_group if process_group is not None else dist.distributed_c10d._get_default_group()
             impl["hook"] = _C.CompressionHook(pg, method, ratio, powersgd_rank, seed,
-                                              error_feedback, values)
+                                              error_feedback, values, interval, high_rank,
+                                              low_rank, min_exposed)
             if "pending_state" in impl:
                 impl["hook"].set_state(impl.pop("pending_state"))
         return impl["hook"]
@@ -77,6 +82,10 @@ def compress(method="powersgd", *, ratio=0.0, powersgd_rank=2, seed=1, error_fee
         impl["pending_state"] = state
         return ""
 
+    def decisions():
+        return impl["hook"].decisions() if "hook" in impl else []
+
+    hook.decisions = decisions
     hook.state_dict = state_dict
     hook.load_state_dict = load_state_dict
     hook.__name__ = f"cann_dist_compress_{method}"

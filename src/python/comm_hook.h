@@ -9,6 +9,18 @@
 // own, in bucket order — the order DDP launches buckets on every rank — and the result, averaged
 // over the ranks, goes back through `done`. The residual of each bucket (what compression left out,
 // sent in later steps) can be read and restored with the model's state.
+//
+// Adaptive (`compress("adaptive")`): the AdaptiveController of `train --compress adaptive`
+// (compress/adaptive_controller.h) chooses each bucket's compressor (uncompressed, or PowerSGD at
+// a rank) every `interval` steps, from the phase of training and from how communication-bound
+// the job is, measured here: a step starts at bucket 0 (DDP launches buckets in index order), its
+// time runs to the next one; the exposed communication is the last bucket's time from its launch
+// to its completion (the backward is over then), the rest is compute; the communication is the
+// buckets' time in the compressors; the norms are the local gradients'. Steps 0 and 1 (DDP
+// rebuilds its buckets after the first) go uncompressed and time the plain allreduce; every
+// decision sums the interval's figures over the ranks (one small allreduce on the queue, at the
+// same bucket on every rank), so every rank decides the same. A bucket whose compressor changes
+// starts a new residual.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -19,10 +31,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "compress/adaptive_controller.h"
 #include "compress/compressor.h"
 #include "compress/method.h"
 #include "python/process_group.h"
@@ -32,9 +46,11 @@ namespace cdt::python {
 
 class CompressionHook {
  public:
-  // Throws cdt::Error(kInvalidArgument) for options the method cannot take.
+  // Throws cdt::Error(kInvalidArgument) for options the method cannot take. `adaptive`: choose
+  // per bucket and interval (method is then ignored).
   CompressionHook(c10::intrusive_ptr<::c10d::ProcessGroup> pg, compress::Method method,
-                  compress::CompressorOptions options);
+                  compress::CompressorOptions options,
+                  std::optional<compress::AdaptiveOptions> adaptive = std::nullopt);
   ~CompressionHook();
 
   // Reduces `buffer` (float32, contiguous) in place to the ranks' mean, later, then calls `done`
@@ -48,7 +64,23 @@ class CompressionHook {
   std::map<int64_t, std::vector<float>> State();
   std::string SetState(const std::map<int64_t, std::vector<float>>& state);
 
+  // Adaptive: each decision taken so far — (first step, phase, reason, per bucket "none" or
+  // "powersgd:R").
+  struct DecisionRecord {
+    int64_t from_step = 0;
+    std::string phase, reason;
+    std::vector<std::string> buckets;
+  };
+  std::vector<DecisionRecord> Decisions();
+
  private:
+  // Adaptive, on the queue: the step's and interval's bookkeeping before bucket `bucket` is
+  // reduced (a decision is due at bucket 0 of an interval's first step), and after.
+  void BeforeBucket(int64_t bucket, double launched_s);
+  void AfterBucket(int64_t bucket, double launched_s, double started_s, size_t n, size_t wire);
+  void Decide();
+  void Apply(const compress::Decision& d);
+
   compress::Compressor& CompressorOf(int64_t bucket,
                                      const std::vector<std::pair<int64_t, int64_t>>& shapes);
 
@@ -59,6 +91,16 @@ class CompressionHook {
   const compress::CompressorOptions options_;
   std::mutex mu_;  // compressors_, between Reduce's thread and State/SetState
   std::map<int64_t, std::unique_ptr<compress::Compressor>> compressors_;
+  std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> shapes_;  // each compressor's
+  // Adaptive (null otherwise): the controller and what it is fed, touched on the queue only
+  // (choices_ and decisions_ under mu_).
+  std::unique_ptr<compress::AdaptiveController> controller_;
+  std::optional<compress::AdaptiveOptions> adaptive_;
+  std::vector<compress::BucketChoice> choices_;  // in force; empty = uncompressed
+  std::vector<DecisionRecord> decisions_;
+  int64_t step_ = -1, buckets_seen_ = 0;
+  double step_start_s_ = 0, last_launch_s_ = 0, last_done_s_ = 0, step0_comm_s_ = 0;
+  compress::IntervalObservation interval_;
   std::map<int64_t, std::vector<float>> restored_;  // SetState before a bucket's first use
   std::vector<float> local_;                         // the queue's scratch
   std::unique_ptr<SerialQueue> queue_;               // drained first (DrainWithoutGil)

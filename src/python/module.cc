@@ -47,10 +47,24 @@ void BindCompressionHook(py::module_& m) {
       "The engine's compressors with error feedback for DDP (cann_dist.hooks.compress).")
       .def(py::init([](const c10::intrusive_ptr<::c10d::ProcessGroup>& pg,
                        const std::string& method, double ratio, int powersgd_rank, uint64_t seed,
-                       bool error_feedback, const std::string& values) {
+                       bool error_feedback, const std::string& values, int64_t interval,
+                       int high_rank, int low_rank, double min_exposed) {
              namespace compress = cdt::compress;
              try {
-               const compress::Method m = compress::MethodNamed(method, "compressor");
+               std::optional<compress::AdaptiveOptions> adaptive;
+               if (method == "adaptive") {
+                 adaptive = compress::AdaptiveOptions{};
+                 if (interval < 1 || high_rank < 1 || low_rank < 1 || !(min_exposed >= 0))
+                   throw cdt::Error(cdt::ErrorCode::kInvalidArgument,
+                                    "interval, high_rank and low_rank must be at least 1, "
+                                    "min_exposed at least 0");
+                 adaptive->interval = interval;
+                 adaptive->high_rank = high_rank;
+                 adaptive->low_rank = low_rank;
+                 adaptive->min_exposed = min_exposed;
+               }
+               const compress::Method m =
+                   adaptive ? compress::Method::kNone : compress::MethodNamed(method, "compressor");
                compress::CompressorOptions o;
                o.ratio = ratio > 0 ? ratio : compress::DefaultRatio(m);
                if (!(o.ratio > 0)) o.ratio = 0.01;  // unused by the dense methods
@@ -58,14 +72,15 @@ void BindCompressionHook(py::module_& m) {
                o.seed = seed;
                o.error_feedback = error_feedback;
                o.sparse_values = compress::SparseValuesNamed(values, "values");
-               return std::make_shared<cdt::python::CompressionHook>(pg, m, o);
+               return std::make_shared<cdt::python::CompressionHook>(pg, m, o, adaptive);
              } catch (const cdt::Error& e) {
                throw py::value_error(std::string("cann_dist.hooks.compress: ") + e.what());
              }
            }),
            py::arg("process_group"), py::arg("method"), py::arg("ratio") = 0.0,
            py::arg("powersgd_rank") = 2, py::arg("seed") = 1, py::arg("error_feedback") = true,
-           py::arg("values") = "fp32")
+           py::arg("values") = "fp32", py::arg("interval") = 50, py::arg("high_rank") = 2,
+           py::arg("low_rank") = 4, py::arg("min_exposed") = 0.05)
       .def(
           "reduce",
           [](cdt::python::CompressionHook& h, int64_t bucket, at::Tensor buffer,
@@ -98,6 +113,21 @@ void BindCompressionHook(py::module_& m) {
           py::arg("bucket"), py::arg("buffer"), py::arg("shapes"), py::arg("done"),
           "Reduces the bucket in place to the ranks' mean, then calls done(None) or "
           "done(error message) from the engine's thread.")
+      .def(
+          "decisions",
+          [](cdt::python::CompressionHook& h) {
+            py::list out;
+            for (const auto& d : h.Decisions()) {
+              py::dict e;
+              e["from_step"] = d.from_step;
+              e["phase"] = d.phase;
+              e["reason"] = d.reason;
+              e["buckets"] = d.buckets;
+              out.append(e);
+            }
+            return out;
+          },
+          "Adaptive: every decision so far (from_step, phase, reason, per bucket).")
       .def("state", &cdt::python::CompressionHook::State,
            "Every bucket's compressor state (error-feedback residuals) by bucket index.")
       .def("set_state", &cdt::python::CompressionHook::SetState, py::arg("state"),

@@ -134,8 +134,31 @@ def test_comm_hooks_run_on_gloo_too():
         assert r0["residual_norm"] > 0, (method, r0)
 
 
+@pytest.mark.parametrize("backend", ["cdt", "gloo"])
+def test_the_adaptive_hook_decides_the_same_on_every_rank(backend):
+    steps = 30
+    # min_exposed 0: the phases alone — warm-up (low rank), then stable (high rank) or a
+    # critical regime (low rank); every rank must take every decision alike.
+    results = run_job(2, "ddp", backend, str(steps), "adaptive:0")
+    for res, code, err in results:
+        assert code == 0, err
+    r0, r1 = results[0][0], results[1][0]
+    assert r0["decisions"] == r1["decisions"]
+    assert r0["params"] == r1["params"]
+    first = r0["decisions"][0]
+    assert first["from_step"] == 2 and first["phase"] == "warmup"
+    assert all(b == "powersgd:4" for b in first["buckets"])
+    assert len(r0["decisions"]) == 1 + (steps - 2 - 1) // 5
+    assert any(d["phase"] == "stable" for d in r0["decisions"])
+    assert sum(r0["losses"][-5:]) / 5 < 0.8 * r0["losses"][0]
+    # With the bandwidth rules on, loopback leaves little communication exposed: it may send
+    # uncompressed, but every rank still decides alike.
+    results = run_job(2, "ddp", backend, str(steps), "adaptive")
+    assert results[0][0]["decisions"] == results[1][0]["decisions"]
+
+
 def test_comm_hooks_refuse_bad_methods():
     with pytest.raises(ValueError, match="unknown method"):
         cann_dist.hooks.compress("zip")
-    with pytest.raises(NotImplementedError):
-        cann_dist.hooks.compress("adaptive")
+    with pytest.raises(ValueError, match="interval"):
+        cann_dist.hooks.compress("adaptive", interval=0)

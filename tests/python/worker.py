@@ -58,7 +58,11 @@ def ddp(rank, world, steps, hook=None):
     model = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.01)
     h = None
     if hook is not None:
-        h = cann_dist.hooks.compress(hook, powersgd_rank=2)
+        extra = {}
+        if hook.startswith("adaptive"):  # adaptive[:MIN_EXPOSED]: decide every 5 steps
+            extra = {"interval": 5, "min_exposed": float(hook.split(":")[1]) if ":" in hook else 0.05}
+            hook = "adaptive"
+        h = cann_dist.hooks.compress(hook, powersgd_rank=2, **extra)
         model.register_comm_hook(None, h)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     g = torch.Generator().manual_seed(1234)
@@ -79,6 +83,7 @@ def ddp(rank, world, steps, hook=None):
            "params": [float(p.detach().double().sum()) for p in model.parameters()]}
     if h is not None:
         state = h.state_dict()
+        out["decisions"] = h.decisions()
         out["residual_buckets"] = len(state["buckets"])
         out["residual_norm"] = sum(sum(x * x for x in v) for v in state["buckets"].values()) ** 0.5
         h.load_state_dict(state)  # round trip
