@@ -20,8 +20,12 @@ from . import _C
 from . import elastic  # noqa: F401
 from . import green  # noqa: F401
 from . import hooks  # noqa: F401
+from . import topology  # noqa: F401
+from .green import CarbonTracker  # noqa: F401
+from .topology import CommunicationOptimizer, TopologyMapper  # noqa: F401
 
-__all__ = ["ProcessGroupCDT", "BACKEND", "elastic", "green", "hooks"]
+__all__ = ["ProcessGroupCDT", "BACKEND", "elastic", "green", "hooks", "topology",
+           "TopologyMapper", "CommunicationOptimizer", "CarbonTracker"]
 
 BACKEND = "cdt"
 ProcessGroupCDT = _C.ProcessGroupCDT

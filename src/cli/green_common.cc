@@ -11,6 +11,7 @@
 #include "green/carbon_sources.h"
 #include "green/forecaster.h"
 #include "green/iso_time.h"
+#include "green/trace_plan.h"
 
 namespace cdt::cli {
 
@@ -69,43 +70,23 @@ GreenJob MakeGreenJob(const GreenOptions& o, double job_hours, double power_kw, 
 
 GreenPlans PlanGreenJob(const GreenOptions& o, const green::CarbonTrace& trace, double start,
                         const green::JobSpec& job) {
-  const green::Strategy strategy = green::ParseStrategy(o.strategy);
-  double base_rate = 1;
-  for (const auto& p : job.scaling)
-    if (p.workers == job.base_workers) base_rate = p.work_per_hour;
-  int hours = std::max(job.deadline_hours, static_cast<int>(std::ceil(job.work / base_rate)) + 1);
-  if (!trace.constant())
-    hours = std::min(hours, static_cast<int>((trace.end_unix() - start) / 3600));
-  if (hours < job.deadline_hours)
-    throw Error(ErrorCode::kInvalidArgument, "the trace " + trace.source() + " ends " +
-                                                 std::to_string(hours) +
-                                                 " h after --start; the deadline needs " +
-                                                 std::to_string(job.deadline_hours) + " h");
-  GreenPlans p;
-  p.intensity = trace.Hourly(start, hours);
-  green::PlanOptions po;
-  po.contiguous_partial = o.carbon_aware;  // every running stretch costs a restart at run time
-  po.weights = {o.weights.at(0), o.weights.at(1), o.weights.at(2)};
+  green::TracePlanOptions t;
+  t.strategy = green::ParseStrategy(o.strategy);
+  t.forecast = o.forecast;
+  t.plan.contiguous_partial = o.carbon_aware;  // every running stretch costs a restart at run time
+  t.plan.weights = {o.weights.at(0), o.weights.at(1), o.weights.at(2)};
   if (!o.price_trace.empty()) {
     green::TraceReadOptions r;
     r.value_column = "price_per_kwh";
-    po.price_per_kwh = green::ReadCarbonTrace(o.price_trace, r).Hourly(start, job.deadline_hours);
-  }
-  if (o.forecast) {
-    const std::vector<double> f = green::ForecastHourly(trace, start, hours);
-    const green::Plan planned = green::MakePlan(strategy, job, f, po);
-    p.forecast_carbon_kg = planned.carbon_kg;
-    p.plan = green::Reprice(planned, job, p.intensity);
-  } else {
-    p.plan = green::MakePlan(strategy, job, p.intensity, po);
+    t.plan.price_per_kwh =
+        green::ReadCarbonTrace(o.price_trace, r).Hourly(start, job.deadline_hours);
   }
   try {
-    p.baseline = green::MakePlan(green::Strategy::kAgnostic, job, p.intensity, po);
-  } catch (const Error&) {
-    p.baseline.carbon_kg = 0;  // the trace ends before an unpaused run would: no baseline
-    p.baseline.feasible = false;
+    return green::PlanOnTrace(trace, start, job, t);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kInvalidArgument) throw;
+    throw Error(e.code(), std::string(e.what()) + " (--start, --deadline)");
   }
-  return p;
 }
 
 void PrintGreenPlan(const GreenOptions& o, const green::CarbonTrace& trace, double start,

@@ -3,12 +3,12 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
-#include <nlohmann/json.hpp>
 
 #include "cdt/error.h"
 #include "common/file_io.h"
 #include "common/units.h"
 #include "topology/compression_advice.h"
+#include "topology/discovery_report.h"
 
 namespace cdt::cli {
 
@@ -50,40 +50,29 @@ int RunTopoScan(Communicator& comm, const TopoScanOptions& o,
                 d.probe.inter.beta_GBps);
   std::printf(
       "plan      : allreduce algorithm per message size (predicted time at the range start)\n");
-  nlohmann::json plan = nlohmann::json::array();
   for (const auto& e : d.planner->plan()) {
     std::string hi =
         e.max_bytes == std::numeric_limits<size_t>::max() ? "..." : FormatBytes(e.max_bytes + 1);
     std::printf("            [%6s, %6s)  %-5s  %10.1f us\n", FormatBytes(e.min_bytes).c_str(),
                 hi.c_str(), AllreduceAlgorithmName(e.algorithm), e.predicted_us);
-    plan.push_back({{"min_bytes", e.min_bytes},
-                    {"max_bytes", e.max_bytes},
-                    {"algorithm", AllreduceAlgorithmName(e.algorithm)},
-                    {"predicted_us", e.predicted_us}});
   }
-  nlohmann::json advice_json;
+  topology::CompressionAdviceOptions ao;
+  topology::CompressionAdvice adv;
   if (o.gradient_compress) {
-    topology::CompressionAdviceOptions ao;
     ao.gradient_bytes = static_cast<double>(ParseBytes(o.gradient_size, "--gradient-size"));
     if (o.compute_ms > 0) ao.compute_budget_us = o.compute_ms * 1e3;
-    topology::CompressionAdvice adv = topology::AdviseCompression(d.planner->model(), ao);
+    adv = topology::AdviseCompression(d.planner->model(), ao);
     std::printf("compress  : f32 gradient of %s per step, compute budget %s\n",
                 FormatBytes(static_cast<size_t>(ao.gradient_bytes)).c_str(),
                 o.compute_ms > 0 ? (std::to_string(o.compute_ms) + " ms").c_str() : "not given");
     std::printf("            %-9s %-32s %12s %12s %12s %12s\n", "method", "setting", "wire_bytes",
                 "comm_ms", "encode_ms", "total_ms");
-    nlohmann::json cands = nlohmann::json::array();
     for (size_t i = 0; i < adv.candidates.size(); ++i) {
       const auto& c = adv.candidates[i];
       std::printf("          %s %-9s %-32s %12s %12.2f %12.2f %12.2f\n",
                   static_cast<int>(i) == adv.recommended ? "*" : " ", c.name.c_str(),
                   c.setting.c_str(), FormatBytes(static_cast<size_t>(c.wire_bytes)).c_str(),
                   c.comm_us / 1e3, c.encode_us / 1e3, c.total_us() / 1e3);
-      cands.push_back({{"method", c.name},
-                       {"setting", c.setting},
-                       {"wire_bytes", c.wire_bytes},
-                       {"comm_us", c.comm_us},
-                       {"encode_us", c.encode_us}});
     }
     const auto& rec = adv.candidates[static_cast<size_t>(adv.recommended)];
     std::printf("            recommended: %s (%s): %s\n", rec.name.c_str(), rec.setting.c_str(),
@@ -91,47 +80,11 @@ int RunTopoScan(Communicator& comm, const TopoScanOptions& o,
     std::printf(
         "            (comm predicted by the cost model; encode = this rank's measured kernel"
         " time; powersgd sized as one square matrix)\n");
-    advice_json = {
-        {"gradient_bytes", ao.gradient_bytes},
-        {"compute_budget_us",
-         ao.compute_budget_us ? nlohmann::json(*ao.compute_budget_us) : nlohmann::json(nullptr)},
-        {"candidates", cands},
-        {"recommended", rec.name},
-        {"setting", rec.setting},
-        {"reason", adv.reason}};
   }
-  if (!o.json.empty()) {
-    nlohmann::json levels = nlohmann::json::array();
-    if (d.probe.has_intra)
-      levels.push_back({{"name", "intra"},
-                        {"alpha_us", d.probe.intra.alpha_us},
-                        {"beta_GBps", d.probe.intra.beta_GBps},
-                        {"node_GBps", d.probe.intra.node_GBps}});
-    if (d.probe.has_inter)
-      levels.push_back({{"name", "inter"},
-                        {"alpha_us", d.probe.inter.alpha_us},
-                        {"beta_GBps", d.probe.inter.beta_GBps}});
-    nlohmann::json nics = nlohmann::json::array();
-    for (const auto& n : d.nics)
-      nics.push_back(
-          {{"name", n.name}, {"kind", n.kind}, {"speed_gbps", n.speed_gbps}, {"up", n.up}});
-    nlohmann::json doc = {
-        {"world_size", comm.size()},
-        {"network",
-         {{"type", d.network_type},
-          {"bandwidth_gbps", slow.beta_GBps * 8},
-          {"latency_us", slow.alpha_us},
-          {"nic_speed_gbps", d.nic_speed_gbps}}},
-        {"hierarchy", {{"nodes", shape.nodes()}, {"ranks_per_node", shape.ranks_per_node}}},
-        {"levels", levels},
-        {"plan", plan},
-        {"nics", nics},
-        {"fingerprint", d.fingerprint},
-        {"from_cache", d.from_cache},
-        {"probe_s", d.probe.seconds}};
-    if (o.gradient_compress) doc["gradient_compress"] = advice_json;
-    WriteFileAtomically(o.json, doc.dump(2) + "\n");
-  }
+  if (!o.json.empty())
+    WriteFileAtomically(o.json, topology::DiscoveryReportJson(d, comm.size(),
+                                                              o.gradient_compress ? &adv : nullptr,
+                                                              o.gradient_compress ? &ao : nullptr));
   return 0;
 }
 

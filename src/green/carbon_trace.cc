@@ -1,5 +1,7 @@
 #include "green/carbon_trace.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -88,6 +90,27 @@ std::vector<double> CarbonTrace::Hourly(double start, int hours) const {
   for (int h = 0; h < hours; ++h)
     out.push_back(GramsPerKw(start + 3600.0 * h, start + 3600.0 * (h + 1)));
   return out;
+}
+
+namespace {
+
+// Jan 1, 00:00 UTC of the year holding `unix_s`.
+double StartOfYear(double unix_s) {
+  const time_t t = static_cast<time_t>(unix_s);
+  struct tm tm {};
+  gmtime_r(&t, &tm);
+  tm.tm_mon = 0;
+  tm.tm_mday = 1;
+  tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
+  return static_cast<double>(timegm(&tm));
+}
+
+}  // namespace
+
+double CarbonTrace::SameMomentOfYear(double unix_s) const {
+  double t = StartOfYear(start_unix()) + (unix_s - StartOfYear(unix_s));
+  while (t >= end_unix()) t -= 365 * 86400.0;
+  return t;
 }
 
 }  // namespace cdt::green

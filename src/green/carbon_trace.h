@@ -28,6 +28,9 @@ class CarbonTrace {
   const std::string& region() const { return region_; }
   bool constant() const { return constant_; }
   double start_unix() const;
+  // The moment of the trace's first year as far from Jan 1, 00:00 UTC as `unix_s` is from its
+  // year's (today's hour in a 2022 trace), moved a year back while past the trace's end.
+  double SameMomentOfYear(double unix_s) const;
   double end_unix() const;
   const std::vector<CarbonInterval>& intervals() const { return intervals_; }
 

@@ -1,7 +1,5 @@
 #include "green/carbon_tracker.h"
 
-#include <time.h>
-
 #include <algorithm>
 #include <utility>
 
@@ -9,20 +7,6 @@
 #include "common/unix_time.h"
 
 namespace cdt::green {
-namespace {
-
-// Jan 1, 00:00 UTC of the year holding `unix_s`.
-double StartOfYear(double unix_s) {
-  const time_t t = static_cast<time_t>(unix_s);
-  struct tm tm {};
-  gmtime_r(&t, &tm);
-  tm.tm_mon = 0;
-  tm.tm_mday = 1;
-  tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
-  return static_cast<double>(timegm(&tm));
-}
-
-}  // namespace
 
 CarbonTracker::CarbonTracker(CarbonTrace trace, CarbonTrackerOptions options)
     : trace_(std::move(trace)), o_(std::move(options)), meters_(o_.meters) {
@@ -50,9 +34,7 @@ void CarbonTracker::Start() {
   wall_start_ = o_.clock();
   o_.timebase.wall_start = wall_start_;
   if (o_.timebase.trace_start < 0) {
-    o_.timebase.trace_start =
-        StartOfYear(trace_.start_unix()) + (wall_start_ - StartOfYear(wall_start_));
-    while (o_.timebase.trace_start >= trace_.end_unix()) o_.timebase.trace_start -= 365 * 86400.0;
+    o_.timebase.trace_start = trace_.SameMomentOfYear(wall_start_);
   }
   const double t = o_.timebase.ToTrace(wall_start_);
   if (t < trace_.start_unix() || t >= trace_.end_unix())

@@ -10,8 +10,12 @@
 #include "compress/registry.h"
 #include "python/comm_hook.h"
 #include "python/elastic_run.h"
+#include "python/green_job.h"
+#include "topology/discovery.h"
+#include "topology/discovery_report.h"
 #include "green/carbon_sources.h"
 #include "green/carbon_tracker.h"
+#include "green/certificate.h"
 #include "python/process_group.h"
 
 namespace py = pybind11;
@@ -174,6 +178,60 @@ void BindElastic(py::module_& m) {
 
 }
 
+// A discovered topology kept for CommunicationOptimizer (its cost model answers later questions).
+struct TopologyHandle {
+  cdt::topology::Discovery discovery;
+  int world_size = 1;
+};
+
+void BindTopology(py::module_& m) {
+  namespace topology = cdt::topology;
+  py::class_<TopologyHandle>(m, "Topology", "A discovered topology (cann_dist.topology).")
+      .def("json",
+           [](const TopologyHandle& t) {
+             return topology::DiscoveryReportJson(t.discovery, t.world_size);
+           })
+      .def(
+          "advise",
+          [](const TopologyHandle& t, double gradient_bytes, double compute_ms) {
+            topology::CompressionAdviceOptions o;
+            o.gradient_bytes = gradient_bytes;
+            if (compute_ms > 0) o.compute_budget_us = compute_ms * 1e3;
+            return topology::CompressionAdviceJson(
+                topology::AdviseCompression(t.discovery.planner->model(), o), o);
+          },
+          py::arg("gradient_bytes"), py::arg("compute_ms") = 0.0,
+          py::call_guard<py::gil_scoped_release>(),
+          "The compression advice for a float32 gradient of this many bytes per step.");
+  m.def(
+      "scan_topology",
+      [](const c10::intrusive_ptr<::c10d::ProcessGroup>& pg, const std::string& cache_dir,
+         bool rescan, bool install) {
+        auto* cdt_pg = dynamic_cast<cdt::python::ProcessGroupCDT*>(pg.get());
+        if (cdt_pg == nullptr)
+          throw py::value_error("cann_dist.TopologyMapper.scan: the group's backend is " +
+                                pg->getBackendName() +
+                                "; the scan measures the engine's own links: use the \"cdt\" "
+                                "backend (init_process_group(\"cdt\"))");
+        cdt::Communicator& comm = cdt_pg->communicator();
+        auto handle = std::make_unique<TopologyHandle>();
+        {
+          py::gil_scoped_release release;
+          topology::DiscoveryOptions o;
+          o.cache_dir = cache_dir;
+          o.rescan = rescan;
+          handle->discovery = topology::Discover(comm, o);
+          handle->world_size = comm.size();
+          if (install) comm.SetAllreduceSelector(handle->discovery.planner);
+        }
+        return handle;
+      },
+      py::arg("process_group"), py::arg("cache_dir") = "", py::arg("rescan") = false,
+      py::arg("install") = true,
+      "Discovers the topology on every rank of the group (a collective); `install`: the group's "
+      "allreduces follow its plan from now on.");
+}
+
 void BindGreen(py::module_& m) {
   namespace green = cdt::green;
   py::class_<green::CarbonTracker>(m, "CarbonTracker",
@@ -217,6 +275,65 @@ void BindGreen(py::module_& m) {
           py::arg("emissions_csv") = "", py::call_guard<py::gil_scoped_release>(),
           "Stops; appends CodeCarbon's row to `emissions_csv` (if given); the report's JSON.")
       .def_property_readonly("meter", &green::CarbonTracker::meter_description);
+
+  // Signed reports (green/certificate.h): what `cann-dist-train cert issue|verify` does.
+  m.def("ensure_signing_key", &green::EnsureSigningKey, py::arg("path"),
+        "Creates the Ed25519 key file (0600) unless it exists; the base64 public key.");
+  m.def(
+      "issue_certificate",
+      [](const py::bytes& report, const std::string& name, const std::string& key_path) {
+        return green::IssueCertificate(std::string(report), name, key_path);
+      },
+      py::arg("report_bytes"), py::arg("report_name"), py::arg("key_path"),
+      "The certificate (JSON) signing these bytes with the key file.");
+  m.def(
+      "verify_certificate",
+      [](const py::bytes& report, const std::string& certificate,
+         const std::vector<std::string>& trusted) {
+        const green::Verification v =
+            green::VerifyCertificate(std::string(report), certificate, trusted);
+        py::dict d;
+        d["ok"] = v.ok;
+        d["trusted"] = v.trusted;
+        d["public_key"] = v.public_key;
+        d["why"] = v.why;
+        return d;
+      },
+      py::arg("report_bytes"), py::arg("certificate_json"), py::arg("trusted_public_keys"));
+  m.def("read_trusted_keys", &green::ReadTrustedKeys, py::arg("path"));
+
+  using cdt::python::GreenRunConfig;
+  py::class_<GreenRunConfig>(m, "GreenRunConfig", "cann_dist.green.GreenScheduler's settings.")
+      .def(py::init<>())
+      .def_readwrite("trace_path", &GreenRunConfig::trace_path)
+      .def_readwrite("profiles_path", &GreenRunConfig::profiles_path)
+      .def_readwrite("strategy", &GreenRunConfig::strategy)
+      .def_readwrite("run_id", &GreenRunConfig::run_id)
+      .def_readwrite("start_unix", &GreenRunConfig::start_unix)
+      .def_readwrite("time_scale", &GreenRunConfig::time_scale)
+      .def_readwrite("pue", &GreenRunConfig::pue)
+      .def_readwrite("deadline_hours", &GreenRunConfig::deadline_hours)
+      .def_readwrite("carbon_cap_kg", &GreenRunConfig::carbon_cap_kg)
+      .def_readwrite("batch", &GreenRunConfig::batch)
+      .def_readwrite("calibrate_steps", &GreenRunConfig::calibrate_steps)
+      .def_readwrite("min_batch", &GreenRunConfig::min_batch)
+      .def_readwrite("max_batch", &GreenRunConfig::max_batch)
+      .def_readwrite("green_priority", &GreenRunConfig::green_priority)
+      .def_readwrite("forecast", &GreenRunConfig::forecast);
+  m.def(
+      "run_carbon_aware",
+      [](const GreenRunConfig& c, py::object job, py::object say,
+         const std::string& emissions_csv) {
+        try {
+          return cdt::python::RunGreenFromPython(c, std::move(job), std::move(say),
+                                                 emissions_csv);
+        } catch (const cdt::Error& e) {
+          throw py::value_error(std::string("cann_dist.green.GreenScheduler: ") + e.what());
+        }
+      },
+      py::arg("config"), py::arg("job"), py::arg("say"), py::arg("emissions_csv") = "",
+      "Calibrates, plans and runs `job` carbon-aware; appends CodeCarbon's row to "
+      "`emissions_csv` (if given); the report's JSON.");
 }
 
 }  // namespace
@@ -226,5 +343,6 @@ PYBIND11_MODULE(_C, m) {
   BindProcessGroup(m);
   BindCompressionHook(m);
   BindElastic(m);
+  BindTopology(m);
   BindGreen(m);
 }

@@ -157,6 +157,24 @@ def test_the_adaptive_hook_decides_the_same_on_every_rank(backend):
     assert results[0][0]["decisions"] == results[1][0]["decisions"]
 
 
+def test_topology_mapper_scans_the_group_and_the_optimizer_plans():
+    results = run_job(2, "topology", "cdt", timeout=180)
+    for res, code, err in results:
+        assert code == 0, err
+    r0, r1 = results[0][0], results[1][0]
+    assert r0["plan"] == r1["plan"]  # every rank builds the same planner
+    assert r0["nodes"] == 1 and r0["ranks_per_node"] == [2] and r0["levels"] == ["intra"]
+    assert r0["alpha_us"][0] > 0 and r0["beta"][0] > 0
+    assert r0["plan"][0][0] == 0 and r0["algorithm_1MiB"] in {e[2] for e in r0["plan"]}
+    assert r0["sum"] == 2.0
+    assert r0["gradient_bytes"] == 4 * (1000 * 1000 + 1000)
+    assert r0["recommended"] in r0["candidates"]
+    refused = run_job(2, "topology", "gloo")
+    for res, code, err in refused:
+        assert code == 0, err
+        assert "use the \"cdt\" backend" in res["refused"]
+
+
 def test_comm_hooks_refuse_bad_methods():
     with pytest.raises(ValueError, match="unknown method"):
         cann_dist.hooks.compress("zip")

@@ -80,3 +80,59 @@ def test_the_example_meters_a_training_run(tmp_path):
     (row,) = list(csv.DictReader(open(tmp_path / "emissions.csv")))
     assert float(row["emissions"]) == pytest.approx(r["emissions_kg"], rel=1e-6)
     assert r["energy_kwh"] > 0 and r["steps"] == 30
+
+
+def test_a_signed_report_verifies_and_any_change_shows(tmp_path, monkeypatch):
+    from cann_dist.green import GreenTrainingCert
+    monkeypatch.setenv("CDT_SIGNING_KEY", str(tmp_path / "keys" / "signing.key"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # no trusted_keys there
+    t = CarbonTracker(region="PJM", output_dir=str(tmp_path), measure_power_secs=0.1)
+    t.start()
+    busy(0.3)
+    t.stop()
+    report = tmp_path / "green_report.json"
+    cert = GreenTrainingCert.issue(t, str(report))
+    assert os.stat(tmp_path / "keys" / "signing.key").st_mode & 0o077 == 0
+    v = GreenTrainingCert.verify(str(report))
+    assert v["ok"] and not v["trusted"]  # signed by our key, which nobody listed as trusted
+    assert GreenTrainingCert.verify(str(report), trusted_keys=[v["public_key"]])["trusted"]
+    assert cert and v["public_key"]
+    text = report.read_text()
+    report.write_text(text.replace('"region": "PJM"', '"region": "BPAT"'))
+    assert not GreenTrainingCert.verify(str(report))["ok"]
+
+
+def test_the_green_scheduler_runs_a_python_job_through_its_plan(tmp_path):
+    import torch
+    from cann_dist.green import GreenScheduler, TrainingJob
+
+    def init():
+        torch.manual_seed(0)
+        m = torch.nn.Linear(50, 4)
+        return {"model": m, "opt": torch.optim.SGD(m.parameters(), lr=0.1)}
+
+    def step(s, batch):
+        loss = s["model"](torch.randn(batch, 50)).pow(2).mean()
+        s["opt"].zero_grad()
+        loss.backward()
+        s["opt"].step()
+        time.sleep(0.01)  # a steady step time, so that the calibration holds
+        return batch
+
+    job = TrainingJob(init, step, total_steps=120, evaluate=lambda s: 0.5)
+    scheduler = GreenScheduler(region="CISO", trace_start="2022-06-01T00:00:00Z", time_scale=0.2,
+                               deadline_hours=24, calibrate_steps=20, output_dir=str(tmp_path),
+                               verbose=False)
+    report = scheduler.run(job)
+    assert job.done == 120
+    assert job.runs[0]["tag"].startswith("calibration") and job.runs[0]["steps"] == 20
+    trained = [r for r in job.runs if not r["tag"].startswith("calibration")]
+    assert sum(r["steps"] for r in trained) == 120
+    assert [r["first_step"] for r in trained] == [0] + [sum(r["steps"] for r in trained[:i])
+                                                        for i in range(1, len(trained))]
+    assert report["energy_kwh"] > 0 and report["carbon_kg"] > 0 and report["baseline_carbon_kg"] > 0
+    assert report["final_test_accuracy"] == 0.5
+    assert any("calibrating" in l for l in scheduler.lines)
+    assert (tmp_path / "green_report.json").exists()
+    (row,) = list(csv.DictReader(open(tmp_path / "emissions.csv")))
+    assert float(row["emissions"]) == pytest.approx(report["carbon_kg"], rel=1e-6)

@@ -90,6 +90,30 @@ def ddp(rank, world, steps, hook=None):
     return out
 
 
+def topology(backend):
+    """TopologyMapper.scan() and CommunicationOptimizer.generate_plan() on this group."""
+    from cann_dist import CommunicationOptimizer, TopologyMapper
+    if backend != "cdt":
+        try:
+            TopologyMapper.scan(cache_dir="none")
+        except ValueError as e:
+            return {"refused": str(e)}
+        return {"refused": None}
+    topo = TopologyMapper.scan(cache_dir="none")
+    model = torch.nn.Linear(1000, 1000)
+    plan = CommunicationOptimizer.generate_plan(topo, model=model, compute_ms=5)
+    t = torch.ones(300000)
+    dist.all_reduce(t)  # through the installed plan
+    return {"network_type": topo.network_type, "nodes": topo.nodes,
+            "ranks_per_node": topo.ranks_per_node, "levels": [l.name for l in topo.levels],
+            "alpha_us": [l.alpha_us for l in topo.levels], "beta": [l.beta_GBps for l in topo.levels],
+            "plan": [[e.min_bytes, e.max_bytes, e.algorithm] for e in topo.plan],
+            "algorithm_1MiB": topo.algorithm_for(1 << 20), "sum": t[0].item(),
+            "gradient_bytes": plan.compression.gradient_bytes,
+            "recommended": plan.compression.recommended,
+            "candidates": [c["method"] for c in plan.compression.candidates]}
+
+
 def main():
     mode, backend = sys.argv[1], sys.argv[2]
     timeout = datetime.timedelta(seconds=float(os.environ.get("TEST_TIMEOUT", "10")))
@@ -101,6 +125,8 @@ def main():
             result.update(collectives(rank, world))
         elif mode == "ddp":
             result.update(ddp(rank, world, int(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else None))
+        elif mode == "topology":
+            result.update(topology(backend))
         elif mode == "die":
             # Rank 1 dies without a word; the others' next collective must raise, naming it.
             if rank == 1:
