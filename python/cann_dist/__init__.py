@@ -12,7 +12,9 @@ CDT_JOB_SECRET (the job secret; without it the handshake is keyed by the store's
 CDT_NODE_ADDR (the address peers dial; default 127.0.0.1) and CDT_JOB_ID.
 """
 import datetime
+import importlib
 import os
+import sys
 
 import torch.distributed as _dist
 
@@ -21,11 +23,15 @@ from . import elastic  # noqa: F401
 from . import green  # noqa: F401
 from . import hooks  # noqa: F401
 from . import topology  # noqa: F401
-from .green import CarbonTracker  # noqa: F401
+from .elastic import ElasticTrainer  # noqa: F401
+from .green import CarbonTracker, GreenScheduler, GreenTrainingCert  # noqa: F401
+from .hooks import GradientCompressor  # noqa: F401
 from .topology import CommunicationOptimizer, TopologyMapper  # noqa: F401
 
 __all__ = ["ProcessGroupCDT", "BACKEND", "elastic", "green", "hooks", "topology",
-           "TopologyMapper", "CommunicationOptimizer", "CarbonTracker"]
+           # the seed's names (docs/python.md, "The seed's names")
+           "TopologyMapper", "CommunicationOptimizer", "GradientCompressor", "ElasticTrainer",
+           "GreenScheduler", "CarbonTracker", "GreenTrainingCert"]
 
 BACKEND = "cdt"
 ProcessGroupCDT = _C.ProcessGroupCDT
@@ -51,6 +57,28 @@ def _create_process_group(store, rank, size, timeout):
         advertise_host=os.environ.get("CDT_NODE_ADDR", "127.0.0.1"),
     )
 
+
+def _launcher_store_rendezvous(url, timeout=None, **kwargs):
+    """env:// under `cann-dist-train launch`: MASTER_ADDR:MASTER_PORT is the launcher's own
+    authenticated store (CDT_STORE_HOSTED=1), which torch's TCPStore can neither host nor speak;
+    connect to it with the job secret instead. Elsewhere (torchrun ...): torch's own handler."""
+    if os.environ.get("CDT_STORE_HOSTED") != "1":
+        yield from _torch_env_rendezvous(url, timeout=timeout, **kwargs) if timeout is not None \
+            else _torch_env_rendezvous(url, **kwargs)
+        return
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    seconds = timeout.total_seconds() if timeout is not None else 1800.0
+    store = _C.connect_job_store(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+                                 os.environ.get("CDT_JOB_SECRET", ""), seconds,
+                                 os.environ.get("CDT_RDZV_BACKEND", "tcp"))
+    yield (_dist.PrefixStore("%s/torch" % os.environ.get("CDT_JOB_ID", "cdt"), store), rank, world)
+    raise RuntimeError("cann_dist: env:// cannot re-rendezvous; use cann_dist.elastic for that")
+
+
+_rdzv = importlib.import_module("torch.distributed.rendezvous")
+_torch_env_rendezvous = _rdzv._rendezvous_handlers["env"]
+if _torch_env_rendezvous is not _launcher_store_rendezvous:
+    _rdzv._rendezvous_handlers["env"] = _launcher_store_rendezvous
 
 if BACKEND.upper() not in _dist.Backend._plugins:
     _dist.Backend.register_backend(BACKEND, _create_process_group)

@@ -40,7 +40,7 @@ import torch.distributed as dist
 
 from . import _C
 
-__all__ = ["State", "ElasticSampler", "run", "RegroupInterrupt"]
+__all__ = ["State", "ElasticSampler", "ElasticTrainer", "run", "RegroupInterrupt"]
 
 
 class RegroupInterrupt(Exception):
@@ -379,3 +379,20 @@ def run(fn):
         return driven.result
 
     return wrapper
+
+
+class ElasticTrainer:
+    """The seed's name for elastic.run: ElasticTrainer(train_fn, state).run(*args) is
+    elastic.run(train_fn)(state, *args); `recoveries` lists what each recovery cost."""
+
+    def __init__(self, train_fn, state):
+        if not isinstance(state, State):
+            raise TypeError("ElasticTrainer: state must be a cann_dist.elastic.State")
+        self.train_fn, self.state = train_fn, state
+
+    def run(self, *args, **kwargs):
+        return run(self.train_fn)(self.state, *args, **kwargs)
+
+    @property
+    def recoveries(self):
+        return self.state.recoveries

@@ -90,3 +90,26 @@ def compress(method="powersgd", *, ratio=0.0, powersgd_rank=2, seed=1, error_fee
     hook.load_state_dict = load_state_dict
     hook.__name__ = f"cann_dist_compress_{method}"
     return hook
+
+
+class GradientCompressor:
+    """The seed's name for a compression hook: GradientCompressor("adaptive").register(ddp)
+    registers cann_dist.hooks.compress(method, **options) on a DistributedDataParallel model;
+    state_dict() / load_state_dict() carry the residuals, decisions() the adaptive choices."""
+
+    def __init__(self, method="adaptive", **options):
+        self.method = method
+        self.hook = compress(method, **options)
+
+    def register(self, ddp_model, process_group=None):
+        ddp_model.register_comm_hook(process_group, self.hook)
+        return ddp_model
+
+    def state_dict(self):
+        return self.hook.state_dict()
+
+    def load_state_dict(self, d):
+        return self.hook.load_state_dict(d)
+
+    def decisions(self):
+        return self.hook.decisions()

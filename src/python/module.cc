@@ -9,7 +9,11 @@
 #include "cdt/error.h"
 #include "compress/registry.h"
 #include "python/comm_hook.h"
+#include "comm/store/etcd_store.h"
+#include "comm/store/tcp_store_client.h"
+#include "comm/transport/socket.h"
 #include "python/elastic_run.h"
+#include "python/engine_store.h"
 #include "python/green_job.h"
 #include "topology/discovery.h"
 #include "topology/discovery_report.h"
@@ -338,9 +342,36 @@ void BindGreen(py::module_& m) {
 
 }  // namespace
 
+void BindJobStore(py::module_& m) {
+  m.def(
+      "connect_job_store",
+      [](const std::string& host, int port, const std::string& secret, double timeout_s,
+         const std::string& backend) -> c10::intrusive_ptr<::c10d::Store> {
+        const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+        try {
+          const cdt::net::HostPort hp =
+              cdt::net::ParseHostPort(host + ":" + std::to_string(port), "MASTER_ADDR:MASTER_PORT");
+          std::shared_ptr<cdt::Store> store;
+          if (backend == "etcd")
+            store = std::make_shared<cdt::EtcdStore>(hp, timeout);
+          else
+            store = std::make_shared<cdt::TcpStoreClient>(hp, secret, timeout);
+          return c10::make_intrusive<cdt::python::EngineStore>(std::move(store), timeout);
+        } catch (const cdt::Error& e) {
+          throw std::runtime_error(std::string("cann_dist: the launcher's store at ") + host + ":" +
+                                   std::to_string(port) + ": " + e.what());
+        }
+      },
+      py::arg("host"), py::arg("port"), py::arg("secret"), py::arg("timeout_s"),
+      py::arg("backend") = "tcp", py::call_guard<py::gil_scoped_release>(),
+      "The store `cann-dist-train launch` hosts (authenticated by the job secret), as a torch "
+      "Store.");
+}
+
 PYBIND11_MODULE(_C, m) {
   m.doc() = "cann-dist-train's engine for torch.distributed (the \"cdt\" backend)";
   BindProcessGroup(m);
+  BindJobStore(m);
   BindCompressionHook(m);
   BindElastic(m);
   BindTopology(m);
