@@ -14,6 +14,7 @@ and one uninterrupted run for the accuracy the interrupted ones are compared wit
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -54,8 +55,9 @@ def workers(root_pid):
 def one_run(kind, a, kill_step, victim, tmp):
     log = os.path.join(tmp, f"{kind}-steps.jsonl")
     res = os.path.join(tmp, f"{kind}-result.json")
-    ckpt = os.path.join(tmp, f"{kind}-ckpt.pt")
-    for f in (log, res, ckpt):
+    ckpt = os.path.join(tmp, f"{kind}-ckpt")
+    shutil.rmtree(ckpt, ignore_errors=True)
+    for f in (log, res):
         if os.path.exists(f):
             os.remove(f)
     script = [sys.executable, EXAMPLE, "--steps", str(a.steps), "--step-log", log, "--json", res]

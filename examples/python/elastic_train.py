@@ -10,8 +10,9 @@ Kill any worker (`kill -9 PID`, or `cann-dist-train fault-inject kill:2@150`, or
 `--inject kill:2@150`) and watch rank 0's line "completed step N, X s after the failure".
 
 Under torchrun (no --elastic) the same script trains without in-process recovery; with
-`--checkpoint FILE` it saves every --checkpoint-every steps and resumes from the file when
-torchrun restarts it (`torchrun --max-restarts 3 ...`).
+`--checkpoint DIR` rank 0 saves every --checkpoint-every steps (CheckpointManager: asynchronous,
+lz4, incremental) and every rank resumes from the newest when torchrun restarts them
+(`torchrun --max-restarts 3 ...`).
 """
 import argparse
 import json
@@ -27,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fashion_mnist  # noqa: E402
 
 import cann_dist  # noqa: E402,F401  (registers the "cdt" backend)
-from cann_dist import elastic  # noqa: E402
+from cann_dist import CheckpointManager, elastic  # noqa: E402
 
 
 def parse():
@@ -38,7 +39,9 @@ def parse():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--step-log", help="rank 0 appends one JSON line per completed step (time, step, world, generation)")
     p.add_argument("--json", help="rank 0 writes the result here (accuracy, losses, recoveries)")
-    p.add_argument("--checkpoint", help="without --elastic: save here every --checkpoint-every steps, resume from it")
+    p.add_argument("--checkpoint", help="a directory: rank 0 saves a checkpoint there every "
+                   "--checkpoint-every steps (CheckpointManager: async, lz4, incremental); a "
+                   "restarted job (torchrun) resumes from it")
     p.add_argument("--checkpoint-every", type=int, default=20)
     return p.parse_args()
 
@@ -51,13 +54,11 @@ def main():
     model = fashion_mnist.SmallCnn()
     optimizer = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
     sampler = elastic.ElasticSampler(len(labels), seed=a.seed)
-    state = elastic.State(model=model, optimizer=optimizer, sampler=sampler, step=0, losses=[])
-    if a.checkpoint and os.path.exists(a.checkpoint):  # torchrun restarted us
-        saved = torch.load(a.checkpoint)
-        model.load_state_dict(saved["model"])
-        optimizer.load_state_dict(saved["optimizer"])
-        sampler.load_state_dict(saved["sampler"])
-        state.step, state.losses = saved["step"], saved["losses"]
+    manager = CheckpointManager(a.checkpoint, backend="async_io", compression="lz4",
+                                incremental=True) if a.checkpoint else None
+    state = elastic.State(model=model, optimizer=optimizer, sampler=sampler, checkpoint=manager,
+                          checkpoint_every=a.checkpoint_every, step=0, losses=[])
+    state.load_checkpoint()  # a restarted job resumes (nothing happens without a checkpoint)
     step_log = open(a.step_log, "a") if a.step_log else None
 
     @elastic.run
@@ -81,12 +82,6 @@ def main():
                                            "generation": state.generation,
                                            "pid": os.getpid()}) + "\n")
                 step_log.flush()
-            if a.checkpoint and rank == 0 and state.step % a.checkpoint_every == 0:
-                tmp = a.checkpoint + ".tmp"
-                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                            "sampler": sampler.state_dict(), "step": state.step,
-                            "losses": state.losses}, tmp)
-                os.replace(tmp, a.checkpoint)
         return rank
 
     rank = train(state)

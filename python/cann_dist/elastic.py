@@ -145,10 +145,15 @@ class State:
     run() calls sync() at the start of each generation; `recoveries` lists what each recovery cost.
     """
 
-    def __init__(self, model=None, optimizer=None, sampler=None, **fields):
+    def __init__(self, model=None, optimizer=None, sampler=None, checkpoint=None,
+                 checkpoint_every=0, **fields):
         self.model = model
         self.optimizer = optimizer
         self.sampler = sampler
+        # A CheckpointManager: rank 0 saves every `checkpoint_every`-th commit to it (async), a
+        # group paused below --min-workers saves its last commit, load_checkpoint() resumes.
+        self.checkpoint_manager = checkpoint
+        self.checkpoint_every = int(checkpoint_every)
         self._fields = list(fields)
         for k, v in fields.items():
             setattr(self, k, v)
@@ -166,6 +171,9 @@ class State:
     def commit(self):
         self._commits += 1
         self._snapshots = [(self._commits, self._capture())] + self._snapshots[:1]
+        if (self.checkpoint_manager is not None and self.checkpoint_every > 0
+                and self._commits % self.checkpoint_every == 0 and self.rank == 0):
+            self.checkpoint_manager.save(self._commits, self._snapshots[0][1])
         now = time.time()
         if self._pending is not None:
             self._record_recovery(now)
@@ -179,6 +187,19 @@ class State:
             dist.all_reduce(flag, op=dist.ReduceOp.MAX)
             if int(flag.item()) > 0:
                 raise RegroupInterrupt("workers wait to join: regrouping after step %d" % self._commits)
+
+    def load_checkpoint(self):
+        """Resumes from the checkpoint manager's newest checkpoint (after a restart by torchrun,
+        or a job started again); the step it resumed at, or None when there was none."""
+        if self.checkpoint_manager is None:
+            return None
+        step, snap = self.checkpoint_manager.load_latest()
+        if step is None:
+            return None
+        self._apply(snap)
+        self._commits = step
+        self._snapshots = [(step, snap)]
+        return step
 
     def restore(self):
         if self._snapshots:

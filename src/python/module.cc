@@ -12,6 +12,7 @@
 #include "comm/store/etcd_store.h"
 #include "comm/store/tcp_store_client.h"
 #include "comm/transport/socket.h"
+#include "elastic/checkpoint_store.h"
 #include "python/elastic_run.h"
 #include "python/engine_store.h"
 #include "python/green_job.h"
@@ -368,10 +369,83 @@ void BindJobStore(py::module_& m) {
       "Store.");
 }
 
+void BindCheckpoints(py::module_& m) {
+  namespace elastic = cdt::elastic;
+  py::class_<elastic::CheckpointWriter>(
+      m, "CheckpointWriter",
+      "The engine's checkpoint writer: asynchronous, compressed, incremental, checksummed "
+      "(cann_dist.checkpoint.CheckpointManager wraps it; docs/checkpoint-format.md).")
+      .def(py::init([](const std::string& dir, const std::string& codec, bool incremental,
+                       int full_every, int keep, const std::string& quantize) {
+             elastic::CheckpointOptions o;
+             o.dir = dir;
+             o.codec = codec;
+             o.incremental = incremental;
+             o.full_every = full_every;
+             o.keep = keep;
+             o.quantize = quantize;
+             try {
+               return std::make_unique<elastic::CheckpointWriter>(o);
+             } catch (const cdt::Error& e) {
+               throw py::value_error(std::string("cann_dist.CheckpointManager: ") + e.what());
+             }
+           }),
+           py::arg("dir"), py::arg("codec") = "lz4", py::arg("incremental") = true,
+           py::arg("full_every") = 10, py::arg("keep") = 2, py::arg("quantize") = "none")
+      .def(
+          "submit",
+          [](elastic::CheckpointWriter& w, int64_t step, const py::bytes& state,
+             const std::vector<std::pair<uint64_t, uint64_t>>& floats) {
+            std::string bytes(state);
+            std::vector<elastic::FloatSpan> spans;
+            for (const auto& [offset, count] : floats) spans.push_back({offset, count});
+            py::gil_scoped_release release;
+            w.Submit(step, std::move(bytes), std::move(spans));
+          },
+          py::arg("step"), py::arg("state"), py::arg("float_spans") = std::vector<std::pair<uint64_t, uint64_t>>{},
+          "Queues the state and returns (waits first for a write still in flight).")
+      .def("flush", &elastic::CheckpointWriter::Flush, py::call_guard<py::gil_scoped_release>())
+      .def("blocked_seconds", &elastic::CheckpointWriter::blocked_seconds)
+      .def("records", [](const elastic::CheckpointWriter& w) {
+        py::list out;
+        for (const auto& r : w.records()) {
+          py::dict d;
+          d["step"] = r.step;
+          d["path"] = r.path;
+          d["full"] = r.full;
+          d["state_bytes"] = r.state_bytes;
+          d["file_bytes"] = r.file_bytes;
+          d["chunks"] = r.chunks;
+          d["chunks_unchanged"] = r.chunks_unchanged;
+          d["encode_s"] = r.encode_s;
+          d["write_s"] = r.write_s;
+          out.append(d);
+        }
+        return out;
+      });
+  m.def(
+      "load_newest_checkpoint",
+      [](const std::string& dir) -> py::object {
+        std::vector<std::string> skipped;
+        std::optional<elastic::LoadedCheckpoint> c;
+        {
+          py::gil_scoped_release release;
+          c = elastic::LoadNewestCheckpoint(dir, &skipped);
+        }
+        if (!c) return py::make_tuple(py::none(), py::none(), py::none(), skipped);
+        std::vector<std::string> warnings = c->warnings;
+        return py::make_tuple(c->step, py::bytes(c->state), c->path, warnings);
+      },
+      py::arg("dir"),
+      "(step, state bytes, path, warnings) of the newest checkpoint that verifies; (None, None, "
+      "None, warnings) when there is none.");
+}
+
 PYBIND11_MODULE(_C, m) {
   m.doc() = "cann-dist-train's engine for torch.distributed (the \"cdt\" backend)";
   BindProcessGroup(m);
   BindJobStore(m);
+  BindCheckpoints(m);
   BindCompressionHook(m);
   BindElastic(m);
   BindTopology(m);
