@@ -22,17 +22,20 @@ from . import _C
 from . import checkpoint  # noqa: F401
 from . import elastic  # noqa: F401
 from . import green  # noqa: F401
+from . import health  # noqa: F401
 from . import hooks  # noqa: F401
 from . import topology  # noqa: F401
 from .checkpoint import CheckpointManager  # noqa: F401
 from .elastic import ElasticTrainer  # noqa: F401
 from .green import CarbonTracker, GreenScheduler, GreenTrainingCert  # noqa: F401
+from .health import HealthMonitor  # noqa: F401
 from .hooks import GradientCompressor  # noqa: F401
 from .topology import CommunicationOptimizer, TopologyMapper  # noqa: F401
 
-__all__ = ["ProcessGroupCDT", "BACKEND", "checkpoint", "elastic", "green", "hooks", "topology",
+__all__ = ["ProcessGroupCDT", "BACKEND", "checkpoint", "elastic", "green", "health", "hooks", "topology",
            # the seed's names (docs/python.md, "The seed's names")
            "TopologyMapper", "CommunicationOptimizer", "GradientCompressor", "ElasticTrainer", "CheckpointManager",
+           "HealthMonitor",
            "GreenScheduler", "CarbonTracker", "GreenTrainingCert"]
 
 BACKEND = "cdt"

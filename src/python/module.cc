@@ -13,6 +13,7 @@
 #include "comm/store/tcp_store_client.h"
 #include "comm/transport/socket.h"
 #include "elastic/checkpoint_store.h"
+#include "elastic/health_monitor.h"
 #include "python/elastic_run.h"
 #include "python/engine_store.h"
 #include "python/green_job.h"
@@ -441,11 +442,54 @@ void BindCheckpoints(py::module_& m) {
       "None, warnings) when there is none.");
 }
 
+void BindHealth(py::module_& m) {
+  namespace elastic = cdt::elastic;
+  py::class_<elastic::FailurePredictor>(
+      m, "FailurePredictor",
+      "The engine's failure predictor (elastic/health_monitor.h); cann_dist.HealthMonitor feeds it.")
+      .def(py::init([](int baseline_samples, double slow_factor, int slow_patience,
+                       double memory_limit_bytes, double memory_horizon_s, double retrans_per_s,
+                       double temperature_limit_c) {
+             elastic::PredictorOptions o;
+             o.baseline_samples = baseline_samples;
+             o.slow_factor = slow_factor;
+             o.slow_patience = slow_patience;
+             o.memory_limit_bytes = memory_limit_bytes;
+             o.memory_horizon_s = memory_horizon_s;
+             o.retrans_per_s = retrans_per_s;
+             o.temperature_limit_c = temperature_limit_c;
+             return elastic::FailurePredictor(o);
+           }),
+           py::arg("baseline_samples") = 20, py::arg("slow_factor") = 1.5,
+           py::arg("slow_patience") = 5, py::arg("memory_limit_bytes") = 0.0,
+           py::arg("memory_horizon_s") = 60.0, py::arg("retrans_per_s") = 50.0,
+           py::arg("temperature_limit_c") = 90.0)
+      .def(
+          "observe",
+          [](elastic::FailurePredictor& p, double t, double step_time_s, double rss_bytes,
+             double tcp_retrans, double temperature_c) -> py::object {
+            const auto w = p.Observe({t, step_time_s, rss_bytes, tcp_retrans, temperature_c});
+            if (!w) return py::none();
+            py::dict d;
+            d["t"] = w->t;
+            d["rule"] = w->rule;
+            d["detail"] = w->detail;
+            return d;
+          },
+          py::arg("t"), py::arg("step_time_s"), py::arg("rss_bytes"), py::arg("tcp_retrans"),
+          py::arg("temperature_c"));
+  m.def("read_tcp_retrans", [] { return elastic::ReadTcpRetransSegs(); });
+  m.def("read_resident_bytes", [](int pid) { return elastic::ReadResidentBytes(pid); },
+        py::arg("pid"));
+  m.def("read_max_temperature_c", [] { return elastic::ReadMaxTemperatureC(); });
+}
+
 PYBIND11_MODULE(_C, m) {
   m.doc() = "cann-dist-train's engine for torch.distributed (the \"cdt\" backend)";
   BindProcessGroup(m);
   BindJobStore(m);
   BindCheckpoints(m);
+  BindHealth(m);
   BindCompressionHook(m);
   BindElastic(m);
   BindTopology(m);

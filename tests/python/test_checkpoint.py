@@ -72,3 +72,21 @@ def test_elastic_state_checkpoints_and_resumes(tmp_path):
     t = State(model=fresh_model, optimizer=fresh_opt, checkpoint=CheckpointManager(tmp_path), step=0)
     assert t.load_checkpoint() == 4 and t.step == 4
     assert "momentum_buffer" in fresh_opt.state_dict()["state"][0]
+
+
+def test_a_health_warning_saves_the_last_commit_at_once(tmp_path):
+    from cann_dist import HealthMonitor
+    model = torch.nn.Linear(4, 2)
+    s = State(model=model, checkpoint=CheckpointManager(tmp_path, backend="sync"), step=0)
+    monitor = HealthMonitor(state=s, baseline_samples=5, slow_patience=3)
+    seen = []
+    monitor.on_warning = seen.append
+    for i in range(20):
+        s.step += 1
+        s.commit()
+        # steady 10 ms steps, then a device that slows to 40 ms (measured times handed in)
+        monitor.step(step_time_s=0.01 if i < 10 else 0.04)
+    assert [w["rule"] for w in seen] == ["slowdown"]
+    assert monitor.checkpoints and monitor.checkpoints[0] > 10
+    step, _ = s.checkpoint_manager.load_latest()
+    assert step == monitor.checkpoints[0]
