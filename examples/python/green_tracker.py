@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -24,6 +25,7 @@ from cann_dist.green import CarbonTracker  # noqa: E402
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--seconds", type=float, default=0, help="train this long instead (steps as they come)")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--region", default="CISO", help="a trace of the knowledge base")
     p.add_argument("--trace", help="or your own trace (CSV or JSON, docs/green.md)")
@@ -37,14 +39,16 @@ def main():
     where = {"trace": a.trace} if a.trace else {"region": a.region}
     with CarbonTracker(output_dir=a.output_dir, trace_start=a.trace_start,
                        project_name="green_tracker example", **where) as tracker:
-        for step in range(a.steps):
+        start, step = time.monotonic(), 0
+        while (step < a.steps) if not a.seconds else (time.monotonic() - start < a.seconds):
+            step += 1
             idx = torch.randint(0, len(labels), (a.batch_size,))
             opt.zero_grad()
             loss = F.cross_entropy(model(images[idx]), labels[idx])
             loss.backward()
             opt.step()
     test_images, test_labels = fashion_mnist.load("test")
-    print(json.dumps({"steps": a.steps, "final_loss": loss.item(),
+    print(json.dumps({"steps": step, "final_loss": loss.item(),
                       "test_accuracy": fashion_mnist.accuracy(model, test_images, test_labels),
                       "energy_kwh": tracker.energy_kwh, "emissions_kg": tracker.emissions_kg,
                       "meter": tracker.meter,

@@ -100,3 +100,48 @@ def test_a_worker_whose_code_raises_leaves_and_the_others_train_on(tmp_path):
     for r in results:
         assert r["sums"] == [3.0] * 5 + [2.0] * 15
         assert r["world"] == 2
+
+
+def test_a_hung_worker_that_wakes_up_rejoins_the_group(tmp_path):
+    # Worker 2 stops (SIGSTOP) at step 10; the others leave it behind after the 3 s timeout.
+    # When it is woken (SIGCONT) it finds its group gone, asks to rejoin, and the group takes it
+    # back at its next look (every tenth step): world 3 -> 2 -> 3, in the same processes.
+    import json as _json
+    import signal
+    import time
+    out = tmp_path / "result.json"
+    log = tmp_path / "steps.jsonl"
+    cmd = [CLI, "launch", "--elastic", "--nproc-per-node", "3", "--timeout", "3", "--inject",
+           "hang:2@10", "--", sys.executable, EXAMPLE, "--steps", "400", "--json", str(out),
+           "--step-log", str(log)]
+    env = dict(os.environ, OMP_NUM_THREADS="1", CDT_AUTOTUNE="0")
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        woken = False
+        deadline = time.monotonic() + 120
+        while p.poll() is None and time.monotonic() < deadline:
+            lines = log.read_text().splitlines() if log.exists() else []
+            if not woken and any(_json.loads(l)["world"] == 2 for l in lines if l.endswith("}")):
+                for pid in os.listdir("/proc"):
+                    if not pid.isdigit():
+                        continue
+                    try:
+                        environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+                        cmdline = open(f"/proc/{pid}/cmdline", "rb").read()
+                    except OSError:
+                        continue
+                    if b"RANK=2" in environ and b"elastic_train.py" in cmdline:
+                        os.kill(int(pid), signal.SIGCONT)
+                        woken = True
+            time.sleep(0.05)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert woken, "worker 2 was never left behind"
+    assert p.returncode == 0, err
+    r = _json.loads(out.read_text())
+    assert r["steps"] == 400 and r["world_size"] == 3, r["world_size"]
+    worlds = [_json.loads(l)["world"] for l in log.read_text().splitlines() if l.endswith("}")]
+    assert 2 in worlds and worlds[-1] == 3
+    assert len(r["recoveries"]) == 2 and "regroup" in r["recoveries"][1]["cause"]
