@@ -11,7 +11,6 @@
 #include <thread>
 
 #include "cdt/error.h"
-#include "common/unix_time.h"
 #include "elastic/driver.h"
 #include "elastic/fault_spec.h"
 #include "elastic/rendezvous.h"
@@ -101,27 +100,22 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch,
   }
   options.train.max_world_size = target_world;
 
-  elastic::DriverOptions d;
-  d.rendezvous.job_id = launch.job_id;
-  d.rendezvous.worker_id = id.rank;
-  d.rendezvous.min_workers = elastic.min_workers;
-  d.rendezvous.target_world = target_world;
-  d.rendezvous.timeout =
-      std::chrono::milliseconds(static_cast<int64_t>(std::max(60.0, launch.timeout_s) * 1000));
-  d.rendezvous.abandon_after =
-      std::chrono::milliseconds(static_cast<int64_t>(launch.timeout_s * 1000));
-  d.world_size = id.world_size;
-  d.last_call_s = elastic.last_call_s;
-  d.pause_timeout_s = elastic.pause_timeout_s;
-  d.spare = env.spare;
-  d.joiner = env.joiner;
-  d.where = {id.rank, id.node_rank, id.local_rank};
-  d.faults = ParseFaults(elastic.inject);
-  d.log = launch.log.ForRank(id.rank);
-  d.fault_actions =
-      elastic::SystemFaultActions(d.log, [&store, &launch](int worker, const std::string& kind) {
-        elastic::ReportFault(store, launch.job_id, worker, kind, UnixSeconds());
-      });
+  elastic::WorkerLaunch w;
+  w.job_id = launch.job_id;
+  w.worker_id = id.rank;
+  w.node_rank = id.node_rank;
+  w.local_rank = id.local_rank;
+  w.world_size = id.world_size;
+  w.target_world = target_world;
+  w.min_workers = elastic.min_workers;
+  w.spare = env.spare;
+  w.joiner = env.joiner;
+  w.timeout_s = launch.timeout_s;
+  w.last_call_s = elastic.last_call_s;
+  w.pause_timeout_s = elastic.pause_timeout_s;
+  w.inject = elastic.inject;
+  const elastic::DriverOptions d =
+      elastic::WorkerDriverOptions(w, store, launch.log.ForRank(id.rank));
 
   train::ElasticTraining state(options.train, id.rank,
                                [&options](const train::TrainResult& r, int rank) {

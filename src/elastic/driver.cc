@@ -8,6 +8,7 @@
 
 #include "cdt/error.h"
 #include "common/unix_time.h"
+#include "elastic/fault_spec.h"
 
 namespace cdt::elastic {
 
@@ -252,6 +253,30 @@ int Driver::Run() {
 }
 
 }  // namespace
+
+DriverOptions WorkerDriverOptions(const WorkerLaunch& w, Store& store, const Log& log) {
+  const auto ms = [](double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); };
+  DriverOptions d;
+  d.rendezvous.job_id = w.job_id;
+  d.rendezvous.worker_id = w.worker_id;
+  d.rendezvous.min_workers = w.min_workers;
+  d.rendezvous.target_world = std::max(w.target_world, w.world_size);
+  d.rendezvous.timeout = ms(std::max(60.0, w.timeout_s));
+  d.rendezvous.abandon_after = ms(w.timeout_s);
+  d.world_size = w.world_size;
+  d.last_call_s = w.last_call_s;
+  d.pause_timeout_s = w.pause_timeout_s;
+  d.spare = w.spare;
+  d.joiner = w.joiner;
+  d.where = {w.worker_id, w.node_rank, w.local_rank};
+  d.faults = ParseFaults(w.inject);
+  d.log = log;
+  d.fault_actions =
+      SystemFaultActions(log, [&store, job = w.job_id](int worker, const std::string& kind) {
+        ReportFault(store, job, worker, kind, UnixSeconds());
+      });
+  return d;
+}
 
 int RunElastic(Store& store, const DriverOptions& options, ElasticState& state,
                const Connect& connect) {

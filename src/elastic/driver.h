@@ -88,6 +88,26 @@ struct DriverOptions {
   Log log;                                      // what happens to the worker (info)
 };
 
+// What a worker started by an elastic agent knows about itself (the launcher's environment, read
+// by the CLI or by cann_dist.elastic), for WorkerDriverOptions.
+struct WorkerLaunch {
+  std::string job_id = "cdt";
+  int worker_id = 0;     // its rank at launch: stable across generations
+  int node_rank = 0, local_rank = 0;
+  int world_size = 1;    // the first generation's
+  int target_world = 0;  // what spares and joiners bring the group back to (0 = world_size)
+  int min_workers = 1;
+  bool spare = false, joiner = false;
+  double timeout_s = 30;  // collectives and the store; the first rendezvous waits at least 60 s
+  double last_call_s = 0.5, pause_timeout_s = 3600;
+  std::string inject;  // scripted faults (elastic/fault_spec.h)
+};
+
+// The driver's options for such a worker: rendezvous timeouts from timeout_s, the faults parsed
+// (cdt::Error(kInvalidArgument) for a bad spec), the real fault actions reporting to `store`
+// (which must outlive the options), `log` for its lines.
+DriverOptions WorkerDriverOptions(const WorkerLaunch& w, Store& store, const Log& log);
+
 // The generation's channels: the bulk communicator and, optionally, the priority one.
 struct Channels {
   std::unique_ptr<Communicator> comm;

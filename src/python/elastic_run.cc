@@ -14,9 +14,7 @@
 #include "comm/store/etcd_store.h"
 #include "comm/store/tcp_store_client.h"
 #include "comm/transport/socket.h"
-#include "common/unix_time.h"
 #include "elastic/driver.h"
-#include "elastic/fault_spec.h"
 #include "python/engine_store.h"
 #include "python/process_group.h"
 
@@ -147,25 +145,8 @@ int RunElasticFromPython(const ElasticRunConfig& c, py::object driven) {
   std::unique_ptr<Store> store = OpenStore(c);
   std::shared_ptr<Store> torch_store = OpenStore(c);  // its own connection, for torch's calls
 
-  elastic::DriverOptions d;
-  d.rendezvous.job_id = c.job_id;
-  d.rendezvous.worker_id = c.worker_id;
-  d.rendezvous.min_workers = c.min_workers;
-  d.rendezvous.target_world = std::max(c.target_world, c.world_size);
-  d.rendezvous.timeout = Ms(std::max(60.0, c.timeout_s));
-  d.rendezvous.abandon_after = Ms(c.timeout_s);
-  d.world_size = c.world_size;
-  d.last_call_s = c.last_call_s;
-  d.pause_timeout_s = c.pause_timeout_s;
-  d.spare = c.spare;
-  d.joiner = c.joiner;
-  d.where = {c.worker_id, c.node_rank, c.local_rank};
-  d.faults = elastic::ParseFaults(c.inject);
-  d.log = log;
   Store& s = *store;
-  d.fault_actions = elastic::SystemFaultActions(log, [&s, &c](int worker, const std::string& kind) {
-    elastic::ReportFault(s, c.job_id, worker, kind, UnixSeconds());
-  });
+  const elastic::DriverOptions d = elastic::WorkerDriverOptions(c, s, log);
 
   PythonState state(std::move(driven), torch_store, Ms(c.timeout_s));
   py::gil_scoped_release release;

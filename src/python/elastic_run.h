@@ -19,26 +19,18 @@
 
 #include <string>
 
+#include "elastic/driver.h"
+
 namespace cdt::python {
 
 // What the launcher's environment says (read by the Python side: cann_dist/elastic.py).
-struct ElasticRunConfig {
-  std::string job_id = "cdt";
-  int worker_id = 0;     // RANK as launched: stable across generations
-  int world_size = 1;    // WORLD_SIZE: the first generation's
-  int target_world = 0;  // CDT_TARGET_WORLD: what spares bring the group back to (0 = world_size)
-  int min_workers = 1;
-  bool spare = false, joiner = false;  // CDT_SPARE, CDT_JOINER
-  int node_rank = 0, local_rank = 0;
+struct ElasticRunConfig : elastic::WorkerLaunch {
   std::string rdzv_backend = "tcp";  // tcp (the agent's store) | etcd
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
-  std::string secret;                       // CDT_JOB_SECRET
-  std::string node_addr = "127.0.0.1";      // CDT_NODE_ADDR
-  double timeout_s = 30;                    // collectives and the store
-  double last_call_s = 0.5, pause_timeout_s = 3600;
-  std::string inject;                       // scripted faults (CDT_INJECT; elastic/fault_spec.h)
-  std::string log_level = "info";           // CDT_LOG_LEVEL
+  std::string secret;                   // CDT_JOB_SECRET
+  std::string node_addr = "127.0.0.1";  // CDT_NODE_ADDR
+  std::string log_level = "info";       // CDT_LOG_LEVEL
 };
 
 // Runs until the job finishes; returns the exit code of the last train(). Call with the GIL held
