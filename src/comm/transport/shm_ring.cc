@@ -197,12 +197,16 @@ void Ring::WaitFor(Ready ready, std::atomic<uint32_t>& seq, std::atomic<uint32_t
     }
     // Announce, then look again (the other side checks `waiting` after publishing), then sleep
     // until bumped, closed, or at most 100 ms (a bound, not a poll interval the protocol needs).
+    // `ready()` moves bytes when it can: if this second look moved some, the wait is over (sleeping
+    // on would make the next look find nothing left to move and wait out the deadline).
     const uint32_t seen = seq.load(std::memory_order_acquire);
     waiting.store(1, std::memory_order_seq_cst);
-    if (!ready() && !h_->closed.load(std::memory_order_acquire))
+    const bool moved = ready();
+    if (!moved && !h_->closed.load(std::memory_order_acquire))
       FutexWait(&seq, seen,
                 std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(100)));
     waiting.store(0, std::memory_order_relaxed);
+    if (moved) return;
   }
 }
 
