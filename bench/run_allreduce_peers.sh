@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Allreduce benchmark: cann-dist-train beside Open MPI (TCP BTL, and its shared-memory default for
-# reference) and Gloo (ring_chunked, halving_doubling), 4 ranks on this machine, run alternately
+# Allreduce benchmark: cann-dist-train (`auto`, which moves same-node data through shared memory;
+# `auto` with CDT_SHM=0, TCP only; every algorithm) beside Open MPI (its default, shared memory, and
+# its TCP BTL) and Gloo (ring_chunked, halving_doubling), 4 ranks on this machine, run alternately
 # REPS times; bench/summarize.py writes the medians and ratios to docs/benchmarks.md.
 #
 #   bash bench/run_allreduce_peers.sh [--quick] [--reps N] [--nproc N] [--no-docs]
@@ -30,6 +31,10 @@ run_cdt_auto() {
   "$BIN/cann-dist-train" bench allreduce --nproc-per-node "$NPROC" --algo auto \
       --min-bytes "$MIN" --max-bytes "$MAX" --json "$out/cdt_$1.json" > "$out/cdt_$1.txt"
 }
+run_cdt_tcp() {  # `auto` with shared memory off: our TCP transport on the same run
+  CDT_SHM=0 "$BIN/cann-dist-train" bench allreduce --nproc-per-node "$NPROC" --algo auto \
+      --min-bytes "$MIN" --max-bytes "$MAX" --json "$out/cdttcp_$1.json" > "$out/cdttcp_$1.txt"
+}
 run_cdt_all() {
   "$BIN/cann-dist-train" bench allreduce --nproc-per-node "$NPROC" --algo all \
       --min-bytes "$MIN" --max-bytes "$MAX" --json "$out/cdtall_$1.json" > "$out/cdtall_$1.txt"
@@ -52,7 +57,7 @@ run_gloo() {  # $1 = algorithm, $2 = repetition
 run_gloo_ring() { run_gloo ring_chunked "$1"; }
 run_gloo_hd() { run_gloo halving_doubling "$1"; }
 
-steps=(run_cdt_auto)
+steps=(run_cdt_auto run_cdt_tcp)
 [ $have_mpi = 1 ] && steps+=(run_mpi_tcp)
 [ $have_gloo = 1 ] && steps+=(run_gloo_ring run_gloo_hd)
 [ $have_mpi = 1 ] && steps+=(run_mpi_shm)

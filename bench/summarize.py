@@ -32,6 +32,8 @@ def load(results_dir, metric):
                 name = "cdt_" + r["algo"]
             elif base == "cdt":
                 name = "cdt_" + r["algo"]
+            elif base == "cdttcp":  # `auto` with CDT_SHM=0
+                name = "cdt_tcp_auto"
             else:
                 name = base
             series.setdefault(name, {}).setdefault(r["bytes"], []).append(r[metric])
@@ -53,15 +55,18 @@ def main():
     metric = sys.argv[sys.argv.index("--metric") + 1] if "--metric" in sys.argv else "busbw_GBps"
     series = load(results_dir, metric)
     reps = len(glob.glob(os.path.join(results_dir, "cdt_*.json")))
-    ours = [n for n in ("cdt_ring", "cdt_rd", "cdt_rhd", "cdt_tree", "cdt_hier", "cdt_auto") if n in series]
+    ours = [n for n in ("cdt_ring", "cdt_rd", "cdt_rhd", "cdt_tree", "cdt_hier", "cdt_tcp_auto", "cdt_auto")
+            if n in series]
     tcp_peers = [n for n in ("mpi_tcp", "gloo_ring_chunked", "gloo_halving_doubling") if n in series]
-    fixed = [n for n in ours if n != "cdt_auto"]
+    fixed = [n for n in ours if n not in ("cdt_auto", "cdt_tcp_auto")]
     ref = [n for n in ("mpi_shm",) if n in series]
     sizes = sorted(series.get("cdt_auto", {}).keys())
     cols = ours + tcp_peers + ref
     lines = [f"Median {metric.split('_')[0]} in GB/s over {reps} repetition(s), results in `{results_dir}`.", "",
-             "| bytes | " + " | ".join(cols) + " | auto / best TCP peer | auto / best fixed |",
-             "|---:|" + "---:|" * len(cols) + "---:|---:|"]
+             "| bytes | " + " | ".join(cols) +
+             " | auto / best TCP peer | auto / best fixed | auto / mpi_shm | auto / tcp_auto |",
+             "|---:|" + "---:|" * len(cols) + "---:|---:|---:|---:|"]
+    worst_shm, worst_tcp = None, None
     worst_big, worst_small = None, None
     for b in sizes:
         med = {n: statistics.median(series[n][b]) for n in cols if b in series[n]}
@@ -75,12 +80,25 @@ def main():
         cells = [f"{med[n]:.3f}" if n in med else "-" for n in cols]
         best_fixed = max((med[n] for n in fixed if n in med), default=None)
         vs_fixed = f"{med['cdt_auto'] / best_fixed:.2f}x" if best_fixed else "-"
+        vs = {}
+        for peer in ("mpi_shm", "cdt_tcp_auto"):
+            vs[peer] = med["cdt_auto"] / med[peer] if peer in med and med[peer] > 0 else None
+        if vs["mpi_shm"] is not None:
+            worst_shm = vs["mpi_shm"] if worst_shm is None else min(worst_shm, vs["mpi_shm"])
+        if vs["cdt_tcp_auto"] is not None and (1 << 20) <= b <= (16 << 20):
+            worst_tcp = vs["cdt_tcp_auto"] if worst_tcp is None else min(worst_tcp, vs["cdt_tcp_auto"])
+        cell = lambda v: f"{v:.2f}x" if v is not None else "-"
         lines.append(f"| {human(b)} | " + " | ".join(cells) +
-                     (f" | {ratio:.2f}x" if ratio else " | -") + f" | {vs_fixed} |")
+                     (f" | {ratio:.2f}x" if ratio else " | -") + f" | {vs_fixed} | " +
+                     f"{cell(vs['mpi_shm'])} | {cell(vs['cdt_tcp_auto'])} |")
     lines.append("")
     if worst_big is not None:
         lines.append(f"Lowest auto / best-TCP-peer ratio from 256 KiB up: **{worst_big:.2f}x**; "
                      f"below 256 KiB: **{worst_small:.2f}x**.")
+    if worst_shm is not None:
+        lines.append(f"Lowest auto / Open MPI default (shared memory): **{worst_shm:.2f}x**.")
+    if worst_tcp is not None:
+        lines.append(f"Lowest auto / our TCP-only auto from 1 to 16 MiB: **{worst_tcp:.2f}x**.")
     table = "\n".join(lines)
     print(table)
     if "--docs" in sys.argv:

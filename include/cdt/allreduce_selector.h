@@ -21,6 +21,9 @@ struct AllreduceShape {
   int world_size = 1;
   int num_nodes = 1;
   int max_ranks_per_node = 1;
+  // The ranks of every node with several share a memory arena (comm/node_arena_setup.h): the
+  // hierarchical allreduce then runs its intra-node steps in shared memory.
+  bool shared_memory = false;
 };
 
 class AllreduceSelector {
@@ -39,7 +42,8 @@ class AllreduceSelector {
 
 // Size thresholds in bytes: below rd_max_bytes recursive doubling, below tree_max_bytes the double
 // binary tree, below rhd_max_bytes halving-doubling, else ring; on several nodes with several
-// ranks each, hierarchical from hier_min_bytes up. Defaults measured with 4 ranks on the reference
+// ranks each, hierarchical from hier_min_bytes up; wherever same-node ranks share memory,
+// hierarchical at every size (docs/benchmarks.md, "Shared memory"). Defaults measured with 4 ranks on the reference
 // machine (docs/benchmarks.md, "Choosing the defaults"); the topology planner replaces them.
 struct FixedThresholds {
   size_t rd_max_bytes = 32 << 10;

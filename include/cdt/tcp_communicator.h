@@ -49,6 +49,10 @@ struct CommunicatorOptions {
   // Autotuning decisions (info, rank 0) and refused connections (warnings).
   Log log;
   size_t segment_bytes = 256 << 10;  // pipelining granularity
+  // Ranks of one node share memory for their collectives (comm/node_arena_setup.h): per node
+  // 2 x ranks x shm_slot_bytes of /dev/shm. CDT_SHM=0 turns it off (everything over TCP).
+  bool shared_memory = true;
+  size_t shm_slot_bytes = 1 << 20;
   // Operations moving at least this many bytes run on the bulk channel, smaller ones on the latency
   // channel (two connections per peer pair, tuned differently; see TcpMesh and docs/benchmarks.md).
   size_t bulk_min_bytes = 2 << 20;

@@ -66,6 +66,8 @@ Environment Environment::FromProcess() {
   e.yield_send_buffer_min_bytes = Get("CDT_YIELD_SEND_BUFFER_MIN_BYTES");
   e.socket_buffer_bytes = Get("CDT_SOCKET_BUFFER_BYTES");
   e.segment_bytes = Get("CDT_SEGMENT_BYTES");
+  e.shm = Get("CDT_SHM");
+  e.shm_slot_bytes = Get("CDT_SHM_SLOT_BYTES");
   e.master_addr = Get("MASTER_ADDR");
   e.master_port = Get("MASTER_PORT");
   if (auto level = Get("CDT_LOG_LEVEL")) {

@@ -38,6 +38,9 @@ struct Environment {
   std::optional<std::string> spin_us, remote_spin_us, remote_recv_batch_bytes,
       yield_send_buffer_bytes, yield_send_buffer_min_bytes;
   std::optional<std::string> socket_buffer_bytes, segment_bytes;
+  // CDT_SHM=0: same-node ranks talk over TCP only; CDT_SHM_SLOT_BYTES: the shared-memory slot
+  // size (comm/node_arena_setup.h).
+  std::optional<std::string> shm, shm_slot_bytes;
   // Default strategy cache: $XDG_CACHE_HOME/cann-dist-train/strategies, else
   // $HOME/.cache/cann-dist-train/strategies, else knowledge_base/strategies.
   std::string strategy_cache_dir;

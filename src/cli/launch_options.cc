@@ -201,6 +201,10 @@ CommunicatorOptions CommunicatorOptionsFor(const Environment& env, const LaunchO
         ToInt(env.socket_buffer_bytes, 0, "CDT_SOCKET_BUFFER_BYTES");
   if (env.segment_bytes)
     co.segment_bytes = static_cast<size_t>(ToInt(env.segment_bytes, 262144, "CDT_SEGMENT_BYTES"));
+  if (env.shm) co.shared_memory = ToInt(env.shm, 1, "CDT_SHM") != 0;
+  if (env.shm_slot_bytes)
+    co.shm_slot_bytes =
+        static_cast<size_t>(ToInt(env.shm_slot_bytes, 1 << 20, "CDT_SHM_SLOT_BYTES"));
   co.check_fingerprints = env.debug && env.debug->find("collectives") != std::string::npos;
   return co;
 }

@@ -9,6 +9,7 @@ class FixedThresholdSelector : public AllreduceSelector {
   explicit FixedThresholdSelector(FixedThresholds t) : t_(t) {}
 
   AllreduceAlgorithm Select(const AllreduceShape& s) const override {
+    if (s.shared_memory && s.max_ranks_per_node > 1) return AllreduceAlgorithm::kHierarchical;
     if (s.num_nodes > 1 && s.max_ranks_per_node > 1 && s.bytes >= t_.hier_min_bytes)
       return AllreduceAlgorithm::kHierarchical;
     if (s.bytes < t_.rd_max_bytes) return AllreduceAlgorithm::kRecursiveDoubling;

@@ -16,6 +16,7 @@
 #include "comm/allreduce_autotuner.h"
 #include "comm/collective_fingerprint.h"
 #include "comm/collectives/algorithms.h"
+#include "comm/node_arena_setup.h"
 #include "comm/reduce.h"
 #include "comm/transport/tcp_mesh.h"
 #include "comm/work_impl.h"
@@ -47,8 +48,13 @@ const char* AllreduceLabel(AllreduceAlgorithm a) {
 
 class TcpCommunicator : public Communicator {
  public:
-  TcpCommunicator(std::unique_ptr<TcpMesh> mesh, const CommunicatorOptions& o)
-      : options_(o), mesh_(std::move(mesh)) {
+  TcpCommunicator(std::unique_ptr<TcpMesh> mesh, NodeArenaSetUp shm,
+                  const CommunicatorOptions& o)
+      : options_(o),
+        mesh_(std::move(mesh)),
+        arena_(std::move(shm.arena)),
+        hier_chunk_bytes_(shm.hier_chunk_bytes),
+        shared_memory_(shm.every_node_shares_memory) {
     selector_ = options_.selector ? options_.selector : MakeFixedThresholdSelector();
     // Node layout: nodes numbered by the first rank seen on them.
     std::map<std::string, int> ids;
@@ -226,7 +232,8 @@ class TcpCommunicator : public Communicator {
   }
 
   AllreduceShape Shape(size_t count, DataType dtype) const {
-    return {count * ElementSize(dtype), dtype, size(), layout_.num_nodes, max_ranks_per_node_};
+    return {count * ElementSize(dtype), dtype,          size(), layout_.num_nodes,
+            max_ranks_per_node_,        shared_memory_};
   }
 
   std::optional<AllreduceAlgorithm> RuledAlgorithm(const AllreduceShape& shape) const {
@@ -259,15 +266,18 @@ class TcpCommunicator : public Communicator {
 
   void Abort() override {
     std::deque<Op> dropped;
+    std::string reason;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (broken_.empty())
         broken_ = "rank " + std::to_string(rank()) + ": communicator (generation " +
                   std::to_string(generation()) + ") was aborted";
+      reason = broken_;
       dropped.swap(queue_);
     }
     mesh_->Wake();
     mesh_->ShutdownAll();
+    if (arena_) arena_->Abort(reason);
     for (Op& op : dropped) op.work->Finish(AbortedError(op));
     cv_.notify_all();
   }
@@ -333,7 +343,8 @@ class TcpCommunicator : public Communicator {
 
   void Loop() {
     NameThisThread(options_.urgent ? "cdt-comm-pri" : "cdt-comm");
-    CollectiveContext ctx{*mesh_, scratch_, {}, options_.segment_bytes};
+    CollectiveContext ctx{*mesh_, scratch_, {}, options_.segment_bytes, arena_.get(),
+                          hier_chunk_bytes_};
     for (;;) {
       Op op;
       {
@@ -364,8 +375,10 @@ class TcpCommunicator : public Communicator {
           std::lock_guard<std::mutex> lock(mu_);
           if (broken_.empty()) broken_ = std::string("earlier failure: ") + e.what();
         }
-        // Close every connection so peers blocked on us fail now rather than at their timeout.
+        // Close every connection (and wake this node's ranks waiting in shared memory) so peers
+        // blocked on us fail now rather than at their timeout.
         mesh_->ShutdownAll();
+        if (arena_) arena_->Abort(e.what());
         op.work->Finish(std::current_exception());
       } catch (...) {
         {
@@ -373,6 +386,7 @@ class TcpCommunicator : public Communicator {
           if (broken_.empty()) broken_ = "earlier failure: unexpected exception";
         }
         mesh_->ShutdownAll();
+        if (arena_) arena_->Abort("unexpected exception");
         op.work->Finish(std::current_exception());
       }
     }
@@ -385,6 +399,9 @@ class TcpCommunicator : public Communicator {
   uint64_t selector_epoch_ = 0;                  // guarded by selector_mu_
   AllreduceAutotuner tuner_{options_.autotune_trials, options_.autotune_min_bytes};
   std::unique_ptr<TcpMesh> mesh_;
+  std::unique_ptr<shm::NodeArena> arena_;  // null: no same-node peers, or shared memory off
+  size_t hier_chunk_bytes_;
+  bool shared_memory_;
   NodeLayout layout_;
   int max_ranks_per_node_ = 1;
 
@@ -425,7 +442,16 @@ std::unique_ptr<Communicator> ConnectTcpCommunicator(Store& store, const Communi
   m.urgent = o.urgent;
   m.yield_send_buffer_bytes = o.yield_send_buffer_bytes;
   m.yield_send_buffer_min_bytes = o.yield_send_buffer_min_bytes;
-  return std::make_unique<TcpCommunicator>(TcpMesh::Connect(store, m), o);
+  std::unique_ptr<TcpMesh> mesh = TcpMesh::Connect(store, m);
+  NodeArenaOptions shm;
+  shm.enabled = o.shared_memory;
+  shm.slot_bytes = std::max<size_t>(o.shm_slot_bytes, 4096);
+  shm.job_id = o.job_id;
+  shm.generation = o.generation;
+  shm.spin = o.spin;
+  shm.log = o.log;
+  NodeArenaSetUp arena = SetUpNodeArena(*mesh, shm);
+  return std::make_unique<TcpCommunicator>(std::move(mesh), std::move(arena), o);
 }
 
 }  // namespace cdt

@@ -58,12 +58,16 @@ TopologyPlanner::TopologyPlanner(CostModel model) : model_(std::move(model)) {
 }
 
 AllreduceAlgorithm TopologyPlanner::Select(const AllreduceShape& shape) const {
+  // Shared memory inside the node beats every TCP algorithm at every size (docs/benchmarks.md,
+  // "Shared memory"); the model's levels are TCP's.
+  if (shape.shared_memory && shape.max_ranks_per_node > 1) return AllreduceAlgorithm::kHierarchical;
   for (const PlanEntry& e : plan_)
     if (shape.bytes <= e.max_bytes) return e.algorithm;
   return plan_.back().algorithm;
 }
 
 AllreduceAlgorithm TopologyPlanner::RunnerUp(const AllreduceShape& shape) const {
+  if (shape.shared_memory && shape.max_ranks_per_node > 1) return AllreduceAlgorithm::kAuto;
   const int log2 = shape.bytes == 0 ? 0 : static_cast<int>(std::bit_width(shape.bytes)) - 1;
   const int index = std::clamp(log2, kMinLog2, kMaxLog2) - kMinLog2;
   return runner_up_[static_cast<size_t>(index)];

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -118,9 +119,18 @@ void FailOneRank(int signal_number) {
                 out.find("code=timeout") != std::string::npos ||
                 out.find("code=aborted") != std::string::npos)
         << out;
+    if (signal_number == SIGKILL) {  // the socket or the shared-memory pidfd names the dead rank
+      EXPECT_NE(out.substr(out.find("MESSAGE")).find("rank 2"), std::string::npos) << out;
+    }
     EXPECT_NE(out.find("RECOVERED"), std::string::npos) << out;
     EXPECT_NE(out.find("world=3 sum=3"), std::string::npos) << out;
   }
+  // The ranks share memory on this host (auto = hierarchical in shared memory): the segments'
+  // names went as soon as every rank had mapped them, so neither failure leaves one behind.
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", ec))
+    EXPECT_EQ(entry.path().filename().string().rfind("cdt-it-", 0), std::string::npos)
+        << "left behind: " << entry.path();
 }
 
 TEST(FailureDetection, KillDashNineMidAllreduce) { FailOneRank(SIGKILL); }

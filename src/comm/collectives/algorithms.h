@@ -16,9 +16,12 @@ void AllreduceRecursiveDoubling(CollectiveContext& ctx, const Group& group,
                                 const ReduceBuffer& buf);
 void AllreduceHalvingDoubling(CollectiveContext& ctx, const Group& group, const ReduceBuffer& buf);
 void AllreduceTree(CollectiveContext& ctx, const Group& group, const ReduceBuffer& buf);
-// node_of_rank: node index of every global rank (TcpMesh host ids grouped).
+// node_of_rank: node index of every global rank (TcpMesh host ids grouped). Over the whole world
+// with ctx.arena set, the intra-node steps run in shared memory (AllreduceHierarchicalShm).
 void AllreduceHierarchical(CollectiveContext& ctx, const Group& group, const ReduceBuffer& buf,
                            const std::vector<int>& node_of_rank);
+void AllreduceHierarchicalShm(CollectiveContext& ctx, const Group& group, const ReduceBuffer& buf,
+                              const std::vector<int>& node_of_rank);
 
 // Ring phases shared by allreduce, reduce-scatter and allgather (ring_phases.cc).
 // `offsets` has group.size() + 1 entries (element offsets of each block in buf).

@@ -16,6 +16,10 @@
 
 namespace cdt {
 
+namespace shm {
+class NodeArena;
+}
+
 struct Group {
   std::vector<int> ranks;  // global ranks, in group order
   int me = 0;              // this process's index in `ranks`
@@ -38,11 +42,24 @@ class Workspace {
   std::vector<unsigned char> buffer_;
 };
 
+// Large buffers go through the hierarchical allreduce 4 MiB at a time. Unchunked, the intra-node
+// steps of a 64 MiB allreduce ran out of cache and slowed the whole to 0.104 GB/s on the emulated
+// 1 Gbit/s cluster; in 4 MiB chunks it holds 0.119 GB/s (95% of the link) from 4 to 64 MiB
+// (docs/benchmarks.md, "Emulated cluster").
+constexpr size_t kHierarchicalChunkBytes = 4 << 20;
+
 struct CollectiveContext {
   TcpMesh& mesh;
   Workspace& scratch;
   OpLabel label;
   size_t segment_bytes = 256 << 10;  // pipelining granularity; tests shrink it to hit more segments
+  // The memory this rank shares with the world's other ranks on its node (null: none; see
+  // comm/node_arena_setup.h). The hierarchical allreduce runs its intra-node steps in it.
+  shm::NodeArena* arena = nullptr;
+  // The hierarchical allreduces take the buffer this many bytes at a time, on every rank alike
+  // (the inter-node step's shards depend on it): kHierarchicalChunkBytes, or the arena's slot
+  // size where some node has an arena (agreed at set-up, comm/node_arena_setup.h).
+  size_t hier_chunk_bytes = kHierarchicalChunkBytes;
 };
 
 // The buffer an allreduce works on, in place.

@@ -1,39 +1,19 @@
 #include "comm/transport/shm_ring.h"
 
-#include <fcntl.h>
-#include <linux/futex.h>
 #include <sched.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <new>
-#include <utility>
 
 #include "cdt/error.h"
+#include "comm/transport/shared_futex.h"
 
 namespace cdt::shm {
 namespace {
 
 constexpr uint64_t kMagic = 0x63647473686d7231ULL;  // "cdtshmr1"
 constexpr size_t kMinCapacity = 4096;
-
-std::string Errno() { return std::strerror(errno); }
-
-// FUTEX_WAIT / FUTEX_WAKE on a word shared between processes (no FUTEX_PRIVATE_FLAG).
-void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::nanoseconds timeout) {
-  timespec ts{static_cast<time_t>(timeout.count() / 1000000000),
-              static_cast<long>(timeout.count() % 1000000000)};
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
-}
-void FutexWakeAll(std::atomic<uint32_t>* word) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr,
-          0);
-}
 
 }  // namespace
 
@@ -50,72 +30,6 @@ struct Ring::Header {
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
               "shared-memory rings need lock-free atomics");
-
-// ---- Segment ---------------------------------------------------------------------------------
-
-Segment Segment::Create(const std::string& name, size_t bytes) {
-  const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-  if (fd < 0) throw Error(ErrorCode::kIo, "shared memory " + name + ": cannot create: " + Errno());
-  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    const std::string why = Errno();
-    ::close(fd);
-    ::shm_unlink(name.c_str());
-    throw Error(ErrorCode::kIo, "shared memory " + name + ": cannot size to " +
-                                    std::to_string(bytes) + " bytes: " + why +
-                                    " (is /dev/shm full?)");
-  }
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const std::string why = Errno();
-  ::close(fd);
-  if (p == MAP_FAILED) {
-    ::shm_unlink(name.c_str());
-    throw Error(ErrorCode::kIo, "shared memory " + name + ": cannot map: " + why);
-  }
-  Segment s;
-  s.name_ = name;
-  s.data_ = p;
-  s.size_ = bytes;
-  return s;
-}
-
-Segment Segment::Open(const std::string& name) {
-  const int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
-  if (fd < 0) throw Error(ErrorCode::kIo, "shared memory " + name + ": cannot open: " + Errno());
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || st.st_size <= 0) {
-    ::close(fd);
-    throw Error(ErrorCode::kIo, "shared memory " + name + ": empty or unreadable");
-  }
-  const size_t bytes = static_cast<size_t>(st.st_size);
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const std::string why = Errno();
-  ::close(fd);
-  if (p == MAP_FAILED) throw Error(ErrorCode::kIo, "shared memory " + name + ": cannot map: " + why);
-  Segment s;
-  s.name_ = name;
-  s.data_ = p;
-  s.size_ = bytes;
-  return s;
-}
-
-Segment::Segment(Segment&& o) noexcept
-    : name_(std::move(o.name_)), data_(std::exchange(o.data_, nullptr)), size_(o.size_) {}
-
-Segment& Segment::operator=(Segment&& o) noexcept {
-  if (this != &o) {
-    if (data_) ::munmap(data_, size_);
-    name_ = std::move(o.name_);
-    data_ = std::exchange(o.data_, nullptr);
-    size_ = o.size_;
-  }
-  return *this;
-}
-
-Segment::~Segment() {
-  if (data_) ::munmap(data_, size_);
-}
-
-bool Segment::Unlink() { return !name_.empty() && ::shm_unlink(name_.c_str()) == 0; }
 
 // ---- Ring ------------------------------------------------------------------------------------
 

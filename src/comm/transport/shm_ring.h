@@ -24,34 +24,9 @@
 #include <cstdint>
 #include <string>
 
+#include "comm/transport/shm_segment.h"
+
 namespace cdt::shm {
-
-// A shared mapping by name (POSIX shm_open, mode 0600). The creator names it after the job and
-// generation; Unlink() removes the name (the mapping lives on while mapped).
-class Segment {
- public:
-  // Creates `name` ("/cdt-…") of `bytes`, zeroed. Throws cdt::Error(kIo) naming it.
-  static Segment Create(const std::string& name, size_t bytes);
-  // Maps an existing one. Throws cdt::Error(kIo) naming it.
-  static Segment Open(const std::string& name);
-  Segment() = default;
-  Segment(Segment&& other) noexcept;
-  Segment& operator=(Segment&& other) noexcept;
-  Segment(const Segment&) = delete;
-  Segment& operator=(const Segment&) = delete;
-  ~Segment();  // unmaps (does not unlink)
-
-  void* data() const { return data_; }
-  size_t size() const { return size_; }
-  const std::string& name() const { return name_; }
-  // Removes the name; false if it was gone already.
-  bool Unlink();
-
- private:
-  std::string name_;
-  void* data_ = nullptr;
-  size_t size_ = 0;
-};
 
 class Ring {
  public:

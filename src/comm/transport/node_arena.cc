@@ -1,0 +1,285 @@
+#include "comm/transport/node_arena.h"
+
+#include <poll.h>
+#include <sched.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+#include <utility>
+
+#include "cdt/error.h"
+#include "comm/transport/shared_futex.h"
+
+namespace cdt::shm {
+namespace {
+
+constexpr uint64_t kMagic = 0x63647461726e6131ULL;  // "cdtarna1"
+constexpr size_t kReasonBytes = 512;
+constexpr size_t kPage = 4096;
+// The longest a waiter sleeps before it looks at the members' pidfds again: how late a dead
+// member is noticed at worst.
+constexpr auto kSleepSlice = std::chrono::milliseconds(50);
+
+size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+uint64_t PidNamespace() {
+  struct stat st {};
+  return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
+
+int PidfdOpen(pid_t pid) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  return -1;
+#endif
+}
+
+std::string Label(const char* op, uint64_t seq) { return std::string(op) + " #" + std::to_string(seq); }
+
+bool Exited(int pidfd) {
+  pollfd p{pidfd, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP)) != 0;
+}
+
+}  // namespace
+
+struct NodeArena::Header {
+  alignas(64) uint64_t magic;
+  uint32_t members;
+  uint32_t unused;
+  uint64_t slot_bytes;
+  alignas(64) std::atomic<uint32_t> aborted;  // 0, or 1 + the member that aborted first
+  std::atomic<uint32_t> reason_ready;         // the reason below is written
+  char reason[kReasonBytes];
+  alignas(64) std::atomic<uint32_t> bell;
+  std::atomic<uint32_t> sleepers;
+};
+
+struct NodeArena::Member {
+  alignas(64) std::atomic<uint64_t> arrived;
+  int32_t pid;
+  uint64_t pid_namespace;
+};
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free &&
+                  std::atomic<uint32_t>::is_always_lock_free,
+              "a shared-memory arena needs lock-free atomics");
+
+size_t NodeArena::BytesFor(int members, size_t slot_bytes) {
+  const size_t head = RoundUp(sizeof(Header) + sizeof(Member) * static_cast<size_t>(members), kPage);
+  return head + 2 * static_cast<size_t>(members) * RoundUp(slot_bytes, kPage);
+}
+
+NodeArena::NodeArena(Segment segment, int me, std::vector<int> ranks, size_t slot_bytes)
+    : segment_(std::move(segment)),
+      me_(me),
+      ranks_(std::move(ranks)),
+      slot_bytes_(slot_bytes),
+      pidfds_(ranks_.size(), -1) {}
+
+NodeArena::NodeArena(NodeArena&& o) noexcept
+    : segment_(std::move(o.segment_)),
+      me_(o.me_),
+      ranks_(std::move(o.ranks_)),
+      slot_bytes_(o.slot_bytes_),
+      pidfds_(std::move(o.pidfds_)),
+      step_(o.step_),
+      uses_(o.uses_),
+      spin_(o.spin_) {
+  o.pidfds_.clear();
+}
+
+NodeArena::~NodeArena() {
+  for (int fd : pidfds_)
+    if (fd >= 0) ::close(fd);
+}
+
+NodeArena::Header* NodeArena::header() const { return static_cast<Header*>(segment_.data()); }
+
+NodeArena::Member& NodeArena::member(int i) const {
+  auto* first = reinterpret_cast<Member*>(static_cast<char*>(segment_.data()) + sizeof(Header));
+  return first[i];
+}
+
+char* NodeArena::slot(int set, int m) const {
+  const size_t head =
+      RoundUp(sizeof(Header) + sizeof(Member) * static_cast<size_t>(members()), kPage);
+  const size_t index = static_cast<size_t>(set) * static_cast<size_t>(members()) +
+                       static_cast<size_t>(m);
+  return static_cast<char*>(segment_.data()) + head + index * RoundUp(slot_bytes_, kPage);
+}
+
+NodeArena NodeArena::Create(Segment segment, int me, const std::vector<int>& ranks,
+                            size_t slot_bytes) {
+  const int n = static_cast<int>(ranks.size());
+  if (n < 1 || me < 0 || me >= n || slot_bytes == 0 || segment.size() < BytesFor(n, slot_bytes))
+    throw Error(ErrorCode::kInvalidArgument,
+                "shared-memory arena " + segment.name() + ": " + std::to_string(n) +
+                    " members of " + std::to_string(slot_bytes) + "-byte slots need " +
+                    std::to_string(BytesFor(n, slot_bytes)) + " bytes, the segment has " +
+                    std::to_string(segment.size()));
+  auto* h = new (segment.data()) Header();
+  for (int i = 0; i < n; ++i)
+    new (static_cast<char*>(segment.data()) + sizeof(Header) + sizeof(Member) * i) Member();
+  h->members = static_cast<uint32_t>(n);
+  h->slot_bytes = slot_bytes;
+  std::atomic_thread_fence(std::memory_order_release);
+  h->magic = kMagic;
+  NodeArena a(std::move(segment), me, ranks, slot_bytes);
+  a.Register();
+  return a;
+}
+
+NodeArena NodeArena::Attach(Segment segment, int me, const std::vector<int>& ranks) {
+  const int n = static_cast<int>(ranks.size());
+  auto* h = static_cast<Header*>(segment.data());
+  if (segment.size() < sizeof(Header) || h->magic != kMagic ||
+      h->members != static_cast<uint32_t>(n) || me < 0 || me >= n || h->slot_bytes == 0 ||
+      segment.size() < BytesFor(n, h->slot_bytes))
+    throw Error(ErrorCode::kProtocol, "shared-memory arena " + segment.name() +
+                                          ": not an arena of " + std::to_string(n) +
+                                          " members (bad magic, member count or size)");
+  const size_t slot_bytes = h->slot_bytes;
+  NodeArena a(std::move(segment), me, ranks, slot_bytes);
+  a.Register();
+  return a;
+}
+
+void NodeArena::Register() {
+  Member& m = member(me_);
+  m.pid = static_cast<int32_t>(::getpid());
+  m.pid_namespace = PidNamespace();
+}
+
+void NodeArena::WatchMembers() {
+  const uint64_t mine = PidNamespace();
+  for (int i = 0; i < members(); ++i) {
+    if (i == me_ || pidfds_[i] >= 0) continue;
+    const Member& m = member(i);
+    if (mine != 0 && m.pid_namespace == mine && m.pid > 0) pidfds_[i] = PidfdOpen(m.pid);
+  }
+}
+
+std::string NodeArena::Describe(int i) const {
+  return "rank " + std::to_string(ranks_[static_cast<size_t>(i)]) + " (pid " +
+         std::to_string(member(i).pid) + ", this node)";
+}
+
+void NodeArena::Arrive(uint64_t step) {
+  Header* h = header();
+  member(me_).arrived.store(step, std::memory_order_seq_cst);
+  if (h->sleepers.load(std::memory_order_seq_cst) != 0) {
+    h->bell.fetch_add(1, std::memory_order_seq_cst);
+    FutexWakeAll(&h->bell);
+  }
+}
+
+int NodeArena::Behind(uint64_t step) const {
+  for (int i = 0; i < members(); ++i)
+    if (member(i).arrived.load(std::memory_order_seq_cst) < step) return i;
+  return -1;
+}
+
+void NodeArena::CheckAlive(uint64_t step, const char* op, uint64_t seq) const {
+  for (int i = 0; i < members(); ++i) {
+    const int fd = pidfds_[static_cast<size_t>(i)];
+    if (fd < 0 || member(i).arrived.load(std::memory_order_seq_cst) >= step || !Exited(fd))
+      continue;
+    throw Error(ErrorCode::kPeerLost,
+                "rank " + std::to_string(ranks_[static_cast<size_t>(me_)]) + ": " + Label(op, seq) +
+                    ": " + Describe(i) +
+                    " exited while this node's ranks waited for it in shared memory; restart the "
+                    "group without it (the elastic agent does this by itself)",
+                {ranks_[static_cast<size_t>(me_)], ranks_[static_cast<size_t>(i)], "", op, seq});
+  }
+}
+
+void NodeArena::ThrowAborted(uint64_t step, const char* op, uint64_t seq) const {
+  CheckAlive(step, op, seq);  // a dead member is the better explanation
+  const Header* h = header();
+  std::string reason = "aborted";
+  if (h->reason_ready.load(std::memory_order_acquire))
+    reason = std::string(h->reason, strnlen(h->reason, kReasonBytes));
+  const int by = static_cast<int>(h->aborted.load(std::memory_order_acquire)) - 1;
+  throw Error(ErrorCode::kAborted,
+              "rank " + std::to_string(ranks_[static_cast<size_t>(me_)]) + ": " + Label(op, seq) +
+                  ": the node's shared-memory group was aborted by " +
+                  (by >= 0 && by < members() ? Describe(by) : std::string("a member")) + ": " +
+                  reason,
+              {ranks_[static_cast<size_t>(me_)],
+               by >= 0 && by < members() ? ranks_[static_cast<size_t>(by)] : -1, "", op, seq});
+}
+
+void NodeArena::ThrowTimeout(uint64_t step, std::chrono::milliseconds timeout, const char* op,
+                             uint64_t seq) const {
+  std::string behind;
+  int first = -1;
+  for (int i = 0; i < members(); ++i) {
+    if (member(i).arrived.load(std::memory_order_seq_cst) >= step) continue;
+    if (first < 0) first = i;
+    behind += (behind.empty() ? "" : ", ") + Describe(i);
+  }
+  throw Error(ErrorCode::kTimeout,
+              "rank " + std::to_string(ranks_[static_cast<size_t>(me_)]) + ": " + Label(op, seq) +
+                  ": waited " + std::to_string(timeout.count()) + " ms in shared memory for " +
+                  behind +
+                  " (stopped, stuck, or in another collective); check that process, or raise "
+                  "the timeout",
+              {ranks_[static_cast<size_t>(me_)],
+               first >= 0 ? ranks_[static_cast<size_t>(first)] : -1, "", op, seq});
+}
+
+void NodeArena::WaitAll(uint64_t step, std::chrono::milliseconds timeout, const char* op,
+                        uint64_t seq) {
+  using Clock = std::chrono::steady_clock;
+  Header* h = header();
+  const auto start = Clock::now();
+  const auto deadline = start + timeout;
+  const auto spin_until = start + spin_;
+  for (unsigned i = 0;; ++i) {
+    if (Behind(step) < 0) return;
+    if (h->aborted.load(std::memory_order_acquire)) ThrowAborted(step, op, seq);
+    if ((i & 63) == 63 && Clock::now() >= spin_until) break;
+    sched_yield();
+  }
+  for (;;) {
+    h->sleepers.fetch_add(1, std::memory_order_seq_cst);
+    const uint32_t seen = h->bell.load(std::memory_order_seq_cst);
+    const bool done = Behind(step) < 0;
+    const bool aborted = h->aborted.load(std::memory_order_seq_cst) != 0;
+    const auto now = Clock::now();
+    if (!done && !aborted && now < deadline)
+      FutexWait(&h->bell, seen, std::min<Clock::duration>(deadline - now, kSleepSlice));
+    h->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    if (done || Behind(step) < 0) return;
+    if (aborted || h->aborted.load(std::memory_order_acquire)) ThrowAborted(step, op, seq);
+    CheckAlive(step, op, seq);
+    if (Clock::now() >= deadline) ThrowTimeout(step, timeout, op, seq);
+  }
+}
+
+void NodeArena::Abort(const std::string& reason) {
+  Header* h = header();
+  uint32_t expected = 0;
+  if (h->aborted.compare_exchange_strong(expected, static_cast<uint32_t>(me_) + 1,
+                                         std::memory_order_seq_cst)) {
+    const size_t n = std::min(reason.size(), kReasonBytes - 1);
+    std::memcpy(h->reason, reason.data(), n);
+    h->reason[n] = '\0';
+    h->reason_ready.store(1, std::memory_order_release);
+  }
+  h->bell.fetch_add(1, std::memory_order_seq_cst);
+  FutexWakeAll(&h->bell);
+}
+
+bool NodeArena::aborted() const {
+  return header()->aborted.load(std::memory_order_acquire) != 0;
+}
+
+}  // namespace cdt::shm

@@ -1,0 +1,111 @@
+// NodeArena: the memory the ranks of one node share for their collectives (issue 32) — per member,
+// two slots (double buffering) that every other member can read, and a barrier. This is the
+// shape of Open MPI's coll/sm and xhc components and of MPICH's shared-memory collectives: a rank
+// copies its data in once, and the reduction reads every member's slot in place, so a rank's
+// slice is reduced straight from the others' data with no message in between.
+//
+// Layout in its shm::Segment (offsets from the start, 4 KiB aligned where it matters):
+//   header      magic, members, slot_bytes; abort word (0, or 1 + who aborted) and its reason;
+//               bell (the futex word every sleeping waiter sleeps on) and the count of sleepers
+//   member[i]   one cache line each: the last barrier step member i arrived at, its pid and
+//               the inode of its pid namespace
+//   slots       2 sets x members x slot_bytes
+//
+// Barrier: Arrive(step) stores the member's step (seq_cst) and rings the bell only if someone
+// sleeps; WaitAll(step) spins with sched_yield for `spin` (ranks usually outnumber cores here),
+// then sleeps on the bell in slices of at most 50 ms. Between slices it asks the kernel whether
+// the members it waits for still exist (a pidfd of each, opened at set-up when the member lives in
+// this pid namespace; a pidfd is readable once its process has exited), so a killed peer fails
+// the wait with kPeerLost naming it within ~50 ms, a stopped one with kTimeout at the deadline,
+// and Abort() — from any thread of any member — ends every wait at once with kAborted and the
+// reason the aborting member gave.
+//
+// Thread-safety: one thread per member uses the slots and the barrier (the communicator's); Abort
+// may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "comm/transport/shm_segment.h"
+
+namespace cdt::shm {
+
+class NodeArena {
+ public:
+  // Bytes of the segment an arena of `members` members and `slot_bytes` slots takes.
+  static size_t BytesFor(int members, size_t slot_bytes);
+
+  // member 0: lays a new arena out in `segment` (zeroed, BytesFor() bytes). Others: attach to the
+  // one member 0 laid out, checking that it is one and has `members` members (kProtocol if not).
+  // `ranks` are the members' global ranks (error messages); `me` this process's member index.
+  // Both register this process (pid, pid namespace) in its member line.
+  static NodeArena Create(Segment segment, int me, const std::vector<int>& ranks,
+                          size_t slot_bytes);
+  static NodeArena Attach(Segment segment, int me, const std::vector<int>& ranks);
+
+  NodeArena(NodeArena&& other) noexcept;
+  NodeArena& operator=(NodeArena&&) = delete;
+  NodeArena(const NodeArena&) = delete;
+  ~NodeArena();  // closes the pidfds; unmaps with the segment
+
+  // Once every member has registered (the set-up's handshake says so): opens a pidfd for each
+  // other member in this pid namespace. Members elsewhere (a container sharing /dev/shm) are
+  // watched by the timeout only, as are all of them on kernels without pidfd_open.
+  void WatchMembers();
+
+  int members() const { return static_cast<int>(ranks_.size()); }
+  int me() const { return me_; }
+  const std::vector<int>& ranks() const { return ranks_; }
+  size_t slot_bytes() const { return slot_bytes_; }
+  Segment& segment() { return segment_; }
+  // Member `member`'s slot of set 0 or 1.
+  char* slot(int set, int member) const;
+
+  // The next barrier step / slot set to use: every member uses them in the same order.
+  uint64_t NextStep() { return ++step_; }
+  int NextSet() { return static_cast<int>(++uses_ & 1); }
+
+  // Barrier: this member reached `step`; wait until every member did (or threw, below). `op` and
+  // `seq` name the operation in errors ("allreduce(hier) #12").
+  void Arrive(uint64_t step);
+  void WaitAll(uint64_t step, std::chrono::milliseconds timeout, const char* op, uint64_t seq);
+
+  // From any thread of any member: every wait, present and future, of every member throws
+  // kAborted with `reason` (the first abort's reason wins).
+  void Abort(const std::string& reason);
+  bool aborted() const;
+
+  void set_spin(std::chrono::microseconds spin) { spin_ = spin; }
+
+ private:
+  struct Header;
+  struct Member;
+  NodeArena(Segment segment, int me, std::vector<int> ranks, size_t slot_bytes);
+  Header* header() const;
+  Member& member(int i) const;
+  void Register();
+  // The first member not yet at `step`, or -1.
+  int Behind(uint64_t step) const;
+  // Throws kPeerLost if a watched member still behind `step` has exited.
+  void CheckAlive(uint64_t step, const char* op, uint64_t seq) const;
+  [[noreturn]] void ThrowAborted(uint64_t step, const char* op, uint64_t seq) const;
+  [[noreturn]] void ThrowTimeout(uint64_t step, std::chrono::milliseconds timeout, const char* op,
+                                 uint64_t seq) const;
+  std::string Describe(int member) const;  // "rank 2 (pid 1234, this node)"
+
+  Segment segment_;
+  int me_ = 0;
+  std::vector<int> ranks_;
+  size_t slot_bytes_ = 0;
+  std::vector<int> pidfds_;  // per member; -1 = not watched
+  uint64_t step_ = 0;
+  uint64_t uses_ = 0;
+  std::chrono::microseconds spin_{500};
+};
+
+}  // namespace cdt::shm
