@@ -5,6 +5,9 @@
 #
 #   sudo bash bench/run_emulated_peers.sh [--nodes 2] [--nproc 2 | --nproc-list 1,3] [--link 1gbit]
 #                                         [--link-of I=RATE] [--reps 3] [--max-bytes 64M]
+#                                         [--steps "run_cdt_auto run_cdt_tcp ..."]
+#
+# run_cdt_tcp is `auto` with CDT_SHM=0: the same-node steps over TCP instead of shared memory.
 #
 # `auto` runs with --adaptive-comm (topology planner + online autotuning); the strategy cache lives
 # in the results folder, so the first run of a configuration probes and the later ones reuse it
@@ -16,6 +19,7 @@ cd "$(dirname "$0")/.."
 BIN=$(pwd)/${BIN:-build/bin}
 NODES=2 NPROC=2 NPROC_LIST= LINK=1gbit REPS=3 MIN=4096 MAX=$((64 << 20))
 link_of=()
+steps=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --nodes) NODES=$2; shift 2 ;;
@@ -25,6 +29,8 @@ while [ $# -gt 0 ]; do
     --link-of) link_of+=(--link-of "$2"); shift 2 ;;
     --reps) REPS=$2; shift 2 ;;
     --max-bytes) MAX=$2; shift 2 ;;
+    --min-bytes) MIN=$2; shift 2 ;;
+    --steps) read -ra steps <<< "$2"; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -44,6 +50,11 @@ run_cdt_auto() {
   "${cluster[@]}" "$BIN/cann-dist-train" bench allreduce "${nproc_args[@]}" --algo auto "${adaptive[@]}" \
       --min-bytes "$MIN" --max-bytes "$MAX" --json "$(pwd)/$out/cdt_$1.json" > "$out/cdt_$1.txt" 2>&1
 }
+run_cdt_tcp() {
+  CDT_SHM=0 "${cluster[@]}" "$BIN/cann-dist-train" bench allreduce "${nproc_args[@]}" --algo auto \
+      "${adaptive[@]}" --min-bytes "$MIN" --max-bytes "$MAX" --json "$(pwd)/$out/cdttcp_$1.json" \
+      > "$out/cdttcp_$1.txt" 2>&1
+}
 run_cdt_all() {
   "${cluster[@]}" "$BIN/cann-dist-train" bench allreduce "${nproc_args[@]}" --algo all "${adaptive[@]}" \
       --min-bytes "$MIN" --max-bytes "$MAX" --json "$(pwd)/$out/cdtall_$1.json" > "$out/cdtall_$1.txt" 2>&1
@@ -58,6 +69,6 @@ run_gloo() {  # $1 algorithm, $2 repetition; node 0's rank 0 writes the JSON
 }
 run_gloo_ring() { run_gloo ring_chunked "$1"; }
 run_gloo_hd() { run_gloo halving_doubling "$1"; }
-steps=(run_cdt_auto run_gloo_ring run_gloo_hd run_cdt_all)
+[ -n "${steps[*]:-}" ] || steps=(run_cdt_auto run_cdt_tcp run_gloo_ring run_gloo_hd run_cdt_all)
 run_rotated "$REPS" "${steps[@]}"
 python3 bench/summarize.py "$out" --metric algbw_GBps

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Training throughput: `cann-dist-train train` beside PyTorch DDP (Gloo backend, Debian
 # python3-torch) on the same cnn, data order, per-rank batch, optimizer and steps, run alternately
-# REPS times in a rotating order; prints the medians (samples/s) and the ratio.
+# REPS times in a rotating order; prints the medians (samples/s) and the ratio. With several
+# workers per node, also ours with CDT_SHM=0 (same-node ranks over TCP instead of shared memory).
 #
 #   bash bench/run_train_peers.sh [--nproc 2] [--steps 200] [--batch-size 64] [--reps 3]
 #   sudo bash bench/run_train_peers.sh --nodes 2 --link 100mbit   # on tools/emulate-cluster,
@@ -44,6 +45,10 @@ run_cdt() {
   "${prefix[@]}" "$BIN/cann-dist-train" train --model cnn --nproc-per-node "$NPROC" "${common[@]}" \
       $EXTRA --no-progress --json "$(pwd)/$out/cdt_$1.json" > "$out/cdt_$1.txt" 2>&1
 }
+run_cdt_tcp() {  # ours with same-node ranks on TCP only (CDT_SHM=0)
+  CDT_SHM=0 "${prefix[@]}" "$BIN/cann-dist-train" train --model cnn --nproc-per-node "$NPROC" \
+      "${common[@]}" $EXTRA --no-progress --json "$(pwd)/$out/cdttcp_$1.json" > "$out/cdttcp_$1.txt" 2>&1
+}
 run_ddp() {
   # PyTorch 1.13's Gloo rendezvous has hung here now and then before the first step: bound each
   # run, keep its output, and try once more.
@@ -71,6 +76,7 @@ run_cdt_concurrent() {  # as many lone workers as nodes, at once: what sharing t
   for k in "${pids[@]}"; do wait "$k"; done
 }
 steps=(run_cdt run_ddp)
+[ "$NPROC" -gt 1 ] && steps+=(run_cdt_tcp)
 [ "$NODES" -gt 1 ] && steps+=(run_cdt_single run_cdt_concurrent)
 run_rotated "$REPS" "${steps[@]}"
 python3 - "$out" "$((NODES * NPROC))" <<'PY'
@@ -85,6 +91,10 @@ print(f"results in {d}; medians of {n}")
 print(f"| workers | cann-dist-train samples/s | PyTorch DDP samples/s | ratio |")
 print(f"|---:|---:|---:|---:|")
 print(f"| {workers} | {cdt:.1f} | {ddp:.1f} | {cdt / ddp:.2f}x |")
+tcp, t = med("cdttcp", "samples_per_s")
+if t:
+    print(f"cann-dist-train with CDT_SHM=0 (same-node ranks over TCP): {tcp:.1f} samples/s; "
+          f"shared memory / TCP {cdt / tcp:.2f}x")
 single, m = med("single", "samples_per_s")
 if m:
     print(f"single worker: {single:.1f} samples/s; scaling efficiency cdt {cdt / (workers * single):.2f}, "
