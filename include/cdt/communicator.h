@@ -83,6 +83,9 @@ class Communicator {
   virtual int size() const = 0;
   virtual uint64_t generation() const = 0;
   virtual const NodeLayout& layout() const = 0;
+  // Whether the ranks of every node with several share a memory arena (the hierarchical
+  // allreduce's intra-node steps then run in it; comm/node_arena_setup.h).
+  virtual bool shares_memory() const { return false; }
   virtual std::string backend_name() const = 0;
 
   // In-place allreduce of `count` elements.

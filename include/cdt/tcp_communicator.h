@@ -64,6 +64,12 @@ struct CommunicatorOptions {
   // waits on a same-host peer (spin) or only on other hosts (remote_spin); see MeshOptions.
   std::chrono::microseconds spin{500};
   std::chrono::microseconds remote_spin{0};
+  // After an operation, the background thread looks for the next one this long (yielding)
+  // before it sleeps, and Work::Wait looks for completion this long before it sleeps. Waking a
+  // sleeping thread costs ~25 us each way on this VM: a 1-rank allreduce took 53 us with both
+  // asleep, 2 us with both spinning 100 us; 30 us each made a 4-rank 4 KiB allreduce in shared
+  // memory 20 us instead of 36 (docs/benchmarks.md, "Shared memory"). 0 = sleep at once.
+  std::chrono::microseconds idle_spin{30};
   // A receive from another host sleeps until this many bytes can be read (SO_RCVLOWAT); 0 = any.
   int remote_receive_batch_bytes = 64 << 10;
   // Shared with another communicator over the same ranks (cdt/traffic_gate.h): the `urgent` one

@@ -31,7 +31,8 @@ __all__ = ["TopologyMapper", "CommunicationOptimizer", "Topology", "Level", "Pla
 
 @dataclass
 class Level:
-    name: str                  # "intra" (inside a node) or "inter" (between nodes)
+    name: str                  # "intra" (inside a node), "inter" (between nodes) or "shm"
+                               # (same-node ranks' shared memory)
     alpha_us: float            # latency per message
     beta_GBps: float           # bandwidth of one link
     node_GBps: Optional[float] = None  # intra: what the node moves in all at once

@@ -48,6 +48,10 @@ int RunTopoScan(Communicator& comm, const TopoScanOptions& o,
   if (d.probe.has_inter)
     std::printf("level     : inter  alpha %8.1f us  beta %7.3f GB/s\n", d.probe.inter.alpha_us,
                 d.probe.inter.beta_GBps);
+  if (d.probe.has_shm)
+    std::printf("level     : shm    alpha %8.1f us  beta %7.3f GB/s  (same-node ranks' shared "
+                "memory: a barrier, and buffer bytes through the node's copies)\n",
+                d.probe.shm.alpha_us, d.probe.shm.beta_GBps);
   std::printf(
       "plan      : allreduce algorithm per message size (predicted time at the range start)\n");
   for (const auto& e : d.planner->plan()) {

@@ -2,6 +2,9 @@
 // operations in submission order (see include/cdt/communicator.h for the contract).
 #include "cdt/tcp_communicator.h"
 
+#include <sched.h>
+
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -84,6 +87,7 @@ class TcpCommunicator : public Communicator {
   int size() const override { return options_.size; }
   uint64_t generation() const override { return options_.generation; }
   const NodeLayout& layout() const override { return layout_; }
+  bool shares_memory() const override { return shared_memory_; }
   std::string backend_name() const override { return "tcp"; }
 
   std::shared_ptr<Work> Allreduce(void* data, size_t count, DataType dtype, ReduceOp op,
@@ -274,6 +278,7 @@ class TcpCommunicator : public Communicator {
                   std::to_string(generation()) + ") was aborted";
       reason = broken_;
       dropped.swap(queue_);
+      queued_.store(0);
     }
     mesh_->Wake();
     mesh_->ShutdownAll();
@@ -330,13 +335,14 @@ class TcpCommunicator : public Communicator {
     fp.seq = seq;
     auto work = std::make_shared<WorkImpl>(
         std::string(name) + " #" + std::to_string(seq) + " on rank " + std::to_string(rank()),
-        options_.timeout + kWaitMargin);
+        options_.timeout + kWaitMargin, options_.idle_spin);
     Op op{name, seq, fp, bytes, std::move(run), work};
     if (!broken_.empty()) {
       work->Finish(AbortedError(op));
       return work;
     }
     queue_.push_back(std::move(op));
+    queued_.fetch_add(1);
     cv_.notify_all();
     return work;
   }
@@ -348,11 +354,17 @@ class TcpCommunicator : public Communicator {
     for (;;) {
       Op op;
       {
+        // Look for the next operation a little before sleeping (CommunicatorOptions::idle_spin).
+        const auto until = std::chrono::steady_clock::now() + options_.idle_spin;
+        while (queued_.load(std::memory_order_acquire) == 0 &&
+               std::chrono::steady_clock::now() < until)
+          sched_yield();
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
         if (queue_.empty()) return;  // stopping and drained
         op = std::move(queue_.front());
         queue_.pop_front();
+        queued_.fetch_sub(1);
         if (!broken_.empty()) {
           op.work->Finish(AbortedError(op));
           continue;
@@ -412,6 +424,7 @@ class TcpCommunicator : public Communicator {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Op> queue_;   // guarded by mu_
+  std::atomic<int> queued_{0};  // queue_.size(), readable without the lock (the idle spin)
   uint64_t next_seq_ = 0;  // guarded by mu_
   std::string broken_;     // guarded by mu_; non-empty once broken
   bool stopping_ = false;  // guarded by mu_

@@ -1,5 +1,9 @@
 #include "comm/work_impl.h"
 
+#include <sched.h>
+
+#include <algorithm>
+
 namespace cdt {
 
 void WaitIgnoringError(const std::shared_ptr<Work>& work) noexcept {
@@ -11,6 +15,13 @@ void WaitIgnoringError(const std::shared_ptr<Work>& work) noexcept {
 }
 
 void WorkImpl::Wait(std::chrono::milliseconds timeout) {
+  if (spin_.count() > 0) {
+    const auto until = std::chrono::steady_clock::now() + std::min<std::chrono::microseconds>(
+                                                              spin_, timeout);
+    while (!finished_.load(std::memory_order_acquire) &&
+           std::chrono::steady_clock::now() < until)
+      sched_yield();
+  }
   std::unique_lock<std::mutex> lock(mu_);
   if (!cv_.wait_for(lock, timeout, [&] { return done_; }))
     throw Error(ErrorCode::kTimeout, description_ + " still running after waiting " +
@@ -57,6 +68,7 @@ void WorkImpl::Finish(std::exception_ptr error) {
     if (started) ran_ = {started_, now};
     error_ = std::move(copy);
     other_error_ = std::move(error);
+    finished_.store(true, std::memory_order_release);
   }
   cv_.notify_all();
 }

@@ -1,6 +1,7 @@
 // Work handle of one queued operation (see cdt::Work for the contract).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
@@ -15,8 +16,11 @@ namespace cdt {
 
 class WorkImpl : public Work {
  public:
-  WorkImpl(std::string description, std::chrono::milliseconds default_wait)
-      : description_(std::move(description)), default_wait_(default_wait) {}
+  // `spin`: how long Wait() looks for completion (yielding) before it sleeps; see
+  // CommunicatorOptions::idle_spin.
+  WorkImpl(std::string description, std::chrono::milliseconds default_wait,
+           std::chrono::microseconds spin = std::chrono::microseconds(0))
+      : description_(std::move(description)), default_wait_(default_wait), spin_(spin) {}
 
   void Wait(std::chrono::milliseconds timeout) override;
   void Wait() override { Wait(default_wait_); }
@@ -31,6 +35,8 @@ class WorkImpl : public Work {
  private:
   const std::string description_;  // "allreduce(ring) #12 on rank 3"
   const std::chrono::milliseconds default_wait_;
+  const std::chrono::microseconds spin_;
+  std::atomic<bool> finished_{false};  // done_, readable without the lock (the spin)
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;                                // guarded by mu_

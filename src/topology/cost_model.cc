@@ -113,23 +113,34 @@ double CostModel::PredictUs(AllreduceAlgorithm algo, double n) const {
     }
     case AllreduceAlgorithm::kHierarchical: {
       double t = 0;
-      // Direct reduce-scatter + allgather: each rank moves (k-1)/k·n in one step, all at once.
-      if (k > 1) t += 2 * IntraStep(intra, (k - 1.0) / k * n, k);
-      if (multi) {
-        // Every shard's owners allreduce across nodes; the node's uplink carries 2(N-1)/N·n in all.
-        const double shard = n / k;
-        if (shard >= (64 << 10))
-          t += 2.0 * (N - 1) * inter.alpha_us +
-               2.0 * (N - 1) / N * n / (std::max(inter.beta_GBps, 1e-6) * 1e3);
-        else
-          t += std::ceil(std::log2(N)) * Step(inter, n);
-      }
-      return t;
+      // Direct reduce-scatter + allgather: each rank moves (k-1)/k·n in one step, all at once;
+      // in shared memory, the arena's barriers and copies.
+      if (k > 1)
+        t += shared_memory ? ShmStepsUs(*this, n) : 2 * IntraStep(intra, (k - 1.0) / k * n, k);
+      return t + HierInterNodeUs(*this, n);
     }
     case AllreduceAlgorithm::kAuto:
       break;
   }
   return 0;
+}
+
+double HierInterNodeUs(const CostModel& m, double n) {
+  const int N = m.shape.nodes();
+  if (N <= 1) return 0;
+  // Every shard's owners allreduce across nodes; the node's uplink carries 2(N-1)/N·n in all.
+  const double shard = n / m.shape.max_ranks_per_node();
+  if (shard >= (64 << 10))
+    return 2.0 * (N - 1) * m.inter.alpha_us +
+           2.0 * (N - 1) / N * n / (std::max(m.inter.beta_GBps, 1e-6) * 1e3);
+  return std::ceil(std::log2(N)) * Step(m.inter, n);
+}
+
+double ShmStepsUs(const CostModel& m, double bytes) {
+  const double chunk = static_cast<double>(std::max<size_t>(m.shm_chunk_bytes, 1));
+  const double chunks = std::max(1.0, std::ceil(bytes / chunk));
+  const double barriers = m.shape.nodes() <= 1 && bytes <= (64 << 10) ? 1 : 2 * chunks;
+  return barriers * m.shm.alpha_us + bytes / (std::max(m.shm.beta_GBps, 1e-6) * 1e3);
 }
 
 double BestAllreduceUs(const CostModel& model, double bytes) {

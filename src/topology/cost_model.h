@@ -39,10 +39,22 @@ struct CostModel {
   LinkLevel intra;                   // used when some node has >= 2 ranks
   LinkLevel inter;                   // used when there are >= 2 nodes
   size_t segment_bytes = 256 << 10;  // pipelining granularity of tree / chain
+  // Same-node ranks share memory: the hierarchical allreduce's intra-node steps cost, per chunk of
+  // shm_chunk_bytes, two barriers of shm.alpha_us (one for a single node's chunk up to 64 KiB)
+  // plus the chunk over shm.beta_GBps (buffer bytes through the node's copy-in, reduction and
+  // copy-out, all its ranks at once).
+  bool shared_memory = false;
+  LinkLevel shm{"shm"};
+  size_t shm_chunk_bytes = 1 << 20;
 
   // Predicted time of one allreduce of `bytes` with `algo` (not kAuto), in microseconds.
   double PredictUs(AllreduceAlgorithm algo, double bytes) const;
 };
+
+// The parts of the hierarchical allreduce, in microseconds: its intra-node steps in shared memory,
+// and its inter-node allreduce of the shards.
+double ShmStepsUs(const CostModel& model, double bytes);
+double HierInterNodeUs(const CostModel& model, double bytes);
 
 // Best allreduce time for `bytes` over every algorithm the model knows, in microseconds.
 double BestAllreduceUs(const CostModel& model, double bytes);

@@ -53,6 +53,10 @@ std::string DiscoveryReportJson(const Discovery& d, int world_size,
     levels.push_back({{"name", "inter"},
                       {"alpha_us", d.probe.inter.alpha_us},
                       {"beta_GBps", d.probe.inter.beta_GBps}});
+  if (d.probe.has_shm)
+    levels.push_back({{"name", "shm"},
+                      {"alpha_us", d.probe.shm.alpha_us},
+                      {"beta_GBps", d.probe.shm.beta_GBps}});
   nlohmann::json nics = nlohmann::json::array();
   for (const auto& n : d.nics)
     nics.push_back({{"name", n.name}, {"kind", n.kind}, {"speed_gbps", n.speed_gbps}, {"up", n.up}});

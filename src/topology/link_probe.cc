@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <vector>
 
 namespace cdt::topology {
@@ -106,6 +107,39 @@ double ProbeStream(Communicator& comm, int to, int from, const ProbeOptions& o) 
   return beta;
 }
 
+// The slowest rank's median time of a hierarchical allreduce of `bytes`, in microseconds.
+double HierCallUs(Communicator& comm, size_t bytes, int iters) {
+  std::vector<float> buf(std::max<size_t>(bytes / sizeof(float), 1), 1.0f);
+  AllreduceOptions ao;
+  ao.algorithm = AllreduceAlgorithm::kHierarchical;
+  auto call = [&] {
+    comm.Allreduce(buf.data(), buf.size(), DataType::kFloat32, ReduceOp::kMax, ao)->Wait();
+  };
+  for (int i = 0; i < 3; ++i) call();
+  std::vector<double> us;
+  for (int i = 0; i < iters; ++i) {
+    const auto start = Clock::now();
+    call();
+    us.push_back(Micros(Clock::now() - start));
+  }
+  std::nth_element(us.begin(), us.begin() + us.size() / 2, us.end());
+  double median = us[us.size() / 2];
+  comm.Allreduce(&median, 1, DataType::kFloat64, ReduceOp::kMax)->Wait();
+  return median;
+}
+
+void ProbeShm(Communicator& comm, const ProbeOptions& o, ProbeResult* r) {
+  CostModel m{r->shape, r->intra, r->inter};
+  const double small = HierCallUs(comm, 8, o.pingpong_iters);
+  const double large = HierCallUs(comm, o.stream_bytes, std::max(o.stream_iters, 5));
+  const double L = static_cast<double>(o.stream_bytes);
+  const double barriers_small = r->shape.nodes() <= 1 ? 1 : 2;
+  r->shm.alpha_us = std::max(0.5, (small - HierInterNodeUs(m, 8)) / barriers_small);
+  const double chunks = std::ceil(L / static_cast<double>(m.shm_chunk_bytes));
+  const double copy_us = large - HierInterNodeUs(m, L) - 2 * chunks * r->shm.alpha_us;
+  r->shm.beta_GBps = L / std::max(copy_us, 1.0) / 1e3;
+}
+
 }  // namespace
 
 ClusterShape ShapeOf(const Communicator& comm) {
@@ -158,6 +192,10 @@ ProbeResult ProbeLinks(Communicator& comm, const ProbeOptions& o) {
     for (int node = 2; node < last; ++node)
       r.inter.beta_GBps =
           std::min(r.inter.beta_GBps, ProbeStream(comm, ea, leader[static_cast<size_t>(node)], o));
+  }
+  if (comm.shares_memory() && r.has_intra) {
+    r.has_shm = true;
+    ProbeShm(comm, o, &r);
   }
   // A level that does not exist borrows the other's numbers, so formulas never divide by zero.
   if (!r.has_intra) r.intra = {"intra", r.inter.alpha_us, r.inter.beta_GBps};

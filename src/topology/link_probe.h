@@ -5,6 +5,9 @@
 // first node that has two ranks; "inter" α between the lowest ranks of nodes 0 and 1, and β as the
 // minimum over streams from nodes 1, 2, ... (at most kMaxInterProbes of them) to node 0 — the
 // slowest uplink bounds every algorithm that crosses nodes (--link-of on the emulated cluster).
+// With shared memory, the "shm" level is timed through the hierarchical allreduce itself: α from
+// 8-byte calls (its barriers), β from 4 MiB calls (its copies), the model's inter-node part of the
+// same calls taken off on several nodes (the slowest rank's median; kMax keeps the data finite).
 // Collective: every rank must call it; results are broadcast so every rank returns the same.
 // Takes well under a second on loopback, about 0.3 s more per level on a 1 Gbit/s link.
 #pragma once
@@ -28,8 +31,10 @@ struct ProbeResult {
   ClusterShape shape;
   bool has_intra = false;
   bool has_inter = false;
+  bool has_shm = false;  // the communicator shares memory (Communicator::shares_memory)
   LinkLevel intra{"intra"};
   LinkLevel inter{"inter"};
+  LinkLevel shm{"shm"};
   double seconds = 0;  // wall time of the probes
 };
 

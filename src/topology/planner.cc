@@ -28,7 +28,7 @@ TopologyPlanner::TopologyPlanner(CostModel model) : model_(std::move(model)) {
     double second_us = best_us;
     if (single_node) {
       const AllreduceShape shape{bytes, DataType::kFloat32, model_.shape.world(), 1,
-                                 model_.shape.max_ranks_per_node()};
+                                 model_.shape.max_ranks_per_node(), model_.shared_memory};
       best = fixed->Select(shape);
       second = fixed->RunnerUp(shape);
       best_us = model_.PredictUs(best, static_cast<double>(bytes));
@@ -58,16 +58,12 @@ TopologyPlanner::TopologyPlanner(CostModel model) : model_(std::move(model)) {
 }
 
 AllreduceAlgorithm TopologyPlanner::Select(const AllreduceShape& shape) const {
-  // Shared memory inside the node beats every TCP algorithm at every size (docs/benchmarks.md,
-  // "Shared memory"); the model's levels are TCP's.
-  if (shape.shared_memory && shape.max_ranks_per_node > 1) return AllreduceAlgorithm::kHierarchical;
   for (const PlanEntry& e : plan_)
     if (shape.bytes <= e.max_bytes) return e.algorithm;
   return plan_.back().algorithm;
 }
 
 AllreduceAlgorithm TopologyPlanner::RunnerUp(const AllreduceShape& shape) const {
-  if (shape.shared_memory && shape.max_ranks_per_node > 1) return AllreduceAlgorithm::kAuto;
   const int log2 = shape.bytes == 0 ? 0 : static_cast<int>(std::bit_width(shape.bytes)) - 1;
   const int index = std::clamp(log2, kMinLog2, kMaxLog2) - kMinLog2;
   return runner_up_[static_cast<size_t>(index)];

@@ -37,7 +37,7 @@ json LevelJson(const LinkLevel& l) {
 }  // namespace
 
 std::string Fingerprint(const ClusterShape& shape, const std::string& network_type,
-                        double nic_speed_gbps) {
+                        double nic_speed_gbps, bool shared_memory) {
   std::string f =
       "v1;net=" + network_type + ";speed_class=" +
       std::to_string(nic_speed_gbps > 0 ? static_cast<int>(std::round(std::log2(nic_speed_gbps)))
@@ -45,6 +45,7 @@ std::string Fingerprint(const ClusterShape& shape, const std::string& network_ty
       ";nodes=" + std::to_string(shape.nodes()) + ";ranks_per_node=";
   for (size_t i = 0; i < shape.ranks_per_node.size(); ++i)
     f += (i ? "," : "") + std::to_string(shape.ranks_per_node[i]);
+  if (shared_memory) f += ";shm=1";
   return f;
 }
 
@@ -91,6 +92,9 @@ std::optional<ProbeResult> LoadStrategy(const std::string& dir, const std::strin
       } else if (level.name == "inter") {
         r.inter = level;
         r.has_inter = true;
+      } else if (level.name == "shm") {
+        r.shm = level;
+        r.has_shm = true;
       }
     }
     if (!r.has_intra && !r.has_inter) throw std::runtime_error("no levels");
@@ -108,6 +112,7 @@ void SaveStrategy(const std::string& dir, const std::string& fingerprint, const 
   json levels = json::array();
   if (probe.has_intra) levels.push_back(LevelJson(probe.intra));
   if (probe.has_inter) levels.push_back(LevelJson(probe.inter));
+  if (probe.has_shm) levels.push_back(LevelJson(probe.shm));
   json entries = json::array();
   for (const auto& e : plan)
     entries.push_back({{"min_bytes", e.min_bytes},

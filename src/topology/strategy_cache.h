@@ -16,8 +16,10 @@
 
 namespace cdt::topology {
 
+// `shared_memory` (the communicator's same-node ranks share memory) adds ";shm=1": a strategy
+// measured over TCP only is not reused where the intra-node steps run in shared memory.
 std::string Fingerprint(const ClusterShape& shape, const std::string& network_type,
-                        double nic_speed_gbps);
+                        double nic_speed_gbps, bool shared_memory = false);
 
 // Path of the cache file for a fingerprint inside dir.
 std::string StrategyPath(const std::string& dir, const std::string& fingerprint);
