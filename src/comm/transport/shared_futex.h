@@ -1,6 +1,6 @@
 // Futex wait and wake on a 32-bit word in memory shared between processes (FUTEX_WAIT/FUTEX_WAKE
 // without FUTEX_PRIVATE_FLAG). libstdc++'s std::atomic::wait uses process-private futexes, which
-// never wake a waiter in another process: that is why the same-node transport (ShmRing,
+// never wake a waiter in another process: that is why the same-node transport (the
 // NodeArena) calls the system call itself.
 #pragma once
 

@@ -1,5 +1,5 @@
 // shm::Segment: a named shared mapping (POSIX shm_open under /dev/shm, mode 0600), the memory the
-// same-node transport lives in (ShmRing, NodeArena). The creator picks the name (the
+// same-node transport lives in (the NodeArena). The creator picks the name (the
 // communicator's set-up: job, generation, creator pid and random bytes, sent to the others over the
 // authenticated connection) and unlinks it as soon as everyone has mapped it, so nothing is left
 // in /dev/shm once a group runs, whatever happens to it later.
