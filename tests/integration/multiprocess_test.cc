@@ -204,6 +204,40 @@ TEST(Launcher, BenchAllreduceAllAlgorithmsChecked) {
   EXPECT_EQ(doc.find("WRONG"), std::string::npos) << doc;
 }
 
+// Same-node ranks share memory unless CDT_SHM=0: topo-scan shows the measured "shm" level (and
+// the plan's hierarchical allreduce) only then, and `bench --check` is exact either way.
+TEST(Launcher, TopoScanShowsTheSharedMemoryLevelUnlessTurnedOff) {
+  for (const char* shm : {"1", "0"}) {
+    std::string out = TempPath(std::string("toposcan") + shm);
+    std::string json = TempPath(std::string("toposcan") + shm + ".json");
+    Proc p = Spawn({CDT_CLI, "topo-scan", "--nproc-per-node", "3", "--cache-dir", "none", "--json",
+                    json},
+                   {{"CDT_SHM", shm}}, out);
+    ASSERT_EQ(WaitFor(p.pid, std::chrono::seconds(120)), 0) << ReadFile(out);
+    const auto doc = nlohmann::json::parse(ReadFile(json));
+    bool has_shm = false;
+    for (const auto& level : doc.at("levels"))
+      if (level.at("name") == "shm") {
+        has_shm = true;
+        EXPECT_GT(level.at("alpha_us").get<double>(), 0) << level;
+        EXPECT_GT(level.at("beta_GBps").get<double>(), 0) << level;
+      }
+    EXPECT_EQ(has_shm, std::string(shm) == "1") << doc.dump(2);
+    if (std::string(shm) == "1") {
+      for (const auto& e : doc.at("plan")) EXPECT_EQ(e.at("algorithm"), "hier") << doc.dump(2);
+      EXPECT_NE(ReadFile(out).find("level     : shm"), std::string::npos) << ReadFile(out);
+    }
+    std::string bench = TempPath(std::string("shmbench") + shm);
+    Proc b = Spawn({CDT_CLI, "bench", "allreduce", "--nproc-per-node", "3", "--algo", "auto",
+                    "--min-bytes", "4", "--max-bytes", "4M", "--iters", "3", "--warmup", "2",
+                    "--check"},
+                   {{"CDT_SHM", shm}}, bench);
+    ASSERT_EQ(WaitFor(b.pid, std::chrono::seconds(120)), 0) << ReadFile(bench);
+    EXPECT_NE(ReadFile(bench).find("every element of every size matched"), std::string::npos)
+        << ReadFile(bench);
+  }
+}
+
 // Every algorithm from 4 bytes up. On a machine with fewer cores than ranks this used to print
 // nothing for minutes: the warm-up and the autotuner each asked for 4 MiB of traffic per size, a
 // million and two million calls at 4 bytes (issue 29). Worlds 3 and 7 run the benchmark's own

@@ -112,6 +112,33 @@ TEST(Planner, SingleNodeFollowsTheMeasuredThresholds) {
   }
 }
 
+// The shared-memory level: per chunk two barriers (one for a single node's small buffer) plus the
+// bytes over its bandwidth; it replaces the TCP intra-node steps of the hierarchical allreduce
+// only, and a planner over one node that shares memory picks hier at every size.
+TEST(CostModel, SharedMemoryStepsCountBarriersAndBytes) {
+  CostModel m{ClusterShape{{4}}, {"intra", 10, 2, 3}, {"inter", 10, 2}};
+  m.shared_memory = true;
+  m.shm = {"shm", 5, 4};  // 5 us a barrier, 4 GB/s = 4000 bytes/us
+  EXPECT_DOUBLE_EQ(ShmStepsUs(m, 4000), 5 + 1);                   // one barrier up to 64 KiB
+  EXPECT_DOUBLE_EQ(ShmStepsUs(m, 4 << 20), 8 * 5 + (4 << 20) / 4000.0);  // 4 chunks x 2
+  EXPECT_DOUBLE_EQ(m.PredictUs(AllreduceAlgorithm::kHierarchical, 4000), 6);
+  CostModel tcp = m;
+  tcp.shared_memory = false;
+  EXPECT_DOUBLE_EQ(m.PredictUs(AllreduceAlgorithm::kRing, 1 << 20),
+                   tcp.PredictUs(AllreduceAlgorithm::kRing, 1 << 20));
+  CostModel two{ClusterShape{{2, 2}}, {"intra", 10, 2, 3}, {"inter", 50, 0.125}};
+  two.shared_memory = true;
+  two.shm = {"shm", 5, 4};
+  EXPECT_DOUBLE_EQ(two.PredictUs(AllreduceAlgorithm::kHierarchical, 1 << 20),
+                   ShmStepsUs(two, 1 << 20) + HierInterNodeUs(two, 1 << 20));
+  EXPECT_DOUBLE_EQ(ShmStepsUs(two, 4000), 2 * 5 + 1);  // several nodes: always two barriers
+  TopologyPlanner planner(m);
+  for (size_t bytes : {size_t{4}, size_t{4096}, size_t{1} << 20, size_t{64} << 20})
+    EXPECT_EQ(planner.Select({bytes, DataType::kFloat32, 4, 1, 4, true}),
+              AllreduceAlgorithm::kHierarchical)
+        << bytes;
+}
+
 TEST(StrategyCache, RoundTripsAndRejectsForeignOrCorruptFiles) {
   fs::path dir = TempDir("cache");
   ProbeResult probe;
@@ -128,6 +155,18 @@ TEST(StrategyCache, RoundTripsAndRejectsForeignOrCorruptFiles) {
   EXPECT_DOUBLE_EQ(back->intra.beta_GBps, 4.25);
   EXPECT_DOUBLE_EQ(back->intra.node_GBps, 3.5);
   EXPECT_DOUBLE_EQ(back->inter.alpha_us, 51);
+  EXPECT_FALSE(back->has_shm);
+  // With shared memory: its own fingerprint, and the level comes back.
+  const std::string shm_fp = Fingerprint(probe.shape, "Ethernet", 10, true);
+  EXPECT_NE(shm_fp, fp);
+  probe.has_shm = true;
+  probe.shm = {"shm", 6.5, 3.75};
+  SaveStrategy(dir.string(), shm_fp, probe, planner.plan());
+  auto shm = LoadStrategy(dir.string(), shm_fp, &why);
+  ASSERT_TRUE(shm.has_value()) << why;
+  EXPECT_TRUE(shm->has_shm);
+  EXPECT_DOUBLE_EQ(shm->shm.alpha_us, 6.5);
+  EXPECT_DOUBLE_EQ(shm->shm.beta_GBps, 3.75);
   EXPECT_FALSE(LoadStrategy(dir.string(), Fingerprint(probe.shape, "Ethernet", 100), &why));
   EXPECT_NE(why.find("no cached strategy"), std::string::npos) << why;
   std::ofstream(StrategyPath(dir.string(), fp)) << "{ not json";
