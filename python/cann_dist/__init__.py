@@ -6,10 +6,11 @@ Importing it registers the torch.distributed backend "cdt": the one-line change 
     torch.distributed.init_process_group("cdt")
 
 under torchrun or `cann-dist-train launch` (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT). The
-backend runs the engine's collectives — topology-aware algorithm choice, its TCP transport with
-authenticated connections — on CPU tensors. The environment it reads (here, never in the engine):
-CDT_JOB_SECRET (the job secret; without it the handshake is keyed by the store's token alone),
-CDT_NODE_ADDR (the address peers dial; default 127.0.0.1) and CDT_JOB_ID.
+backend runs the engine's collectives — topology-aware algorithm choice, shared memory between
+the ranks of a node, its TCP transport with authenticated connections — on CPU tensors. The
+environment it reads (here, never in the engine): CDT_JOB_SECRET (the job secret; without it the
+handshake is keyed by the store's token alone), CDT_NODE_ADDR (the address peers dial; default
+127.0.0.1), CDT_JOB_ID and CDT_SHM (0: no shared memory).
 """
 import datetime
 import importlib
@@ -60,6 +61,7 @@ def _create_process_group(store, rank, size, timeout):
         secret=os.environ.get("CDT_JOB_SECRET", ""),
         job_id=os.environ.get("CDT_JOB_ID", "cdt"),
         advertise_host=os.environ.get("CDT_NODE_ADDR", "127.0.0.1"),
+        shared_memory=os.environ.get("CDT_SHM", "1") != "0",
     )
 
 

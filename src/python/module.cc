@@ -34,17 +34,19 @@ void BindProcessGroup(py::module_& m) {
       m, "ProcessGroupCDT", base)
       .def(py::init([](const c10::intrusive_ptr<::c10d::Store>& store, int rank, int size,
                        std::chrono::milliseconds timeout, const std::string& secret,
-                       const std::string& job_id, const std::string& advertise_host) {
+                       const std::string& job_id, const std::string& advertise_host,
+                       bool shared_memory) {
              cdt::python::ProcessGroupOptions o;
              o.secret = secret;
              o.job_id = job_id;
              o.advertise_host = advertise_host;
+             o.shared_memory = shared_memory;
              return c10::make_intrusive<cdt::python::ProcessGroupCDT>(store, rank, size, timeout,
                                                                       o);
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
            py::arg("secret") = "", py::arg("job_id") = "cdt",
-           py::arg("advertise_host") = "127.0.0.1",
+           py::arg("advertise_host") = "127.0.0.1", py::arg("shared_memory") = true,
            py::call_guard<py::gil_scoped_release>(),
            "Forms the group through `store` (every rank at once); "
            "torch.distributed.init_process_group(\"cdt\") calls this.");

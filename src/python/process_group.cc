@@ -104,6 +104,7 @@ ProcessGroupCDT::ProcessGroupCDT(const c10::intrusive_ptr<::c10d::Store>& store,
   co.secret = o.secret;
   co.advertise_host = o.advertise_host;
   co.bind_host = o.bind_host;
+  co.shared_memory = o.shared_memory;
   co.timeout = timeout;
   try {
     owned_ = ConnectTcpCommunicator(*store_, co);

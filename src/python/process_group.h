@@ -42,6 +42,7 @@ struct ProcessGroupOptions {
   std::string job_id = "cdt";  // store namespace
   std::string advertise_host = "127.0.0.1";  // what peers dial (CDT_NODE_ADDR)
   std::string bind_host = "0.0.0.0";
+  bool shared_memory = true;  // same-node ranks share memory (CDT_SHM=0: TCP only)
 };
 
 class ProcessGroupCDT : public ::c10d::ProcessGroup {
