@@ -390,7 +390,7 @@ class TcpCommunicator : public Communicator {
         // Close every connection (and wake this node's ranks waiting in shared memory) so peers
         // blocked on us fail now rather than at their timeout.
         mesh_->ShutdownAll();
-        if (arena_) arena_->Abort(e.what());
+        if (arena_) arena_->Abort(e.what(), e.code(), e.context().peer_rank);
         op.work->Finish(std::current_exception());
       } catch (...) {
         {

@@ -281,13 +281,14 @@ bool CheckpointSchedule::ObserveHealth(double step_s, int64_t step, int rank) {
 
 bool CheckpointSchedule::Due(int64_t step) const {
   if (requested_) return true;
-  if (o_.mtbf_s > 0) return writer_rank_ && step + 1 >= next_due_;
+  if (o_.mtbf_s > 0)
+    return writer_rank_ && (!measured_ || std::chrono::steady_clock::now() >= due_at_);
   return o_.every > 0 && (step + 1) % o_.every == 0;
 }
 
 void CheckpointSchedule::Take(
-    int64_t next_step, const std::function<std::string(std::vector<elastic::FloatSpan>*)>& capture,
-    double step_s) {
+    int64_t next_step,
+    const std::function<std::string(std::vector<elastic::FloatSpan>*)>& capture) {
   if (requested_) ++health_checkpoints_;
   requested_ = false;
   if (!writer_rank_) return;
@@ -314,7 +315,10 @@ void CheckpointSchedule::Take(
   if (o_.mtbf_s > 0) {
     const double cost = captured + (writer_->blocked_seconds() - blocked_before);
     const double interval_s = elastic::YoungDalyInterval(cost, o_.mtbf_s);
-    next_due_ = next_step + std::max<int64_t>(1, std::llround(interval_s / std::max(1e-9, step_s)));
+    measured_ = true;
+    due_at_ = std::chrono::steady_clock::now() +
+              std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                  std::chrono::duration<double>(std::min(interval_s, 1e9)));
   }
 }
 

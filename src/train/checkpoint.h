@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -58,12 +59,13 @@ class CheckpointSchedule {
   // only the writer checkpoints (the others have nothing to write: MTBF mode refuses
   // compression, whose per-rank state every rank writes).
   bool Due(int64_t step) const;
-  // Snapshot (`capture`) and hand to the writer (nothing on other ranks); `step_s` is the mean
-  // step time so far (for the Young/Daly interval in steps).
+  // Snapshot (`capture`) and hand to the writer (nothing on other ranks). In MTBF mode the next
+  // checkpoint is due one Young/Daly interval of wall time later: counted in time, not in steps
+  // estimated from the mean step so far, which a slow first step (warm-up on a loaded machine)
+  // inflated into an early extra checkpoint.
   // `capture` fills the float spans it is given (CaptureState's `floats`).
   void Take(int64_t next_step,
-            const std::function<std::string(std::vector<elastic::FloatSpan>*)>& capture,
-            double step_s);
+            const std::function<std::string(std::vector<elastic::FloatSpan>*)>& capture);
   // Waits for the last write; fills r->checkpoints and r->checkpoint.
   void Finish(TrainResult* r);
 
@@ -86,7 +88,9 @@ class CheckpointSchedule {
   elastic::FailurePredictor predictor_;
   double health_t_ = -1, health_step_s_ = 0;
   int health_steps_ = 0;
-  int64_t next_due_ = 1;  // MTBF mode: the first checkpoint after step 0 measures C
+  // MTBF mode: the first checkpoint, after step 0, measures C; the next is due at due_at_.
+  bool measured_ = false;
+  std::chrono::steady_clock::time_point due_at_{};
 };
 
 std::string CheckpointPath(const std::string& dir);  // checkpoint.pt (older versions)

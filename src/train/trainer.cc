@@ -496,8 +496,7 @@ void Trainer::Checkpoint() {
       next.step,
       [&](std::vector<elastic::FloatSpan>* f) {
         return CaptureState(*model_, *opt_, next, o_.seed, f);
-      },
-      Since(loop_start_) / std::max<int64_t>(1, r_.steps));
+      });
   if (!reducer_->compressing()) return;
   steering_->DecideIfDue();  // as before the next backward: the state holds the decision
   WriteStateFile(compression_path_,
@@ -580,8 +579,7 @@ std::string CheckpointSession(const TrainOptions& o, ElasticSession* session,
       mem.at.step,
       [&](std::vector<elastic::FloatSpan>* f) {
         return CaptureState(*model, *opt, mem.at, o.seed, f);
-      },
-      1.0);
+      });
   TrainResult written;
   writer.Finish(&written);
   return written.checkpoint;

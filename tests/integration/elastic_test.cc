@@ -65,6 +65,13 @@ void ExpectEveryStepOnce(const nlohmann::json& j) {
 
 int64_t LastStep(const nlohmann::json& j) { return j["loss_curve"].back()[0].get<int64_t>(); }
 
+// Waits (up to `tries` x 20 ms) until rank 0's progress line shows a step: the group formed and
+// trains. (The tests once waited for the autotuner's report, which shared memory made rare.)
+void WaitForTraining(const std::string& out, int tries) {
+  for (int i = 0; i < tries && ReadFile(out).find("[rank0]: step ") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
+
 TEST(Elastic, WithoutFaultsItTrainsExactlyAsWithout) {
   const std::vector<std::string> args = {"--steps", "12", "--batch-size", "16"};
   nlohmann::json elastic = Elastic("nofault", {"--nproc-per-node", "2"}, args);
@@ -317,13 +324,12 @@ TEST(Elastic, AfterKillingEveryProcessAResumeUsesTheNewestValidCheckpoint) {
 // reports (docs/elastic.md says what happens when a failure then comes: the job ends).
 TEST(Elastic, TheJobOutlivesTheStoreHostingAgentUntilItNeedsARendezvous) {
   const std::string json = TempPath("agentkill.json"), out = TempPath("agentkill.out");
-  Proc p = Spawn({"setsid", CDT_CLI, "elastic", "--nproc-per-node", "2", "--", "--no-progress",
+  Proc p = Spawn({"setsid", CDT_CLI, "elastic", "--nproc-per-node", "2", "--",
                   "--json", json, "--dataset", "synthetic", "--synthetic-samples", "4000",
                   "--model", "cnn", "--steps", "400", "--batch-size", "16"},
                  {}, out);
   // Let the group form and train a little, then kill the agent alone.
-  for (int i = 0; i < 500 && ReadFile(out).find("autotune") == std::string::npos; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  WaitForTraining(out, 500);
   ::kill(p.pid, SIGKILL);
   WaitFor(p.pid, std::chrono::seconds(10));
   for (int i = 0; i < 3000 && ReadFile(json).empty(); ++i)
@@ -375,7 +381,6 @@ TEST(Elastic, WithEtcdTheJobSurvivesItsAgentAndThenAWorker) {
                   "--inject",
                   "kill:2@300",
                   "--",
-                  "--no-progress",
                   "--json",
                   json,
                   "--dataset",
@@ -389,8 +394,7 @@ TEST(Elastic, WithEtcdTheJobSurvivesItsAgentAndThenAWorker) {
                   "--batch-size",
                   "16"},
                  {}, out);
-  for (int i = 0; i < 1500 && ReadFile(out).find("autotune") == std::string::npos; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  WaitForTraining(out, 1500);
   ::kill(p.pid, SIGKILL);  // the agent alone
   WaitFor(p.pid, std::chrono::seconds(10));
   for (int i = 0; i < 6000 && ReadFile(json).empty(); ++i)
@@ -418,7 +422,6 @@ TEST(Elastic, FaultInjectKillsAWorkerOfARunningJob) {
                   "--job-id",
                   job,
                   "--",
-                  "--no-progress",
                   "--json",
                   json,
                   "--dataset",
@@ -432,8 +435,7 @@ TEST(Elastic, FaultInjectKillsAWorkerOfARunningJob) {
                   "--batch-size",
                   "16"},
                  {}, out);
-  for (int i = 0; i < 1500 && ReadFile(out).find("autotune") == std::string::npos; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  WaitForTraining(out, 1500);
   const std::string inject_out = TempPath("fi-inject.out");
   Proc f = Spawn({CDT_CLI, "fault-inject", "--job-id", job, "--kill", "1"}, {}, inject_out);
   ASSERT_EQ(WaitFor(f.pid, std::chrono::seconds(30)), 0) << ReadFile(inject_out);

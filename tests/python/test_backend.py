@@ -163,7 +163,10 @@ def test_topology_mapper_scans_the_group_and_the_optimizer_plans():
         assert code == 0, err
     r0, r1 = results[0][0], results[1][0]
     assert r0["plan"] == r1["plan"]  # every rank builds the same planner
-    assert r0["nodes"] == 1 and r0["ranks_per_node"] == [2] and r0["levels"] == ["intra"]
+    # Two ranks of one node share memory: the TCP level and the shared-memory one, which the
+    # plan uses (hier at every size).
+    assert r0["nodes"] == 1 and r0["ranks_per_node"] == [2] and r0["levels"] == ["intra", "shm"]
+    assert {e[2] for e in r0["plan"]} == {"hier"}
     assert r0["alpha_us"][0] > 0 and r0["beta"][0] > 0
     assert r0["plan"][0][0] == 0 and r0["algorithm_1MiB"] in {e[2] for e in r0["plan"]}
     assert r0["sum"] == 2.0

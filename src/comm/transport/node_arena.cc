@@ -56,6 +56,8 @@ struct NodeArena::Header {
   uint64_t slot_bytes;
   alignas(64) std::atomic<uint32_t> aborted;  // 0, or 1 + the member that aborted first
   std::atomic<uint32_t> reason_ready;         // the reason below is written
+  int32_t reason_code;                        // the aborting member's ErrorCode
+  int32_t reason_peer;                        // and the rank its error named (-1: none)
   char reason[kReasonBytes];
   alignas(64) std::atomic<uint32_t> bell;
   std::atomic<uint32_t> sleepers;
@@ -192,10 +194,10 @@ void NodeArena::CheckAlive(uint64_t step, const char* op, uint64_t seq) const {
     if (fd < 0 || member(i).arrived.load(std::memory_order_seq_cst) >= step || !Exited(fd))
       continue;
     throw Error(ErrorCode::kPeerLost,
-                "rank " + std::to_string(ranks_[static_cast<size_t>(me_)]) + ": " + Label(op, seq) +
-                    ": " + Describe(i) +
-                    " exited while this node's ranks waited for it in shared memory; restart the "
-                    "group without it (the elastic agent does this by itself)",
+                "rank " + std::to_string(ranks_[static_cast<size_t>(me_)]) +
+                    " (this process) lost " + Describe(i) + " during " + Label(op, seq) +
+                    ": it exited while this node's ranks waited for it in shared memory; that "
+                    "process died — rebuild the group without it",
                 {ranks_[static_cast<size_t>(me_)], ranks_[static_cast<size_t>(i)], "", op, seq});
   }
 }
@@ -207,13 +209,20 @@ void NodeArena::ThrowAborted(uint64_t step, const char* op, uint64_t seq) const 
   if (h->reason_ready.load(std::memory_order_acquire))
     reason = std::string(h->reason, strnlen(h->reason, kReasonBytes));
   const int by = static_cast<int>(h->aborted.load(std::memory_order_acquire)) - 1;
-  throw Error(ErrorCode::kAborted,
+  // The aborting member's error, as its code and peer: a survivor reports the rank that failed,
+  // as over TCP, not the member that noticed first.
+  ErrorCode code = ErrorCode::kAborted;
+  int peer = by >= 0 && by < members() ? ranks_[static_cast<size_t>(by)] : -1;
+  if (h->reason_ready.load(std::memory_order_acquire)) {
+    code = static_cast<ErrorCode>(h->reason_code);
+    if (h->reason_peer >= 0) peer = h->reason_peer;
+  }
+  throw Error(code,
               "rank " + std::to_string(ranks_[static_cast<size_t>(me_)]) + ": " + Label(op, seq) +
                   ": the node's shared-memory group was aborted by " +
                   (by >= 0 && by < members() ? Describe(by) : std::string("a member")) + ": " +
                   reason,
-              {ranks_[static_cast<size_t>(me_)],
-               by >= 0 && by < members() ? ranks_[static_cast<size_t>(by)] : -1, "", op, seq});
+              {ranks_[static_cast<size_t>(me_)], peer, "", op, seq});
 }
 
 void NodeArena::ThrowTimeout(uint64_t step, std::chrono::milliseconds timeout, const char* op,
@@ -226,11 +235,11 @@ void NodeArena::ThrowTimeout(uint64_t step, std::chrono::milliseconds timeout, c
     behind += (behind.empty() ? "" : ", ") + Describe(i);
   }
   throw Error(ErrorCode::kTimeout,
-              "rank " + std::to_string(ranks_[static_cast<size_t>(me_)]) + ": " + Label(op, seq) +
-                  ": waited " + std::to_string(timeout.count()) + " ms in shared memory for " +
-                  behind +
-                  " (stopped, stuck, or in another collective); check that process, or raise "
-                  "the timeout",
+              "rank " + std::to_string(ranks_[static_cast<size_t>(me_)]) +
+                  " (this process) timed out on " + behind + " during " + Label(op, seq) +
+                  ": waited " + std::to_string(timeout.count()) +
+                  " ms in shared memory; that rank is stopped, hung, in another collective or "
+                  "slower than --timeout",
               {ranks_[static_cast<size_t>(me_)],
                first >= 0 ? ranks_[static_cast<size_t>(first)] : -1, "", op, seq});
 }
@@ -264,7 +273,7 @@ void NodeArena::WaitAll(uint64_t step, std::chrono::milliseconds timeout, const 
   }
 }
 
-void NodeArena::Abort(const std::string& reason) {
+void NodeArena::Abort(const std::string& reason, ErrorCode code, int peer_rank) {
   Header* h = header();
   uint32_t expected = 0;
   if (h->aborted.compare_exchange_strong(expected, static_cast<uint32_t>(me_) + 1,
@@ -272,6 +281,8 @@ void NodeArena::Abort(const std::string& reason) {
     const size_t n = std::min(reason.size(), kReasonBytes - 1);
     std::memcpy(h->reason, reason.data(), n);
     h->reason[n] = '\0';
+    h->reason_code = static_cast<int32_t>(code);
+    h->reason_peer = peer_rank;
     h->reason_ready.store(1, std::memory_order_release);
   }
   h->bell.fetch_add(1, std::memory_order_seq_cst);

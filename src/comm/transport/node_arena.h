@@ -17,8 +17,8 @@
 // the members it waits for still exist (a pidfd of each, opened at set-up when the member lives in
 // this pid namespace; a pidfd is readable once its process has exited), so a killed peer fails
 // the wait with kPeerLost naming it within ~50 ms, a stopped one with kTimeout at the deadline,
-// and Abort() — from any thread of any member — ends every wait at once with kAborted and the
-// reason the aborting member gave.
+// and Abort() — from any thread of any member — ends every wait at once with the reason, code and
+// peer the aborting member gave (kAborted for a plain Abort).
 //
 // Thread-safety: one thread per member uses the slots and the barrier (the communicator's); Abort
 // may be called from any thread.
@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "cdt/error.h"
 #include "comm/transport/shm_segment.h"
 
 namespace cdt::shm {
@@ -75,9 +76,11 @@ class NodeArena {
   void Arrive(uint64_t step);
   void WaitAll(uint64_t step, std::chrono::milliseconds timeout, const char* op, uint64_t seq);
 
-  // From any thread of any member: every wait, present and future, of every member throws
-  // kAborted with `reason` (the first abort's reason wins).
-  void Abort(const std::string& reason);
+  // From any thread of any member: every wait, present and future, of every member throws with
+  // `reason` (the first abort's wins), `code` and `peer_rank` (the rank the aborting member's
+  // error named, or -1) — unless it sees a member dead, which it names instead.
+  void Abort(const std::string& reason, ErrorCode code = ErrorCode::kAborted,
+             int peer_rank = -1);
   bool aborted() const;
 
   void set_spin(std::chrono::microseconds spin) { spin_ = spin; }
