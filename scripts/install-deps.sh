@@ -15,6 +15,9 @@ packages=(
   libtorch-dev dataset-fashion-mnist
   # The Python front end (src/python, python/cann_dist; docs/python.md) and its tests
   python3-dev python3-torch python3-pybind11 python3-pytest
+  # The dashboard's end-to-end test (tests/dashboard): the page in headless Chromium over the
+  # DevTools protocol, /metrics read by the Prometheus client's own parser
+  chromium python3-websocket python3-prometheus-client
   # make fuzz / CI's fuzz run: libFuzzer with ASan and UBSan
   clang-14 libclang-rt-14-dev
   # Debian's libtorch calls the generic libblas.so.3; without an optimised one that is netlib's

@@ -75,6 +75,21 @@ struct NodeLayout {
   int num_nodes = 1;
 };
 
+// What a communicator has moved since it was built (the dashboard's communication pattern and
+// Prometheus metrics, docs/dashboard.md). Counted when an operation completes; a failed one is not.
+struct CommStats {
+  struct Algorithm {
+    std::string name;  // AllreduceAlgorithmName: ring, rd, hd, tree, hier
+    uint64_t ops = 0;
+    uint64_t bytes = 0;    // buffer bytes reduced (count x element size), not wire bytes
+    double seconds = 0;    // on the communicator thread, start to end of each operation
+  };
+  std::vector<Algorithm> allreduce;  // every algorithm that ran at least once
+  // Per peer rank (size() entries, 0 at this rank): bytes this rank sent to it and received from
+  // it over the network transport. Same-node ranks that share memory move most bytes there.
+  std::vector<uint64_t> sent_bytes, received_bytes;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -87,6 +102,8 @@ class Communicator {
   // allreduce's intra-node steps then run in it; comm/node_arena_setup.h).
   virtual bool shares_memory() const { return false; }
   virtual std::string backend_name() const = 0;
+  // A copy of the counters (any thread). Backends that keep none return empty vectors.
+  virtual CommStats stats() const { return {}; }
 
   // In-place allreduce of `count` elements.
   virtual std::shared_ptr<Work> Allreduce(void* data, size_t count, DataType dtype, ReduceOp op,

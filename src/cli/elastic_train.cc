@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "cdt/error.h"
+#include "cli/live_publisher.h"
 #include "elastic/driver.h"
 #include "elastic/fault_spec.h"
 #include "elastic/rendezvous.h"
@@ -117,6 +118,7 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch,
   const elastic::DriverOptions d =
       elastic::WorkerDriverOptions(w, store, launch.log.ForRank(id.rank));
 
+  if (env.live) options.train.metrics.publish = LivePublisher(store, launch.job_id);
   train::ElasticTraining state(options.train, id.rank,
                                [&options](const train::TrainResult& r, int rank) {
                                  return ReportTrainResult(r, options, rank);

@@ -68,6 +68,7 @@ Environment Environment::FromProcess() {
   e.segment_bytes = Get("CDT_SEGMENT_BYTES");
   e.shm = Get("CDT_SHM");
   e.shm_slot_bytes = Get("CDT_SHM_SLOT_BYTES");
+  e.live = Get("CDT_LIVE").value_or("1") != "0";
   e.master_addr = Get("MASTER_ADDR");
   e.master_port = Get("MASTER_PORT");
   if (auto level = Get("CDT_LOG_LEVEL")) {

@@ -41,6 +41,8 @@ struct Environment {
   // CDT_SHM=0: same-node ranks talk over TCP only; CDT_SHM_SLOT_BYTES: the shared-memory slot
   // size (comm/node_arena_setup.h).
   std::optional<std::string> shm, shm_slot_bytes;
+  // CDT_LIVE=0: workers publish no live metrics for the dashboard (cli/live_publisher.h).
+  bool live = true;
   // Default strategy cache: $XDG_CACHE_HOME/cann-dist-train/strategies, else
   // $HOME/.cache/cann-dist-train/strategies, else knowledge_base/strategies.
   std::string strategy_cache_dir;

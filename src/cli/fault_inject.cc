@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "cdt/error.h"
-#include "cli/elastic_train.h"
+#include "elastic/fault_spec.h"
 #include "comm/store/etcd_store.h"
 #include "comm/store/tcp_store_client.h"
 #include "common/file_io.h"
@@ -55,41 +55,46 @@ std::string FaultSpec(const FaultInjectOptions& o) {
   if (!o.slow.empty()) spec = "slow:" + o.slow + at;
   if (o.cut_link >= 0)
     spec = "cut:" + std::to_string(o.cut_link) + at + "+" + std::to_string(o.for_s);
-  ParseFaults(spec);  // the workers' parser: refuse here what they would refuse
+  elastic::ParseFaults(spec);  // the workers' parser: refuse here what they would refuse
   return spec;
+}
+
+JobFile ReadJobFile(const Environment& env, const std::string& job_id, const std::string& verb) {
+  JobFile j;
+  j.path = JobFilePath(env, job_id);
+  if (::access(j.path.c_str(), F_OK) != 0)
+    throw Error(ErrorCode::kInvalidArgument,
+                verb + ": no running job '" + job_id + "' on this machine (no " + j.path +
+                    "); give --rdzv-endpoint (and --rdzv-backend, CDT_JOB_SECRET) of its store");
+  // Only a job file of ours, in a directory of ours, points us at a store: a planted one
+  // would send the request (and our proof of its secret) wherever its author likes.
+  EnsurePrivateDirectory(std::filesystem::path(j.path).parent_path().string());
+  CheckPrivateFile(j.path);
+  std::istringstream f(ReadFileBounded(j.path, 64 << 10));
+  if (!(std::getline(f, j.backend) && std::getline(f, j.endpoint) && std::getline(f, j.job_id) &&
+        std::getline(f, j.secret)))
+    throw Error(ErrorCode::kInvalidArgument,
+                verb + ": " + j.path + " is not a job file (four lines expected)");
+  if (j.backend.empty()) j.backend = "tcp";
+  return j;
+}
+
+std::unique_ptr<Store> ConnectJobStore(const JobFile& job, std::chrono::milliseconds timeout) {
+  const net::HostPort hp = net::ParseHostPort(job.endpoint, "--rdzv-endpoint");
+  if (job.backend == "etcd") return std::make_unique<EtcdStore>(hp, timeout);
+  return std::make_unique<TcpStoreClient>(hp, job.secret, timeout);
 }
 
 int RunFaultInject(const FaultInjectOptions& o, const Environment& env) {
   const std::string spec = FaultSpec(o);
-  std::string backend = o.rdzv_backend, endpoint = o.rdzv_endpoint, job = o.job_id,
-              secret = o.job_secret;
-  if (endpoint.empty()) {
-    const std::string path = JobFilePath(env, o.job_id);
-    if (::access(path.c_str(), F_OK) != 0)
-      throw Error(ErrorCode::kInvalidArgument,
-                  "fault-inject: no running job '" + o.job_id + "' on this machine (no " + path +
-                      "); give --rdzv-endpoint (and --rdzv-backend, CDT_JOB_SECRET) of its store");
-    // Only a job file of ours, in a directory of ours, points us at a store: a planted one
-    // would send the fault (and our proof of its secret) wherever its author likes.
-    EnsurePrivateDirectory(std::filesystem::path(path).parent_path().string());
-    CheckPrivateFile(path);
-    std::istringstream f(ReadFileBounded(path, 64 << 10));
-    if (!(std::getline(f, backend) && std::getline(f, endpoint) && std::getline(f, job) &&
-          std::getline(f, secret)))
-      throw Error(ErrorCode::kInvalidArgument,
-                  "fault-inject: " + path + " is not a job file (four lines expected)");
-  }
-  if (backend.empty()) backend = "tcp";
-  const net::HostPort hp = net::ParseHostPort(endpoint, "--rdzv-endpoint");
-  std::unique_ptr<Store> store;
-  if (backend == "etcd")
-    store = std::make_unique<EtcdStore>(hp, std::chrono::seconds(10));
-  else
-    store = std::make_unique<TcpStoreClient>(hp, secret, std::chrono::seconds(10));
-  elastic::QueueFault(*store, job, spec);
+  JobFile job{o.rdzv_backend.empty() ? "tcp" : o.rdzv_backend, o.rdzv_endpoint, o.job_id,
+              o.job_secret, ""};
+  if (o.rdzv_endpoint.empty()) job = ReadJobFile(env, o.job_id, "fault-inject");
+  std::unique_ptr<Store> store = ConnectJobStore(job, std::chrono::seconds(10));
+  elastic::QueueFault(*store, job.job_id, spec);
   std::printf(
       "fault-inject: queued %s for job %s (%s store at %s); its workers look every ten steps\n",
-      spec.c_str(), job.c_str(), backend.c_str(), endpoint.c_str());
+      spec.c_str(), job.job_id.c_str(), job.backend.c_str(), job.endpoint.c_str());
   return 0;
 }
 

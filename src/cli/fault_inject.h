@@ -2,10 +2,13 @@
 // "Fault injection"). The job's workers read the queue every ten steps.
 #pragma once
 
+#include <chrono>
+#include <memory>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
+#include "cdt/store.h"
 #include "cli/environment.h"
 
 namespace cdt::cli {
@@ -26,5 +29,17 @@ int RunFaultInject(const FaultInjectOptions& o, const Environment& env);
 
 // Where an agent writes the rendezvous address of job `job_id` (its job file).
 std::string JobFilePath(const Environment& env, const std::string& job_id);
+
+// What a job file holds: its store, and the secret that opens it.
+struct JobFile {
+  std::string backend = "tcp", endpoint, job_id, secret;
+  std::string path;  // where it was read ("" = given by hand)
+};
+// Reads and checks the job file of `job_id` (ours, in a private directory). Throws
+// cdt::Error(kInvalidArgument) naming `verb`, the path and what to give instead (also when there
+// is none).
+JobFile ReadJobFile(const Environment& env, const std::string& job_id, const std::string& verb);
+// A client of the job's store (TCP with the secret, or etcd), `timeout` per call.
+std::unique_ptr<Store> ConnectJobStore(const JobFile& job, std::chrono::milliseconds timeout);
 
 }  // namespace cdt::cli

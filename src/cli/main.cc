@@ -11,11 +11,13 @@
 #include "cli/bench_allreduce.h"
 #include "cli/bench_compress.h"
 #include "cli/cert_command.h"
+#include "cli/dashboard_command.h"
 #include "cli/elastic_train.h"
 #include "cli/environment.h"
 #include "cli/fault_inject.h"
 #include "cli/green_command.h"
 #include "cli/launch_options.h"
+#include "cli/live_publisher.h"
 #include "cli/open_files.h"
 #include "cli/topo_scan.h"
 #include "cli/train_command.h"
@@ -199,6 +201,11 @@ int RunTrainVerb(TrainVerb& v, const Environment& env, int argc, char** argv) {
     train_opts.train.metrics.energy_profiles =
         env.knowledge_base + "/hardware_profiles/devices.json";
   launch.elastic = elastic.enabled;
+  const std::string defaults = ApplyJourneyDefaults(*v.cmd, &train_opts);
+  if (elastic.enabled && !defaults.empty() && !ShouldRunAsWorker(env)) {
+    std::printf("cann-dist-train elastic: defaults used: %s\n", defaults.c_str());
+    std::fflush(stdout);
+  }
   ValidateLaunchOptions(launch);
   ParseFaults(elastic.inject);  // bad specs fail here, before any worker starts
   train::ValidateTrainOptions(train_opts.train);  // as do bad train options (once, not per worker)
@@ -226,6 +233,7 @@ int RunTrainVerb(TrainVerb& v, const Environment& env, int argc, char** argv) {
     train_opts.train.reduction.planned_bucket_bytes =
         topology::RecommendedBucketBytes(d.planner->model());
   }
+  if (env.live && s.store) train_opts.train.metrics.publish = LivePublisher(*s.store, launch.job_id);
   return RunTrainCommand(*s.comm, s.priority_comm.get(), train_opts, local);
 }
 
@@ -268,6 +276,12 @@ int Main(int argc, char** argv) {
       "print a fresh 256-bit job secret: export CDT_JOB_SECRET=$(cann-dist-train secret)");
   CertOptions cert_opts;
   const CertCommands cert_cmds = AddCertCommands(&app, &cert_opts);
+  DashboardOptions dash_opts;
+  CLI::App* dash_cmd = app.add_subcommand("dashboard", "the job's web dashboard (docs/dashboard.md)");
+  dash_cmd->require_subcommand(1);
+  AddDashboardOptions(
+      dash_cmd->add_subcommand("cluster", "serve the dashboard of a running job (cann-dashboard)"),
+      &dash_opts, env);
 
   std::vector<std::string> args = ElasticAsTrain(argc, argv);
   HideSecretFromProcessList(argc, argv);  // `args` keeps it; what ps shows does not
@@ -283,6 +297,7 @@ int Main(int argc, char** argv) {
     return 0;
   }
   if (inject_cmd->parsed()) return RunFaultInject(inject, env);
+  if (dash_cmd->parsed()) return RunDashboard(dash_opts, env);
   if (green_cmd->parsed()) return RunGreen(green_opts, env);
   if (app.got_subcommand("cert")) return RunCert(cert_cmds, cert_opts, env);
   if (launch_cmd->parsed()) {

@@ -112,6 +112,9 @@ void AddEvaluationAndCheckpointOptions(CLI::App* cmd, TrainCommandOptions* o) {
   cmd->add_option("--health-interval", t.checkpoint.health_interval_s,
                   "seconds between health samples (failure prediction; 0 = off; docs/elastic.md)")
       ->capture_default_str();
+  cmd->add_flag("--fault-predict", o->fault_predict,
+                "predict failures: the health monitor samples every --health-interval seconds "
+                "and a warning on any rank checkpoints at once (docs/elastic.md)");
   cmd->add_flag("--resume", t.checkpoint.resume,
                 "continue from the newest valid checkpoint in --checkpoint-dir");
   cmd->add_option("--stop-after", t.stop_after,
@@ -176,6 +179,26 @@ std::string ConfigureAllocator(const Environment& env, bool use_default_allocato
   return "glibc, freed memory kept (mmap threshold " +
          std::to_string(kRetainedMmapThreshold >> 20) + " MiB, trim threshold " +
          std::to_string(kRetainedTrimThreshold >> 20) + " MiB)";
+}
+
+std::string ApplyJourneyDefaults(const CLI::App& cmd, TrainCommandOptions* o) {
+  std::string used;
+  train::CheckpointOptions& c = o->train.checkpoint;
+  if (o->fault_predict && c.health_interval_s <= 0)
+    throw Error(ErrorCode::kInvalidArgument,
+                "--fault-predict needs the health monitor: drop --health-interval 0");
+  if ((c.incremental || o->fault_predict) && c.dir.empty()) {
+    c.dir = "cdt-checkpoints";
+    used += "--checkpoint-dir cdt-checkpoints; ";
+  }
+  if (cmd.count("--model") == 0)
+    used += "--model " + o->train.model.name + " on Fashion-MNIST (" +
+            (o->train.data.dir.empty() ? "/usr/share/datasets/fashion-mnist" : o->train.data.dir) +
+            "); ";
+  if (cmd.count("--epochs") == 0 && cmd.count("--steps") == 0)
+    used += "--epochs " + std::to_string(static_cast<int>(o->train.epochs)) + "; ";
+  if (!used.empty()) used.resize(used.size() - 2);
+  return used;
 }
 
 int RunTrainCommand(Communicator& comm, Communicator* priority, TrainCommandOptions o,

@@ -16,7 +16,14 @@ struct TrainCommandOptions {
   std::string json;
   bool energy_windows = false;  // --energy-windows: per-step energy (TrainOptions::energy_profiles)
   bool use_default_allocator = false;  // --use-default-allocator: see ConfigureAllocator
+  bool fault_predict = false;  // --fault-predict: the health monitor on, a warning checkpoints
 };
+
+// The seed's journey commands give few options: fill what they leave out with the embedded
+// defaults (a checkpoint directory for --checkpoint-incremental / --fault-predict) and return
+// what was filled, in words, for the line that says so ("" = nothing). Throws
+// cdt::Error(kInvalidArgument) for --fault-predict with --health-interval 0.
+std::string ApplyJourneyDefaults(const CLI::App& cmd, TrainCommandOptions* o);
 
 void AddTrainOptions(CLI::App* cmd, TrainCommandOptions* o);
 

@@ -4,6 +4,7 @@
 
 #include <sched.h>
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -90,6 +91,22 @@ class TcpCommunicator : public Communicator {
   bool shares_memory() const override { return shared_memory_; }
   std::string backend_name() const override { return "tcp"; }
 
+  CommStats stats() const override {
+    CommStats s;
+    {
+      std::lock_guard<std::mutex> lock(stats_mu_);
+      for (size_t a = 0; a < allreduce_stats_.size(); ++a)
+        if (allreduce_stats_[a].ops > 0) s.allreduce.push_back(allreduce_stats_[a]);
+    }
+    s.sent_bytes.resize(static_cast<size_t>(size()));
+    s.received_bytes.resize(static_cast<size_t>(size()));
+    for (int p = 0; p < size(); ++p) {
+      s.sent_bytes[static_cast<size_t>(p)] = mesh_->bytes_sent_to(p);
+      s.received_bytes[static_cast<size_t>(p)] = mesh_->bytes_received_from(p);
+    }
+    return s;
+  }
+
   std::shared_ptr<Work> Allreduce(void* data, size_t count, DataType dtype, ReduceOp op,
                                   AllreduceOptions opt) override {
     // kAuto is resolved when the operation runs, not when it is queued: the autotuner's decision
@@ -126,6 +143,7 @@ class TcpCommunicator : public Communicator {
       RunAllreduce(ctx, world, buf, step.algorithm);
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      CountAllreduce(step.algorithm, count * elem, seconds);
       if (auto medians = tuner_.End(step, seconds)) {
         // Every rank reaches this point at the same call: agree on the slowest rank's times.
         ReduceBuffer agree{medians->data(), 2, DataType::kFloat64, ReduceOp::kMax};
@@ -288,6 +306,17 @@ class TcpCommunicator : public Communicator {
   }
 
  private:
+  void CountAllreduce(AllreduceAlgorithm algorithm, size_t bytes, double seconds) {
+    const auto a = static_cast<size_t>(algorithm);
+    if (a >= allreduce_stats_.size()) return;
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    CommStats::Algorithm& s = allreduce_stats_[a];
+    if (s.name.empty()) s.name = AllreduceAlgorithmName(algorithm);
+    ++s.ops;
+    s.bytes += bytes;
+    s.seconds += seconds;
+  }
+
   struct Op {
     const char* name;
     uint64_t seq;
@@ -416,6 +445,10 @@ class TcpCommunicator : public Communicator {
   bool shared_memory_;
   NodeLayout layout_;
   int max_ranks_per_node_ = 1;
+
+  // stats(): per AllreduceAlgorithm value (kAuto never runs: it is resolved first).
+  mutable std::mutex stats_mu_;
+  std::array<CommStats::Algorithm, 6> allreduce_stats_;  // guarded by stats_mu_
 
   // Used only by the background thread.
   Workspace scratch_;

@@ -213,6 +213,32 @@ int64_t WaitForRound(Store& store, const RendezvousOptions& o, int64_t from) {
 
 void SpareJoined(Store& store, const std::string& job_id) { store.Add(SparesKey(job_id), -1); }
 
+void NoteWatcher(Store& store, const std::string& job_id, double unix_now) {
+  store.Set(job_id + "/live/watcher", std::to_string(unix_now));
+}
+
+void NoteFinalSeen(Store& store, const std::string& job_id) {
+  store.Set(job_id + "/live/final_seen", "1");
+}
+
+void LingerForWatcher(Store& store, const std::string& job_id, double unix_now,
+                      std::chrono::milliseconds limit) {
+  const std::string watcher = job_id + "/live/watcher";
+  if (!store.Check(watcher)) return;
+  double heard = 0;
+  try {
+    heard = std::stod(store.Get(watcher, std::chrono::milliseconds(1000)));
+  } catch (const std::exception&) {
+    return;  // not a time: no watcher of ours
+  }
+  if (unix_now - heard > 10) return;
+  try {
+    store.Wait({job_id + "/live/final_seen"}, limit);
+  } catch (const Error&) {
+    // The dashboard did not get there in time: the job ends anyway.
+  }
+}
+
 void QueueFault(Store& store, const std::string& job_id, const std::string& spec) {
   const int64_t n = store.Add(job_id + "/elastic/injections", 1);
   store.Set(job_id + "/elastic/injection/" + std::to_string(n - 1), spec);

@@ -85,6 +85,15 @@ int64_t RegroupRequests(Store& store, const std::string& job_id);
 // `fault-inject`: fault specs (cli/elastic_train.h's format) queued for a running job; every
 // worker reads the queue every few steps, from its position `*seen` (advanced).
 void QueueFault(Store& store, const std::string& job_id, const std::string& spec);
+
+// A dashboard watching the job (docs/dashboard.md) says so every poll (NoteWatcher: the time) and
+// when it holds rank 0's final document (NoteFinalSeen). The agent hosting the store calls
+// LingerForWatcher before taking it down: with a watcher heard from in the last 10 s it waits up
+// to `limit` for that note, so the job's last numbers reach the page; without one, not at all.
+void NoteWatcher(Store& store, const std::string& job_id, double unix_now);
+void NoteFinalSeen(Store& store, const std::string& job_id);
+void LingerForWatcher(Store& store, const std::string& job_id, double unix_now,
+                      std::chrono::milliseconds limit);
 std::vector<std::string> QueuedFaults(Store& store, const std::string& job_id, int64_t* seen);
 
 // The members (worker ids by rank) of a closed round, written by its rank 0.

@@ -17,6 +17,7 @@
 #include "comm/store/etcd_store.h"
 #include "comm/store/tcp_store_client.h"
 #include "comm/store/tcp_store_server.h"
+#include "common/unix_time.h"
 #include "common/die_with_parent.h"
 #include "common/file_io.h"
 #include "elastic/rendezvous.h"
@@ -427,6 +428,7 @@ void AnnounceDone(const AgentConfig& c, const Placement& p, Store& store,
       if (n < p.min_nodes || store.Check(prefix + "node/" + std::to_string(n) + "/nproc"))
         keys.push_back(prefix + "node/" + std::to_string(n) + "/done");
     store.Wait(keys, exit_code == 0 ? c.rdzv_timeout : std::chrono::milliseconds(5000));
+    elastic::LingerForWatcher(store, c.job_id, UnixSeconds(), std::chrono::milliseconds(3000));
   } catch (const Error& e) {
     c.log.Error("cann-dist-train agent (node {}): {}", c.node_rank, e.what());
   }

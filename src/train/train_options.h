@@ -6,12 +6,15 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "cdt/log.h"
 #include "common/file_system.h"
 
 namespace cdt::train {
+
+struct LiveMetrics;  // train/live_metrics.h
 
 // The outputs of fc1 in mlp and cnn (models.cc): the most row blocks --linear-blocks can make.
 inline constexpr int kMlpHidden = 512, kCnnHidden = 128;
@@ -114,6 +117,11 @@ struct MetricsOptions {
   // rank 0 (train/timeline.h; "" = none).
   std::string timeline;
   int64_t timeline_steps = 100;
+  // Called on every rank about every `publish_every_s` seconds of training and once more at the
+  // end (train/live_metrics.h; the dashboard's source); null = nothing published. It runs on the
+  // training thread between steps: keep it short (a store write).
+  std::function<void(const LiveMetrics&)> publish;
+  double publish_every_s = 1.0;
 };
 
 struct TrainOptions {

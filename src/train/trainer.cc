@@ -31,6 +31,7 @@
 #include "train/elastic_state.h"
 #include "train/energy_windows.h"
 #include "train/gradient_reducer.h"
+#include "train/live_metrics.h"
 #include "train/lr_schedule.h"
 #include "train/models.h"
 #include "train/replica.h"
@@ -106,6 +107,8 @@ class Trainer {
   void SubmitLoss(double loss_sum, size_t samples, bool warned, bool regroup);
   void RecordLoss();
   void ShowProgress(double mean_loss);
+  // MetricsOptions::publish: at most once per interval, or at the end (`finished`).
+  void Publish(bool finished);
   // Every parameter current, every loss recorded, nothing of ours in flight on any channel: before
   // evaluation, checkpoints and the end.
   void Settle();
@@ -150,8 +153,9 @@ class Trainer {
   } loss_in_flight_;
   std::shared_ptr<Work> balance_work_;  // --balance-batches: the ranks' speeds in flight
   bool regroup_due_ = false;  // elastic: workers wait to join; end this generation after the step
-  Clock::time_point loop_start_, last_progress_, step_clock_;
+  Clock::time_point loop_start_, last_progress_, step_clock_, last_publish_;
   double eval_seconds_ = 0, loss_wait_ = 0;
+  bool publish_failed_ = false;
 };
 
 Trainer::Trainer(Communicator& comm, const TrainOptions& o, Communicator* priority,
@@ -308,7 +312,7 @@ TrainResult Trainer::Run() {
       comm_.Barrier()->Wait();  // the ranks' timelines start together
       timeline_->Start(at_.step);
     }
-    loop_start_ = last_progress_ = Clock::now();
+    loop_start_ = last_progress_ = last_publish_ = Clock::now();
     r_.started_unix = UnixSeconds();
     if (session_ && session_->loop_start_unix == 0) session_->loop_start_unix = UnixSeconds();
     energy_ = std::make_unique<EnergyWindows>(o_.metrics.energy_profiles, o_.local_world_size,
@@ -328,6 +332,7 @@ TrainResult Trainer::Run() {
       if (regroup_due_ && !last) Regroup();
     }
     Finish();
+    Publish(true);
   } catch (...) {
     AbortInFlight();
     throw;
@@ -448,6 +453,95 @@ void Trainer::RecordLoss() {
   r_.loss_curve.push_back({l.step, mean_loss});
   r_.final_loss = mean_loss;
   ShowProgress(mean_loss);
+  if (o_.metrics.publish && Since(last_publish_) >= o_.metrics.publish_every_s) Publish(false);
+}
+
+void Trainer::Publish(bool finished) {
+  if (!o_.metrics.publish) return;
+  last_publish_ = Clock::now();
+  LiveMetrics m;
+  m.rank = me_;
+  m.world = W_;
+  m.worker_id = session_ ? session_->worker_id : me_;
+  m.generation = session_ ? session_->generation : 0;
+  m.step = finished ? at_.step - 1 : loss_in_flight_.step;
+  m.end_step = end_step_;
+  m.epoch = at_.epoch;
+  m.finished = finished;
+  m.unix_time = UnixSeconds();
+  m.steps = r_.steps;
+  m.samples = r_.samples;
+  if (finished) {
+    m.wall_s = r_.wall_s;
+    m.samples_per_s = r_.samples_per_s;
+  } else {
+    m.wall_s = session_ ? UnixSeconds() - session_->loop_start_unix - session_->eval_seconds -
+                              eval_seconds_
+                        : Since(loop_start_) - eval_seconds_;
+    m.samples_per_s = r_.samples / std::max(1e-9, m.wall_s);
+  }
+  m.loss = r_.final_loss;
+  m.test_accuracy = r_.test_accuracy;
+  const auto& curve = r_.loss_curve;
+  m.loss_tail.assign(curve.end() - static_cast<std::ptrdiff_t>(
+                                       std::min(curve.size(), LiveMetrics::kLossTail)),
+                     curve.end());
+  m.eval_curve = r_.eval_curve;
+  m.step_time = r_.step_time;
+  if (!finished) {
+    m.step_time.comm_wait_s = updates_->wait_seconds() + loss_wait_;
+    m.step_time.optimizer_s = updates_->optimizer_seconds();
+  }
+  const ReducerStats& rs = reducer_->stats();
+  m.bytes_fp32 = rs.bytes_fp32;
+  m.bytes_wire = rs.bytes_wire;
+  m.residual_pct = rs.compressed_sq > 0 ? 100 * std::sqrt(rs.residual_sq / rs.compressed_sq) : 0;
+  m.overlap_ratio =
+      rs.comm_seconds > 0 ? std::clamp(1 - rs.wait_seconds / rs.comm_seconds, 0.0, 1.0) : 0;
+  m.bucket_comm_s = rs.bucket_comm_seconds;
+  m.bucket_wait_s = rs.bucket_wait_seconds;
+  m.compress = r_.compress;
+  m.compression_phases = r_.compression_phases;
+  m.checkpoints = r_.checkpoints;
+  m.recoveries = r_.recoveries;
+  m.energy_meter = r_.energy.meter;
+  m.energy_j = r_.energy.joules;  // this rank's until Finish sums every rank's
+  m.comm = comm_.stats();
+  if (priority_) {
+    const CommStats p = priority_->stats();
+    for (const auto& a : p.allreduce) {
+      auto same = std::find_if(m.comm.allreduce.begin(), m.comm.allreduce.end(),
+                               [&](const CommStats::Algorithm& b) { return b.name == a.name; });
+      if (same == m.comm.allreduce.end()) {
+        m.comm.allreduce.push_back(a);
+      } else {
+        same->ops += a.ops;
+        same->bytes += a.bytes;
+        same->seconds += a.seconds;
+      }
+    }
+    for (size_t i = 0; i < p.sent_bytes.size() && i < m.comm.sent_bytes.size(); ++i) {
+      m.comm.sent_bytes[i] += p.sent_bytes[i];
+      m.comm.received_bytes[i] += p.received_bytes[i];
+    }
+  }
+  if (me_ == 0) {
+    m.node_of_rank = comm_.layout().node_of_rank;
+    m.shares_memory = comm_.shares_memory();
+    for (size_t bytes = 1 << 10; bytes <= (size_t{64} << 20); bytes *= 4)
+      m.algorithm_by_size.push_back(
+          {bytes, AllreduceAlgorithmName(comm_.ResolveAllreduce(bytes / 4, DataType::kFloat32))});
+  }
+  try {
+    o_.metrics.publish(m);
+  } catch (const std::exception& e) {
+    // Reporting must not end the training: say so at the first failure, and go on.
+    if (!publish_failed_)
+      log_.Warning("cann-dist-train: {}: could not publish live metrics (the dashboard will not "
+                   "see this rank; training goes on): {}",
+                   Who(comm_), e.what());
+    publish_failed_ = true;
+  }
 }
 
 void Trainer::ShowProgress(double mean_loss) {

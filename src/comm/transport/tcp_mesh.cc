@@ -87,6 +87,8 @@ std::unique_ptr<TcpMesh> TcpMesh::Connect(Store& store, const MeshOptions& o) {
   mesh->poll_owner_.resize(mesh->pollfds_.size());
   mesh->prev_.resize(mesh->pollfds_.size());
   mesh->last_of_.resize(2 * static_cast<size_t>(o.size));
+  mesh->sent_.reset(new std::atomic<uint64_t>[static_cast<size_t>(o.size)]());
+  mesh->received_.reset(new std::atomic<uint64_t>[static_cast<size_t>(o.size)]());
   mesh->wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (mesh->wake_fd_ < 0) throw Error(ErrorCode::kIo, std::string("eventfd: ") + strerror(errno));
 
@@ -245,6 +247,13 @@ void TcpMesh::ThrowStalled(const Transfer* t, size_t npoll, const OpLabel& label
                  label);
 }
 
+void TcpMesh::CountCompleted(const Transfer* t, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    auto& counter = t[i].kind == Transfer::Kind::kSend ? sent_ : received_;
+    counter[static_cast<size_t>(t[i].peer)].fetch_add(t[i].bytes, std::memory_order_relaxed);
+  }
+}
+
 void TcpMesh::Exchange(Transfer* t, size_t n, const OpLabel& label) {
   CheckPeers(t, n, label);
   if (n > pollfds_.size() - 1 || n > prev_.size()) {
@@ -327,7 +336,10 @@ void TcpMesh::Exchange(Transfer* t, size_t n, const OpLabel& label) {
       ++npoll;
     }
     if (urgent_ && gate_) hold.Set(sending && pending);
-    if (!pending) return;
+    if (!pending) {
+      CountCompleted(t, n);
+      return;
+    }
     // Something is pending but nothing is polled: every waiting transfer is gated, and no
     // transfer that could open a gate is left. No byte could change that, so the wait would end
     // only at the timeout, with no peer to name: a broken algorithm schedule (docs/errors.md).

@@ -153,6 +153,14 @@ class TcpMesh {
   void ShutdownAll();
   bool aborted() const { return aborted_.load(); }
 
+  // Bytes of completed Exchange calls to and from `peer` (any thread; both channels).
+  uint64_t bytes_sent_to(int peer) const {
+    return sent_[static_cast<size_t>(peer)].load(std::memory_order_relaxed);
+  }
+  uint64_t bytes_received_from(int peer) const {
+    return received_[static_cast<size_t>(peer)].load(std::memory_order_relaxed);
+  }
+
  private:
   TcpMesh() = default;
   // Exchange's cold paths: a transfer naming no peer of this mesh (kInvalidArgument), and no byte
@@ -194,6 +202,9 @@ class TcpMesh {
   int wake_fd_ = -1;
 
   std::atomic<bool> aborted_{false};
+  // Per peer, written by the exchanging thread only (relaxed: counters, read for reports).
+  std::unique_ptr<std::atomic<uint64_t>[]> sent_, received_;
+  void CountCompleted(const Transfer* t, size_t n);
   // Scratch for Exchange, sized at Connect so the hot path never allocates. Used by one thread.
   std::vector<pollfd> pollfds_;
   std::vector<int> poll_owner_;  // transfer index behind each pollfd
