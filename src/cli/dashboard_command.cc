@@ -15,6 +15,7 @@
 #include "cdt/error.h"
 #include "cli/fault_inject.h"
 #include "cli/live_publisher.h"
+#include "common/file_io.h"
 #include "common/unix_time.h"
 #include "dashboard/job_view.h"
 #include "dashboard/server.h"
@@ -213,6 +214,8 @@ void AddDashboardOptions(CLI::App* cmd, DashboardOptions* o, const Environment& 
   cmd->add_option("--cache-dir", o->cache_dir, "strategy cache with the measured topologies");
   cmd->add_option("--poll", o->poll_s, "seconds between reads of the job's store")
       ->capture_default_str();
+  cmd->add_option("--replay", o->replay,
+                  "show a finished job from its --json result instead of a running one");
   cmd->add_option("--exit-after", o->exit_after_s, "stop serving after this many seconds (0: "
                                                    "at Ctrl-C)");
 }
@@ -230,7 +233,9 @@ int RunDashboard(const DashboardOptions& o, const Environment& env) {
   if (o.trace.empty()) defaults.push_back("carbon trace " + trace);
   if (all || o.carbon_timeline)
     view.SetCarbon(LoadCarbon(trace, o.trace_start, UnixSeconds(), o.carbon_budget_g, o.pue));
-  if (o.job_endpoint.empty())
+  if (!o.replay.empty())
+    view.Replay(ReadFileBounded(o.replay, 256 << 20), o.replay, UnixSeconds());
+  else if (o.job_endpoint.empty())
     defaults.push_back("job '" + o.job_id + "' from its job file " + JobFilePath(env, o.job_id));
   if (o.cache_dir.empty()) defaults.push_back("measured topologies from " + env.strategy_cache_dir);
 
@@ -266,7 +271,7 @@ int RunDashboard(const DashboardOptions& o, const Environment& env) {
   std::fflush(stdout);
   const double started = UnixSeconds();
   for (;;) {
-    poller->Poll();
+    if (o.replay.empty()) poller->Poll();
     if (o.exit_after_s > 0 && UnixSeconds() - started >= o.exit_after_s) break;
     const timespec wait{static_cast<time_t>(o.poll_s),
                         static_cast<long>((o.poll_s - std::floor(o.poll_s)) * 1e9)};

@@ -27,6 +27,7 @@ struct DashboardOptions {
   std::string cache_dir;   // strategy cache ("" = the default)
   double poll_s = 1.0;
   double exit_after_s = 0;  // 0 = until SIGINT/SIGTERM
+  std::string replay;       // a finished job's --json result, shown instead of a live job
 };
 
 void AddDashboardOptions(CLI::App* cmd, DashboardOptions* o, const Environment& env);

@@ -89,7 +89,24 @@ int RunGreen(GreenOptions o, const Environment& env) {
   if (o.plan_only == o.carbon_aware)
     throw Error(ErrorCode::kInvalidArgument,
                 "green: give exactly one of --plan-only and --carbon-aware");
-  if (o.carbon_aware) return RunCarbonAware(o, env);
+  if (o.carbon_aware) {
+    // The seed's journey command gives no trace and no training: the embedded defaults, said.
+    std::string used;
+    if (o.trace.empty() && o.region.empty()) {
+      o.trace = env.knowledge_base + "/carbon_traces/CISO_2022.csv";
+      used += "--trace " + o.trace + "; ";
+    }
+    if (o.train_args.empty()) {
+      o.train_args = {"--model", "cnn", "--epochs", "1"};
+      used += "-- --model cnn --epochs 1 (Fashion-MNIST); ";
+    }
+    if (!used.empty()) {
+      used.resize(used.size() - 2);
+      std::printf("cann-dist-train green: defaults used: %s\n", used.c_str());
+      std::fflush(stdout);
+    }
+    return RunCarbonAware(o, env);
+  }
   if (!o.train_args.empty())
     throw Error(ErrorCode::kInvalidArgument,
                 "green --plan-only trains nothing: drop the options after --");

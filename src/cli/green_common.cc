@@ -41,9 +41,14 @@ green::CarbonTrace LoadGreenTrace(const GreenOptions& o, const Environment& env)
 double GreenStart(const GreenOptions& o, const green::CarbonTrace& trace) {
   if (o.start.empty()) {
     if (trace.constant()) return std::floor(UnixSeconds() / 3600) * 3600;
-    throw Error(ErrorCode::kInvalidArgument, "green needs --start TIME inside the trace (" +
-                                                 green::FormatIsoTime(trace.start_unix()) + " .. " +
-                                                 green::FormatIsoTime(trace.end_unix()) + ")");
+    // A past year's trace: this hour of that year (the default the journey commands rely on).
+    const double start = std::floor(trace.SameMomentOfYear(UnixSeconds()) / 3600) * 3600;
+    std::printf("cann-dist-train green: defaults used: --start %s (this hour in the trace's "
+                "year; the trace covers %s .. %s)\n",
+                green::FormatIsoTime(start).c_str(), green::FormatIsoTime(trace.start_unix()).c_str(),
+                green::FormatIsoTime(trace.end_unix()).c_str());
+    std::fflush(stdout);
+    return start;
   }
   const std::optional<double> t = green::ParseIsoTime(o.start);
   if (!t)

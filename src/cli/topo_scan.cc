@@ -34,6 +34,14 @@ int RunTopoScan(Communicator& comm, const TopoScanOptions& o,
                 const std::string& default_cache_dir) {
   topology::Discovery d = DiscoverTopology(comm, o, default_cache_dir);
   if (comm.rank() != 0) return 0;
+  // The seed's journey command (`topo-scan --adaptive-comm --gradient-compress`) names no sizes.
+  std::string defaults;
+  if (comm.size() == 1) defaults += "one rank (--nproc-per-node 1: no links to measure); ";
+  if (o.gradient_compress && o.gradient_size == TopoScanOptions{}.gradient_size)
+    defaults += "--gradient-size " + o.gradient_size + "; ";
+  if (o.gradient_compress && o.compute_ms <= 0) defaults += "no --compute-ms; ";
+  if (!defaults.empty())
+    std::printf("# defaults used: %s\n", defaults.substr(0, defaults.size() - 2).c_str());
   const auto& shape = d.probe.shape;
   const topology::LinkLevel& slow = shape.nodes() > 1 ? d.probe.inter : d.probe.intra;
   std::string rpn;

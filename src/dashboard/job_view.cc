@@ -50,11 +50,44 @@ void CheckDocument(const json& d, int worker_id) {
     if (!d.contains(k) || !d[k].is_number_integer()) throw bad(std::string(k) + " is not an integer");
   if (d["worker_id"] != worker_id) throw bad("it names worker " + d["worker_id"].dump());
   const int64_t rank = d["rank"], world = d["world"];
-  if (world < 1 || rank < 0 || rank >= world) throw bad("rank or world out of range");
+  if (world < 1 || world > 65536 || rank < 0 || rank >= world)
+    throw bad("rank or world out of range");
   for (const char* k : {"step_time", "gradients", "checkpoints", "energy", "comm"})
     if (!d.contains(k) || !d[k].is_object()) throw bad(std::string(k) + " is not an object");
   for (const char* k : {"loss_curve", "recoveries"})
     if (!d.contains(k) || !d[k].is_array()) throw bad(std::string(k) + " is not an array");
+  if (!d.contains("finished") || !d["finished"].is_boolean()) throw bad("finished is not a boolean");
+  if (!d.contains("unix_time") || !d["unix_time"].is_number()) throw bad("unix_time is not a number");
+  // What the page draws from: arrays where it loops, objects where it looks inside.
+  const json& comm = d["comm"];
+  for (const char* k : {"allreduce", "sent_bytes", "received_bytes"})
+    if (!comm.contains(k) || !comm[k].is_array()) throw bad(std::string("comm.") + k + " is not an array");
+  if (comm["sent_bytes"].size() > static_cast<size_t>(world) ||
+      comm["received_bytes"].size() > static_cast<size_t>(world))
+    throw bad("comm holds more peers than the world has");
+  for (const json& a : comm["allreduce"])
+    if (!a.is_object()) throw bad("comm.allreduce holds a non-object");
+  const json& g = d["gradients"];
+  for (const char* k : {"phases", "bucket_comm_s", "bucket_wait_s"})
+    if (!g.contains(k) || !g[k].is_array()) throw bad(std::string("gradients.") + k + " is not an array");
+  for (const json& p : g["phases"])
+    if (!p.is_array() || p.size() != 4) throw bad("gradients.phases holds a non-[step, phase, compressor, parameter]");
+  for (const json& c : d["loss_curve"])
+    if (!c.is_array() || c.size() != 2 || !c[0].is_number() || !c[1].is_number())
+      throw bad("loss_curve holds a non-[step, loss]");
+  for (const json& r : d["recoveries"])
+    if (!r.is_object() || !r.contains("lost_workers") || !r["lost_workers"].is_array())
+      throw bad("recoveries holds a non-recovery");
+  if (d.contains("topology")) {
+    const json& t = d["topology"];
+    if (!t.is_object() || !t.contains("node_of_rank") || !t["node_of_rank"].is_array() ||
+        t["node_of_rank"].size() != static_cast<size_t>(world) || !t.contains("algorithm_by_size") ||
+        !t["algorithm_by_size"].is_array())
+      throw bad("topology is not {node_of_rank: [one per rank], algorithm_by_size: [...]}");
+    for (const json& n : t["node_of_rank"])
+      if (!n.is_number_integer() || n.get<int64_t>() < 0 || n.get<int64_t>() >= world)
+        throw bad("topology.node_of_rank holds a node out of range");
+  }
 }
 
 Sample S(double v, std::vector<std::pair<std::string, std::string>> labels = {}) {
@@ -96,6 +129,62 @@ void JobView::Update(int worker_id, const std::string& document, double now_unix
     history_.push_back({now_unix, Num(*r0, "samples_per_s"), Num(*r0, "loss"), energy_seen_j_,
                         carbon_g_, (*r0)["step"].get<int64_t>(), (*r0)["world"].get<int64_t>()});
   while (history_.size() > kHistory) history_.pop_front();
+}
+
+void JobView::Replay(const std::string& result_json, const std::string& source, double now_unix) {
+  const json r = json::parse(result_json, nullptr, /*allow_exceptions=*/false);
+  const auto bad = [&source](const std::string& what) {
+    return Error(ErrorCode::kInvalidArgument,
+                 source + ": " + what + " (expected the JSON of train --json or elastic --json)");
+  };
+  if (!r.is_object()) throw bad("not a JSON object");
+  for (const char* k : {"world_size", "steps", "total_steps", "samples", "generation"})
+    if (!r.contains(k) || !r[k].is_number_integer()) throw bad(std::string(k) + " is not an integer");
+  if (!r.contains("loss_curve") || !r["loss_curve"].is_array()) throw bad("no loss_curve");
+  const json& comm = Obj(r, "comm");
+  const json& compression = Obj(r, "compression");
+  const double acc = Num(r, "test_accuracy", -1);
+  json d = {{"format", "cdt-live"},
+            {"version", 1},
+            {"worker_id", 0},
+            {"rank", 0},
+            {"world", r["world_size"]},
+            {"generation", r["generation"]},
+            {"step", r["total_steps"].get<int64_t>() - 1},
+            {"end_step", r["total_steps"]},
+            {"epoch", 0},
+            {"finished", true},
+            {"unix_time", Num(r, "started_unix") + Num(r, "wall_s")},
+            {"wall_s", Num(r, "wall_s")},
+            {"steps", r["steps"]},
+            {"samples", r["samples"]},
+            {"samples_per_s", Num(r, "samples_per_s")},
+            {"loss", Num(r, "final_loss")},
+            {"test_accuracy", acc},
+            {"loss_curve", r["loss_curve"]},
+            {"eval_curve", Arr(r, "eval_curve")},
+            {"step_time", Obj(r, "step_time")},
+            {"gradients",
+             {{"bytes_fp32", Num(comm, "bytes_fp32")},
+              {"bytes_wire", Num(comm, "bytes_wire")},
+              {"compress", Str(compression, "compressor")},
+              {"phases", Arr(compression, "phases")},
+              {"residual_pct", Num(compression, "residual_pct")},
+              {"overlap_ratio", Num(comm, "overlap_ratio")},
+              {"bucket_comm_s", Arr(comm, "bucket_comm_s")},
+              {"bucket_wait_s", Arr(comm, "bucket_wait_s")}}},
+            {"checkpoints", Obj(r, "checkpoints")},
+            {"recoveries", Arr(r, "recoveries")},
+            {"energy", Obj(r, "energy")},
+            {"comm",
+             {{"allreduce", json::array()},
+              {"sent_bytes", json::array()},
+              {"received_bytes", json::array()}}}};
+  const int64_t world = d["world"];
+  if (world < 1 || world > 65536) throw bad("world_size out of range");
+  Update(0, d.dump(), now_unix);
+  std::lock_guard<std::mutex> lock(mu_);
+  store_ = "replay of " + source + " (a finished job: no live data, no fault simulation)";
 }
 
 const json* JobView::Rank0() const {

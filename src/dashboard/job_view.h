@@ -36,6 +36,10 @@ class JobView {
   // A worker's newest live document. Throws cdt::Error(kInvalidArgument) naming the worker when
   // it is not a "cdt-live" version 1 object (the view keeps the previous one).
   void Update(int worker_id, const std::string& document, double now_unix);
+  // A finished job from its result (`train --json` / `elastic --json`, docs/training.md), shown
+  // as rank 0's final document. Throws cdt::Error(kInvalidArgument) naming `source` when it is
+  // not such a result.
+  void Replay(const std::string& result_json, const std::string& source, double now_unix);
   void SetTopology(nlohmann::json strategy, std::string source);  // a strategy cache entry
   void SetCarbon(CarbonSeries carbon);
   void SetStore(std::string description);  // where the documents come from, for the page

@@ -32,6 +32,7 @@ const char kIndexHtml[] = R"HTML(<!doctype html>
     <figure><figcaption>samples/s over time</figcaption><svg id="chart-sps" viewBox="0 0 420 160"></svg></figure>
     <figure><figcaption>time per step by part, each rank (ms)</figcaption><svg id="chart-breakdown" viewBox="0 0 420 160"></svg></figure>
   </div>
+  <p id="train-phases" class="note"></p>
 </section>
 <section id="panel-topology" class="panel">
   <h2>Topology</h2>

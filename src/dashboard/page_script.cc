@@ -96,6 +96,9 @@ function drawTraining(s) {
   const g = r0.gradients, ph = g.phases.length ? g.phases[g.phases.length - 1] : null;
   $('train-compress').textContent = g.compress + (ph ? ' · ' + ph[1] + ' ' + ph[2] : '') +
       (g.bytes_wire > 0 ? ' · ×' + fmt(g.bytes_fp32 / g.bytes_wire, 1) : '');
+  $('train-phases').textContent = g.phases.length ? 'compression over time: ' + g.phases.map((p) =>
+      'step ' + p[0] + ' ' + p[1] + ' ' + p[2] + (p[3] ? ' (' + fmt(p[3], 3) + ')' : '')).join(' → ') +
+      ' · residual ' + fmt(g.residual_pct, 2) + ' % · ' + bytes(g.bytes_fp32) + ' of gradients sent as ' + bytes(g.bytes_wire) : '';
   lineChart($('chart-loss'), [{points: r0.loss_curve}]);
   lineChart($('chart-sps'), [{points: s.history.map((h) => [h[0] - s.now, h[1]])}],
             {zero: true, xlabel: (v) => fmt(v, 0) + ' s'});
@@ -161,7 +164,8 @@ function drawTopology(s) {
     svg.appendChild(el('circle', {cx, cy, r: 14, fill: slow ? '#ffcf66' : '#fff', stroke: '#1d2330', class: 'rank', 'data-rank': r}));
     svg.appendChild(el('text', {x: cx - 4, y: cy + 4}, r));
   }
-  svg.appendChild(el('text', {x: 20, y: 205}, 'link width: bytes over the network transport; green shared memory, blue same node, orange between nodes; yellow: the slowest rank (compute per step)'));
+  svg.appendChild(el('text', {x: 20, y: 200}, 'link width: bytes over the network transport; colour: green shared memory, blue same node,'));
+  svg.appendChild(el('text', {x: 20, y: 213}, 'orange between nodes; yellow: the slowest rank (compute per step)'));
   rows($('topo-algos'), t.algorithm_by_size.map((a) => [bytes(a.bytes), a.algorithm]));
   const m = s.topology_measured;
   if (m && m.levels) {

@@ -128,10 +128,17 @@ def test_the_page_shows_a_live_elastic_job_and_kills_a_rank_on_request(tmp_path)
     runtime = tempfile.mkdtemp(prefix="cdt-run-")
     env = dict(os.environ, OMP_NUM_THREADS="1", XDG_RUNTIME_DIR=runtime, CDT_JOB_ID=job)
     env.pop("CDT_JOB_SECRET", None)
+    # The cluster's links measured first, as a user would with topo-scan: the topology panel
+    # shows the levels of the strategy cache entry of the job's shape.
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    scan = subprocess.run([CLI, "topo-scan", "--nproc-per-node", "4", "--job-id", job + "-scan"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert scan.returncode == 0, scan.stdout + scan.stderr
     out = tmp_path / "job.json"
     train = subprocess.Popen(
         [CLI, "elastic", "--nproc-per-node", "4", "--job-id", job, "--", "--model", "cnn",
-         "--steps", "900", "--batch-size", "16", "--energy-windows", "--json", str(out)],
+         "--steps", "900", "--batch-size", "16", "--compress", "adaptive", "--energy-windows",
+         "--json", str(out)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     dash = subprocess.Popen([DASHBOARD, "cluster", "--job-id", job, "--port", "0", "--topology-view",
                              "--carbon-timeline", "--fault-sim"],
@@ -173,6 +180,9 @@ def test_the_page_shows_a_live_elastic_job_and_kills_a_rank_on_request(tmp_path)
         assert float(browser.eval("document.getElementById('train-sps').textContent").replace(",", "")) > 0
         assert browser.eval("document.querySelectorAll('#topo-graph circle.rank').length") == 4
         assert browser.eval("document.querySelectorAll('#topo-algos tbody tr').length") >= 5
+        wait_for("the measured levels", lambda: browser.eval(
+            "document.querySelectorAll('#topo-levels tbody tr').length") >= 2, timeout=10)
+        assert "strategy-" in browser.eval("document.getElementById('topo-source').textContent")
         wait_for("communication", lambda: browser.eval(
             "[...document.querySelectorAll('#comm-matrix rect.cell')].filter(c => +c.dataset.bytes > 0).length") > 0 or
             browser.eval("document.querySelectorAll('#comm-algos tbody tr').length") >= 1, timeout=20)
@@ -183,6 +193,9 @@ def test_the_page_shows_a_live_elastic_job_and_kills_a_rank_on_request(tmp_path)
         wait_for("energy", lambda: float(browser.eval(
             "document.getElementById('carbon-energy').textContent").replace(",", "")) > 0, timeout=20)
         assert browser.eval("document.querySelectorAll('#fault-ranks tbody tr').length") == 4
+        # A few seconds of history on the charts before the pictures.
+        wait_for("step 200", lambda: state()["rank0"]["step"] >= 200, timeout=240)
+        time.sleep(1.5)
         for panel in ["training", "topology", "comm", "carbon"]:
             browser.screenshot(f"#panel-{panel}", os.path.join(shots, f"dashboard-{panel}.png"))
 

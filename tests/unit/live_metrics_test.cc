@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "cdt/error.h"
 #include "common/unix_time.h"
 #include "dashboard/job_view.h"
 #include "dashboard/prometheus.h"
@@ -69,6 +70,40 @@ TEST(LiveMetrics, TheDashboardReadsWhatTheTrainerWrites) {
   EXPECT_EQ(test::SampleValue(p, "cdt_transport_received_bytes_total", with("peer", "1")), 4321);
   EXPECT_EQ(test::SampleValue(p, "cdt_gradient_bytes_total", with("kind", "wire")), 2e6);
   EXPECT_EQ(test::SampleValue(p, "cdt_rank_energy_joules_total", me), 99);
+}
+
+TEST(LiveMetrics, AFinishedJobsResultReplaysWithTheSameCounters) {
+  TrainResult r;
+  r.world_size = 3;
+  r.steps = 200;
+  r.total_steps = 200;
+  r.samples = 200 * 96;
+  r.wall_s = 10;
+  r.started_unix = UnixSeconds() - 60;
+  r.samples_per_s = 1920;
+  r.final_loss = 0.3;
+  r.loss_curve = {{0, 2.3}, {199, 0.3}};
+  r.step_time = {4, 5, 1, 0.5};
+  r.bytes_fp32 = 1e9;
+  r.bytes_wire = 1e9;
+  r.generation = 1;
+  TrainResult::Recovery rec;
+  rec.lost = {2};
+  rec.rto_s = 0.25;
+  rec.generation = 1;
+  r.recoveries = {rec};
+  r.energy.joules = 1234;
+  dashboard::JobView v("job");
+  v.Replay(TrainResultJson(r), "job.json", UnixSeconds());
+  EXPECT_TRUE(v.FinalSeen());
+  const auto p = test::ParseExposition(dashboard::ExpositionText(v.Metrics(UnixSeconds())));
+  EXPECT_EQ(test::SampleValue(p, "cdt_samples_total"), 200 * 96);
+  EXPECT_EQ(test::SampleValue(p, "cdt_world_size"), 3);
+  EXPECT_EQ(test::SampleValue(p, "cdt_recoveries_total"), 1);
+  EXPECT_EQ(test::SampleValue(p, "cdt_last_recovery_rto_seconds"), 0.25);
+  EXPECT_EQ(test::SampleValue(p, "cdt_energy_joules_total"), 1234);
+  EXPECT_EQ(test::SampleValue(p, "cdt_rank_steps_total", {{"worker", "0"}, {"rank", "0"}}), 200);
+  EXPECT_THROW(v.Replay("{\"steps\": 1}", "other.json", UnixSeconds()), Error);
 }
 
 }  // namespace
