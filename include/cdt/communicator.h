@@ -81,8 +81,8 @@ struct CommStats {
   struct Algorithm {
     std::string name;  // AllreduceAlgorithmName: ring, rd, hd, tree, hier
     uint64_t ops = 0;
-    uint64_t bytes = 0;    // buffer bytes reduced (count x element size), not wire bytes
-    double seconds = 0;    // on the communicator thread, start to end of each operation
+    uint64_t bytes = 0;  // buffer bytes reduced (count x element size), not wire bytes
+    double seconds = 0;  // on the communicator thread, start to end of each operation
   };
   std::vector<Algorithm> allreduce;  // every algorithm that ran at least once
   // Per peer rank (size() entries, 0 at this rank): bytes this rank sent to it and received from

@@ -118,8 +118,7 @@ class Poller {
       if (auto shape = view_.ShapeWanted(); shape && *shape != shape_tried_) {
         shape_tried_ = *shape;
         const std::string dir = o_.cache_dir.empty() ? env_.strategy_cache_dir : o_.cache_dir;
-        if (auto found = FindStrategy(dir, *shape))
-          view_.SetTopology(found->first, found->second);
+        if (auto found = FindStrategy(dir, *shape)) view_.SetTopology(found->first, found->second);
       }
     } catch (const Error& e) {
       // The job ended (its agent hosted the store) or the store is away: keep what was seen,
@@ -142,8 +141,8 @@ class Poller {
       f.cut_link = rank;
       f.for_s = value > 0 ? value : 5;
     } else {
-      throw Error(ErrorCode::kInvalidArgument, "unknown fault kind '" + kind.substr(0, 20) +
-                                                   "' (kill, hang, slow, cut)");
+      throw Error(ErrorCode::kInvalidArgument,
+                  "unknown fault kind '" + kind.substr(0, 20) + "' (kill, hang, slow, cut)");
     }
     if (rank < 0 || rank > 65535)
       throw Error(ErrorCode::kInvalidArgument, "rank " + std::to_string(rank) + " is out of range");
@@ -197,8 +196,9 @@ void AddDashboardOptions(CLI::App* cmd, DashboardOptions* o, const Environment& 
                   "a TCP store needs CDT_JOB_SECRET)");
   cmd->add_option("--rdzv-backend", o->rdzv_backend, "with --job: tcp | etcd")
       ->capture_default_str();
-  cmd->add_option("--bind", o->bind, "address to listen on (other than loopback: anyone who "
-                                     "reaches it sees the job; changes still need the secret)")
+  cmd->add_option("--bind", o->bind,
+                  "address to listen on (other than loopback: anyone who "
+                  "reaches it sees the job; changes still need the secret)")
       ->capture_default_str();
   cmd->add_option("--port", o->port, "port (0: any free one)")->capture_default_str();
   cmd->add_flag("--topology-view", o->topology_view, "show the topology panel");
@@ -216,8 +216,9 @@ void AddDashboardOptions(CLI::App* cmd, DashboardOptions* o, const Environment& 
       ->capture_default_str();
   cmd->add_option("--replay", o->replay,
                   "show a finished job from its --json result instead of a running one");
-  cmd->add_option("--exit-after", o->exit_after_s, "stop serving after this many seconds (0: "
-                                                   "at Ctrl-C)");
+  cmd->add_option("--exit-after", o->exit_after_s,
+                  "stop serving after this many seconds (0: "
+                  "at Ctrl-C)");
 }
 
 int RunDashboard(const DashboardOptions& o, const Environment& env) {
@@ -263,11 +264,13 @@ int RunDashboard(const DashboardOptions& o, const Environment& env) {
               server.port());
   if (!defaults.empty()) {
     std::printf("cann-dashboard: defaults used:");
-    for (size_t i = 0; i < defaults.size(); ++i) std::printf("%s %s", i ? ";" : "", defaults[i].c_str());
+    for (size_t i = 0; i < defaults.size(); ++i)
+      std::printf("%s %s", i ? ";" : "", defaults[i].c_str());
     std::printf("\n");
   }
-  std::printf("cann-dashboard: fault buttons need the job's secret (in its job file, readable by "
-              "you only); Ctrl-C stops\n");
+  std::printf(
+      "cann-dashboard: fault buttons need the job's secret (in its job file, readable by "
+      "you only); Ctrl-C stops\n");
   std::fflush(stdout);
   const double started = UnixSeconds();
   for (;;) {

@@ -24,7 +24,7 @@ struct DashboardOptions {
   std::string trace_start;  // ISO time the job's start maps to; "" = the same moment of the year
   double carbon_budget_g = 0;
   double pue = 1.0;
-  std::string cache_dir;   // strategy cache ("" = the default)
+  std::string cache_dir;  // strategy cache ("" = the default)
   double poll_s = 1.0;
   double exit_after_s = 0;  // 0 = until SIGINT/SIGTERM
   std::string replay;       // a finished job's --json result, shown instead of a live job

@@ -8,10 +8,10 @@
 #include <sstream>
 
 #include "cdt/error.h"
-#include "elastic/fault_spec.h"
 #include "comm/store/etcd_store.h"
 #include "comm/store/tcp_store_client.h"
 #include "common/file_io.h"
+#include "elastic/fault_spec.h"
 #include "elastic/rendezvous.h"
 
 namespace cdt::cli {

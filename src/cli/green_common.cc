@@ -43,10 +43,11 @@ double GreenStart(const GreenOptions& o, const green::CarbonTrace& trace) {
     if (trace.constant()) return std::floor(UnixSeconds() / 3600) * 3600;
     // A past year's trace: this hour of that year (the default the journey commands rely on).
     const double start = std::floor(trace.SameMomentOfYear(UnixSeconds()) / 3600) * 3600;
-    std::printf("cann-dist-train green: defaults used: --start %s (this hour in the trace's "
-                "year; the trace covers %s .. %s)\n",
-                green::FormatIsoTime(start).c_str(), green::FormatIsoTime(trace.start_unix()).c_str(),
-                green::FormatIsoTime(trace.end_unix()).c_str());
+    std::printf(
+        "cann-dist-train green: defaults used: --start %s (this hour in the trace's "
+        "year; the trace covers %s .. %s)\n",
+        green::FormatIsoTime(start).c_str(), green::FormatIsoTime(trace.start_unix()).c_str(),
+        green::FormatIsoTime(trace.end_unix()).c_str());
     std::fflush(stdout);
     return start;
   }

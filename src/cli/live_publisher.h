@@ -20,7 +20,7 @@ std::function<void(const train::LiveMetrics&)> LivePublisher(Store& store,
                                                              const std::string& job_id);
 
 std::string LiveKey(const std::string& job_id, int worker_id);
-std::string LiveWorkersKey(const std::string& job_id);          // the counter
+std::string LiveWorkersKey(const std::string& job_id);            // the counter
 std::string LiveWorkerKey(const std::string& job_id, int64_t n);  // the n-th registered id
 
 }  // namespace cdt::cli

@@ -233,7 +233,8 @@ int RunTrainVerb(TrainVerb& v, const Environment& env, int argc, char** argv) {
     train_opts.train.reduction.planned_bucket_bytes =
         topology::RecommendedBucketBytes(d.planner->model());
   }
-  if (env.live && s.store) train_opts.train.metrics.publish = LivePublisher(*s.store, launch.job_id);
+  if (env.live && s.store)
+    train_opts.train.metrics.publish = LivePublisher(*s.store, launch.job_id);
   return RunTrainCommand(*s.comm, s.priority_comm.get(), train_opts, local);
 }
 
@@ -277,7 +278,8 @@ int Main(int argc, char** argv) {
   CertOptions cert_opts;
   const CertCommands cert_cmds = AddCertCommands(&app, &cert_opts);
   DashboardOptions dash_opts;
-  CLI::App* dash_cmd = app.add_subcommand("dashboard", "the job's web dashboard (docs/dashboard.md)");
+  CLI::App* dash_cmd =
+      app.add_subcommand("dashboard", "the job's web dashboard (docs/dashboard.md)");
   dash_cmd->require_subcommand(1);
   AddDashboardOptions(
       dash_cmd->add_subcommand("cluster", "serve the dashboard of a running job (cann-dashboard)"),

@@ -37,17 +37,18 @@ std::string Str(const json& j, const char* key) {
 // The fields the view reads, with their types: a document without them is refused whole.
 void CheckDocument(const json& d, int worker_id) {
   const auto bad = [worker_id](const std::string& what) {
-    return Error(ErrorCode::kInvalidArgument,
-                 "live document of worker " + std::to_string(worker_id) + ": " + what +
-                     " (docs/dashboard.md, \"The live document\")");
+    return Error(ErrorCode::kInvalidArgument, "live document of worker " +
+                                                  std::to_string(worker_id) + ": " + what +
+                                                  " (docs/dashboard.md, \"The live document\")");
   };
   if (!d.is_object()) throw bad("not a JSON object");
   if (Str(d, "format") != "cdt-live") throw bad("format is not \"cdt-live\"");
   if (!d.contains("version") || !d["version"].is_number_integer() || d["version"] != 1)
     throw bad("version is not 1");
-  for (const char* k : {"worker_id", "rank", "world", "generation", "step", "end_step", "steps",
-                        "samples"})
-    if (!d.contains(k) || !d[k].is_number_integer()) throw bad(std::string(k) + " is not an integer");
+  for (const char* k :
+       {"worker_id", "rank", "world", "generation", "step", "end_step", "steps", "samples"})
+    if (!d.contains(k) || !d[k].is_number_integer())
+      throw bad(std::string(k) + " is not an integer");
   if (d["worker_id"] != worker_id) throw bad("it names worker " + d["worker_id"].dump());
   const int64_t rank = d["rank"], world = d["world"];
   if (world < 1 || world > 65536 || rank < 0 || rank >= world)
@@ -56,12 +57,15 @@ void CheckDocument(const json& d, int worker_id) {
     if (!d.contains(k) || !d[k].is_object()) throw bad(std::string(k) + " is not an object");
   for (const char* k : {"loss_curve", "recoveries"})
     if (!d.contains(k) || !d[k].is_array()) throw bad(std::string(k) + " is not an array");
-  if (!d.contains("finished") || !d["finished"].is_boolean()) throw bad("finished is not a boolean");
-  if (!d.contains("unix_time") || !d["unix_time"].is_number()) throw bad("unix_time is not a number");
+  if (!d.contains("finished") || !d["finished"].is_boolean())
+    throw bad("finished is not a boolean");
+  if (!d.contains("unix_time") || !d["unix_time"].is_number())
+    throw bad("unix_time is not a number");
   // What the page draws from: arrays where it loops, objects where it looks inside.
   const json& comm = d["comm"];
   for (const char* k : {"allreduce", "sent_bytes", "received_bytes"})
-    if (!comm.contains(k) || !comm[k].is_array()) throw bad(std::string("comm.") + k + " is not an array");
+    if (!comm.contains(k) || !comm[k].is_array())
+      throw bad(std::string("comm.") + k + " is not an array");
   if (comm["sent_bytes"].size() > static_cast<size_t>(world) ||
       comm["received_bytes"].size() > static_cast<size_t>(world))
     throw bad("comm holds more peers than the world has");
@@ -69,9 +73,11 @@ void CheckDocument(const json& d, int worker_id) {
     if (!a.is_object()) throw bad("comm.allreduce holds a non-object");
   const json& g = d["gradients"];
   for (const char* k : {"phases", "bucket_comm_s", "bucket_wait_s"})
-    if (!g.contains(k) || !g[k].is_array()) throw bad(std::string("gradients.") + k + " is not an array");
+    if (!g.contains(k) || !g[k].is_array())
+      throw bad(std::string("gradients.") + k + " is not an array");
   for (const json& p : g["phases"])
-    if (!p.is_array() || p.size() != 4) throw bad("gradients.phases holds a non-[step, phase, compressor, parameter]");
+    if (!p.is_array() || p.size() != 4)
+      throw bad("gradients.phases holds a non-[step, phase, compressor, parameter]");
   for (const json& c : d["loss_curve"])
     if (!c.is_array() || c.size() != 2 || !c[0].is_number() || !c[1].is_number())
       throw bad("loss_curve holds a non-[step, loss]");
@@ -81,8 +87,8 @@ void CheckDocument(const json& d, int worker_id) {
   if (d.contains("topology")) {
     const json& t = d["topology"];
     if (!t.is_object() || !t.contains("node_of_rank") || !t["node_of_rank"].is_array() ||
-        t["node_of_rank"].size() != static_cast<size_t>(world) || !t.contains("algorithm_by_size") ||
-        !t["algorithm_by_size"].is_array())
+        t["node_of_rank"].size() != static_cast<size_t>(world) ||
+        !t.contains("algorithm_by_size") || !t["algorithm_by_size"].is_array())
       throw bad("topology is not {node_of_rank: [one per rank], algorithm_by_size: [...]}");
     for (const json& n : t["node_of_rank"])
       if (!n.is_number_integer() || n.get<int64_t>() < 0 || n.get<int64_t>() >= world)
@@ -139,7 +145,8 @@ void JobView::Replay(const std::string& result_json, const std::string& source, 
   };
   if (!r.is_object()) throw bad("not a JSON object");
   for (const char* k : {"world_size", "steps", "total_steps", "samples", "generation"})
-    if (!r.contains(k) || !r[k].is_number_integer()) throw bad(std::string(k) + " is not an integer");
+    if (!r.contains(k) || !r[k].is_number_integer())
+      throw bad(std::string(k) + " is not an integer");
   if (!r.contains("loss_curve") || !r["loss_curve"].is_array()) throw bad("no loss_curve");
   const json& comm = Obj(r, "comm");
   const json& compression = Obj(r, "compression");
@@ -190,8 +197,7 @@ void JobView::Replay(const std::string& result_json, const std::string& source, 
 const json* JobView::Rank0() const {
   const json* best = nullptr;
   for (const auto& [id, w] : workers_)
-    if (w.doc["rank"] == 0 &&
-        (!best || Num(w.doc, "unix_time") > Num(*best, "unix_time")))
+    if (w.doc["rank"] == 0 && (!best || Num(w.doc, "unix_time") > Num(*best, "unix_time")))
       best = &w.doc;
   return best;
 }
@@ -295,10 +301,14 @@ json JobView::State(double now_unix) const {
       if (t < now_trace - 24 * 3600.0 || t > now_trace + 48 * 3600.0) continue;
       hours.push_back({t + carbon_.offset_s, carbon_.g_per_kwh[i]});
     }
-    carbon = {{"source", carbon_.source},     {"hours", hours},
-              {"now_g_per_kwh", CarbonAt(now_unix)}, {"energy_j", energy_seen_j_},
-              {"carbon_g", carbon_g_},        {"budget_g", carbon_.budget_g},
-              {"pue", carbon_.pue},           {"offset_s", carbon_.offset_s}};
+    carbon = {{"source", carbon_.source},
+              {"hours", hours},
+              {"now_g_per_kwh", CarbonAt(now_unix)},
+              {"energy_j", energy_seen_j_},
+              {"carbon_g", carbon_g_},
+              {"budget_g", carbon_.budget_g},
+              {"pue", carbon_.pue},
+              {"offset_s", carbon_.offset_s}};
   }
   const json* r0 = Rank0();
   return {{"job", job_id_},
@@ -316,6 +326,42 @@ json JobView::State(double now_unix) const {
           {"events", events_}};
 }
 
+// The job's own families, from rank 0's document.
+namespace {
+
+template <typename AddFamily>
+void AddJobFamilies(const json& d, const AddFamily& family) {
+  family("cdt_world_size", "gauge", "ranks in the job's current group")
+      .samples.push_back(S(Num(d, "world")));
+  family("cdt_generation", "gauge", "the group's generation (recoveries re-form it)")
+      .samples.push_back(S(Num(d, "generation")));
+  family("cdt_step", "gauge", "the last step whose loss is known")
+      .samples.push_back(S(Num(d, "step")));
+  family("cdt_samples_total", "counter", "samples the job trained on (all ranks)")
+      .samples.push_back(S(Num(d, "samples")));
+  family("cdt_samples_per_second", "gauge", "the job's throughput over its training time")
+      .samples.push_back(S(Num(d, "samples_per_s")));
+  family("cdt_loss", "gauge", "the global mean loss of the last step")
+      .samples.push_back(S(Num(d, "loss")));
+  if (Num(d, "test_accuracy", -1) >= 0)
+    family("cdt_test_accuracy", "gauge", "the last evaluation's accuracy (0..1)")
+        .samples.push_back(S(Num(d, "test_accuracy")));
+  const json& rec = Arr(d, "recoveries");
+  family("cdt_recoveries_total", "counter", "failures the group recovered from in process")
+      .samples.push_back(S(static_cast<double>(rec.size())));
+  if (!rec.empty()) {
+    family("cdt_last_recovery_detection_seconds", "gauge", "failure to first survivor's error")
+        .samples.push_back(S(Num(rec.back(), "detected_after_s")));
+    family("cdt_last_recovery_rto_seconds", "gauge",
+           "failure to the new group's first completed step")
+        .samples.push_back(S(Num(rec.back(), "rto_s")));
+    family("cdt_last_recovery_lost_steps", "gauge", "uncommitted steps trained again")
+        .samples.push_back(S(Num(rec.back(), "lost_steps")));
+  }
+}
+
+}  // namespace
+
 std::vector<MetricFamily> JobView::Metrics(double now_unix) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<MetricFamily> f;
@@ -323,41 +369,16 @@ std::vector<MetricFamily> JobView::Metrics(double now_unix) const {
   constexpr size_t kFamilies = 48;
   f.reserve(kFamilies);
   const auto family = [&f](const char* name, const char* type, const char* help) -> MetricFamily& {
-    if (f.size() == kFamilies) throw Error(ErrorCode::kInvalidArgument, "more metric families than reserved");
+    if (f.size() == kFamilies)
+      throw Error(ErrorCode::kInvalidArgument, "more metric families than reserved");
     f.push_back({name, help, type, {}});
     return f.back();
   };
   const json* r0 = Rank0();
-  MetricFamily& up = family("cdt_job_up", "gauge",
-                            "1 while rank 0's newest live document is under 10 s old");
+  MetricFamily& up =
+      family("cdt_job_up", "gauge", "1 while rank 0's newest live document is under 10 s old");
   up.samples.push_back(S(r0 && now_unix - Num(*r0, "unix_time") < 10 ? 1 : 0, {{"job", job_id_}}));
-  if (r0) {
-    const json& d = *r0;
-    family("cdt_world_size", "gauge", "ranks in the job's current group").samples.push_back(S(Num(d, "world")));
-    family("cdt_generation", "gauge", "the group's generation (recoveries re-form it)")
-        .samples.push_back(S(Num(d, "generation")));
-    family("cdt_step", "gauge", "the last step whose loss is known").samples.push_back(S(Num(d, "step")));
-    family("cdt_samples_total", "counter", "samples the job trained on (all ranks)")
-        .samples.push_back(S(Num(d, "samples")));
-    family("cdt_samples_per_second", "gauge", "the job's throughput over its training time")
-        .samples.push_back(S(Num(d, "samples_per_s")));
-    family("cdt_loss", "gauge", "the global mean loss of the last step").samples.push_back(S(Num(d, "loss")));
-    if (Num(d, "test_accuracy", -1) >= 0)
-      family("cdt_test_accuracy", "gauge", "the last evaluation's accuracy (0..1)")
-          .samples.push_back(S(Num(d, "test_accuracy")));
-    const json& rec = Arr(d, "recoveries");
-    family("cdt_recoveries_total", "counter", "failures the group recovered from in process")
-        .samples.push_back(S(static_cast<double>(rec.size())));
-    if (!rec.empty()) {
-      family("cdt_last_recovery_detection_seconds", "gauge", "failure to first survivor's error")
-          .samples.push_back(S(Num(rec.back(), "detected_after_s")));
-      family("cdt_last_recovery_rto_seconds", "gauge",
-             "failure to the new group's first completed step")
-          .samples.push_back(S(Num(rec.back(), "rto_s")));
-      family("cdt_last_recovery_lost_steps", "gauge", "uncommitted steps trained again")
-          .samples.push_back(S(Num(rec.back(), "lost_steps")));
-    }
-  }
+  if (r0) AddJobFamilies(*r0, family);
   MetricFamily& steps = family("cdt_rank_steps_total", "counter", "steps this worker ran");
   MetricFamily& phase = family("cdt_rank_step_seconds_total", "counter",
                                "training-thread seconds by part of the step");
@@ -375,15 +396,17 @@ std::vector<MetricFamily> JobView::Metrics(double now_unix) const {
   MetricFamily& ratio = family("cdt_compression_ratio", "gauge", "fp32 bytes / wire bytes");
   MetricFamily& residual =
       family("cdt_compression_residual_percent", "gauge", "error-feedback residual, % of sent");
-  MetricFamily& overlap = family("cdt_overlap_ratio", "gauge",
-                                 "share of gradient communication hidden behind compute");
+  MetricFamily& overlap =
+      family("cdt_overlap_ratio", "gauge", "share of gradient communication hidden behind compute");
   MetricFamily& ckpt = family("cdt_checkpoints_total", "counter", "checkpoints written");
-  MetricFamily& ckpt_bytes = family("cdt_checkpoint_bytes_total", "counter", "checkpoint file bytes");
+  MetricFamily& ckpt_bytes =
+      family("cdt_checkpoint_bytes_total", "counter", "checkpoint file bytes");
   MetricFamily& ckpt_s = family("cdt_checkpoint_write_seconds_total", "counter",
                                 "background seconds encoding and writing checkpoints");
   MetricFamily& energy = family("cdt_rank_energy_joules_total", "counter",
                                 "energy metered by this worker's process (0 without a meter)");
-  MetricFamily& age = family("cdt_live_age_seconds", "gauge", "age of the worker's newest document");
+  MetricFamily& age =
+      family("cdt_live_age_seconds", "gauge", "age of the worker's newest document");
   for (const auto& [id, w] : workers_) {
     const json& d = w.doc;
     const std::string worker = std::to_string(id), rank = d["rank"].dump();
@@ -407,8 +430,10 @@ std::vector<MetricFamily> JobView::Metrics(double now_unix) const {
     const json& r = Arr(comm, "received_bytes");
     for (size_t p = 0; p < s.size() && p < r.size(); ++p) {
       if (static_cast<int64_t>(p) == d["rank"].get<int64_t>()) continue;
-      sent.samples.push_back(S(s[p].is_number() ? s[p].get<double>() : 0, L({{"peer", std::to_string(p)}})));
-      recv.samples.push_back(S(r[p].is_number() ? r[p].get<double>() : 0, L({{"peer", std::to_string(p)}})));
+      sent.samples.push_back(
+          S(s[p].is_number() ? s[p].get<double>() : 0, L({{"peer", std::to_string(p)}})));
+      recv.samples.push_back(
+          S(r[p].is_number() ? r[p].get<double>() : 0, L({{"peer", std::to_string(p)}})));
     }
     const json& g = Obj(d, "gradients");
     grad.samples.push_back(S(Num(g, "bytes_fp32"), L({{"kind", "fp32"}})));

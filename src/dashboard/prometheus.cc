@@ -14,8 +14,8 @@ bool ValidName(const std::string& s, bool colon_allowed) {
   if (s.empty()) return false;
   for (size_t i = 0; i < s.size(); ++i) {
     const char c = s[i];
-    const bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
-                        (colon_allowed && c == ':');
+    const bool letter =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (colon_allowed && c == ':');
     if (!letter && !(i > 0 && c >= '0' && c <= '9')) return false;
   }
   return true;

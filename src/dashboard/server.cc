@@ -82,9 +82,8 @@ void Server::Start() {
   });
   s.Get("/", [this](const httplib::Request&, httplib::Response& res) {
     std::string page = kIndexHtml;
-    const nlohmann::json panels = {{"topology", o_.topology_view},
-                                   {"carbon", o_.carbon_timeline},
-                                   {"faults", o_.fault_sim}};
+    const nlohmann::json panels = {
+        {"topology", o_.topology_view}, {"carbon", o_.carbon_timeline}, {"faults", o_.fault_sim}};
     // The panels the command line asked for, as a data attribute the script reads.
     const std::string marker = "data-panels=\"\"";
     const size_t at = page.find(marker);
@@ -103,9 +102,9 @@ void Server::Start() {
     res.set_content(kStyleCss, "text/css; charset=utf-8");
   });
   s.Get("/api/state", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(view_.State(UnixSeconds()).dump(-1, ' ', false,
-                                                    nlohmann::json::error_handler_t::replace),
-                    "application/json");
+    res.set_content(
+        view_.State(UnixSeconds()).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+        "application/json");
   });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(ExpositionText(view_.Metrics(UnixSeconds())), kExpositionContentType);
@@ -130,7 +129,8 @@ void Server::Start() {
     if (!body.is_object() || !body.contains("kind") || !body["kind"].is_string() ||
         !body.contains("rank") || !body["rank"].is_number_integer()) {
       view_.RecordRefusal("fault request: bad body", now);
-      return JsonError(res, 400, R"(expected {"kind": "kill|hang|slow|cut", "rank": N, "value": X})");
+      return JsonError(res, 400,
+                       R"(expected {"kind": "kill|hang|slow|cut", "rank": N, "value": X})");
     }
     const double value =
         body.contains("value") && body["value"].is_number() ? body["value"].get<double>() : 0;

@@ -17,9 +17,9 @@
 #include "comm/store/etcd_store.h"
 #include "comm/store/tcp_store_client.h"
 #include "comm/store/tcp_store_server.h"
-#include "common/unix_time.h"
 #include "common/die_with_parent.h"
 #include "common/file_io.h"
+#include "common/unix_time.h"
 #include "elastic/rendezvous.h"
 
 extern char** environ;

@@ -483,9 +483,9 @@ void Trainer::Publish(bool finished) {
   m.loss = r_.final_loss;
   m.test_accuracy = r_.test_accuracy;
   const auto& curve = r_.loss_curve;
-  m.loss_tail.assign(curve.end() - static_cast<std::ptrdiff_t>(
-                                       std::min(curve.size(), LiveMetrics::kLossTail)),
-                     curve.end());
+  m.loss_tail.assign(
+      curve.end() - static_cast<std::ptrdiff_t>(std::min(curve.size(), LiveMetrics::kLossTail)),
+      curve.end());
   m.eval_curve = r_.eval_curve;
   m.step_time = r_.step_time;
   if (!finished) {
@@ -537,9 +537,10 @@ void Trainer::Publish(bool finished) {
   } catch (const std::exception& e) {
     // Reporting must not end the training: say so at the first failure, and go on.
     if (!publish_failed_)
-      log_.Warning("cann-dist-train: {}: could not publish live metrics (the dashboard will not "
-                   "see this rank; training goes on): {}",
-                   Who(comm_), e.what());
+      log_.Warning(
+          "cann-dist-train: {}: could not publish live metrics (the dashboard will not "
+          "see this rank; training goes on): {}",
+          Who(comm_), e.what());
     publish_failed_ = true;
   }
 }

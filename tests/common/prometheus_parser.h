@@ -55,7 +55,8 @@ inline std::map<std::string, ParsedFamily> ParseExposition(const std::string& te
       std::istringstream w(line);
       std::string hash, kind, name;
       w >> hash >> kind >> name;
-      if (hash != "#" || (kind != "HELP" && kind != "TYPE")) fail("comment other than HELP/TYPE", line);
+      if (hash != "#" || (kind != "HELP" && kind != "TYPE"))
+        fail("comment other than HELP/TYPE", line);
       if (!valid_name(name, true)) fail("bad metric name", line);
       if (closed.count(name)) fail("family continued after another began", line);
       if (name != current) {

@@ -23,22 +23,50 @@ namespace {
 
 std::string Document(int worker, int rank, int world, int64_t step, double now) {
   nlohmann::json d = {
-      {"format", "cdt-live"}, {"version", 1}, {"worker_id", worker}, {"rank", rank},
-      {"world", world}, {"generation", 0}, {"step", step}, {"end_step", 100}, {"epoch", 0},
-      {"finished", false}, {"unix_time", now}, {"wall_s", 2.0}, {"steps", step + 1},
-      {"samples", 32 * (step + 1)}, {"samples_per_s", 16.0 * (step + 1)}, {"loss", 0.5},
-      {"test_accuracy", -1}, {"loss_curve", {{step, 0.5}}}, {"eval_curve", nlohmann::json::array()},
-      {"step_time", {{"forward_s", 1.0}, {"backward_s", 2.0}, {"comm_wait_s", 0.5}, {"optimizer_s", 0.1}}},
-      {"gradients", {{"bytes_fp32", 4000.0}, {"bytes_wire", 1000.0}, {"compress", "int8"},
-                     {"phases", nlohmann::json::array()}, {"residual_pct", 3.0},
-                     {"overlap_ratio", 0.8}, {"bucket_comm_s", {0.1}}, {"bucket_wait_s", {0.02}}}},
-      {"checkpoints", {{"written", 1}, {"full", 1}, {"file_bytes", 1e5}, {"capture_s", 0.01},
-                       {"blocked_s", 0}, {"encode_s", 0.02}, {"write_s", 0.03}}},
+      {"format", "cdt-live"},
+      {"version", 1},
+      {"worker_id", worker},
+      {"rank", rank},
+      {"world", world},
+      {"generation", 0},
+      {"step", step},
+      {"end_step", 100},
+      {"epoch", 0},
+      {"finished", false},
+      {"unix_time", now},
+      {"wall_s", 2.0},
+      {"steps", step + 1},
+      {"samples", 32 * (step + 1)},
+      {"samples_per_s", 16.0 * (step + 1)},
+      {"loss", 0.5},
+      {"test_accuracy", -1},
+      {"loss_curve", {{step, 0.5}}},
+      {"eval_curve", nlohmann::json::array()},
+      {"step_time",
+       {{"forward_s", 1.0}, {"backward_s", 2.0}, {"comm_wait_s", 0.5}, {"optimizer_s", 0.1}}},
+      {"gradients",
+       {{"bytes_fp32", 4000.0},
+        {"bytes_wire", 1000.0},
+        {"compress", "int8"},
+        {"phases", nlohmann::json::array()},
+        {"residual_pct", 3.0},
+        {"overlap_ratio", 0.8},
+        {"bucket_comm_s", {0.1}},
+        {"bucket_wait_s", {0.02}}}},
+      {"checkpoints",
+       {{"written", 1},
+        {"full", 1},
+        {"file_bytes", 1e5},
+        {"capture_s", 0.01},
+        {"blocked_s", 0},
+        {"encode_s", 0.02},
+        {"write_s", 0.03}}},
       {"recoveries", nlohmann::json::array()},
       {"energy", {{"meter", "model"}, {"joules", 3600.0}}},
-      {"comm", {{"allreduce", {{{"name", "ring"}, {"ops", 10}, {"bytes", 4000}, {"seconds", 0.2}}}},
-                {"sent_bytes", std::vector<int>(static_cast<size_t>(world), 100)},
-                {"received_bytes", std::vector<int>(static_cast<size_t>(world), 100)}}}};
+      {"comm",
+       {{"allreduce", {{{"name", "ring"}, {"ops", 10}, {"bytes", 4000}, {"seconds", 0.2}}}},
+        {"sent_bytes", std::vector<int>(static_cast<size_t>(world), 100)},
+        {"received_bytes", std::vector<int>(static_cast<size_t>(world), 100)}}}};
   if (rank == 0)
     d["topology"] = {{"node_of_rank", std::vector<int>(static_cast<size_t>(world), 0)},
                      {"shares_memory", true},
@@ -48,7 +76,9 @@ std::string Document(int worker, int rank, int world, int64_t step, double now) 
 
 TEST(Prometheus, ExpositionPassesTheStrictParserWithEscapedLabels) {
   std::vector<MetricFamily> f = {
-      {"cdt_a_total", "help with \\ backslash\nand newline", "counter",
+      {"cdt_a_total",
+       "help with \\ backslash\nand newline",
+       "counter",
        {{{{"worker", "0"}, {"why", "quote \" and \\ and\nnewline"}}, 3}}},
       {"cdt_b", "a gauge", "gauge", {{{}, -1.5}, {{{"x", "1"}}, 1e300}}}};
   const auto parsed = test::ParseExposition(ExpositionText(f));
@@ -59,9 +89,7 @@ TEST(Prometheus, ExpositionPassesTheStrictParserWithEscapedLabels) {
 }
 
 TEST(Prometheus, RefusesWhatAScraperWouldRefuse) {
-  const auto refuses = [](MetricFamily f) {
-    EXPECT_THROW(ExpositionText({f}), Error) << f.name;
-  };
+  const auto refuses = [](MetricFamily f) { EXPECT_THROW(ExpositionText({f}), Error) << f.name; };
   refuses({"9starts_with_digit", "", "gauge", {}});
   refuses({"cdt_counter", "a counter not named _total", "counter", {}});
   refuses({"cdt_x", "", "histogram", {}});
@@ -167,7 +195,8 @@ TEST_F(DashboardServer, RefusesEveryChangeWithoutTheSecret) {
   const std::string body = R"({"kind":"kill","rank":2})";
   auto none = c.Post("/api/fault", body, "application/json");
   EXPECT_EQ(none->status, 403);
-  auto wrong = c.Post("/api/fault", {{"X-CDT-Secret", "s3cret-of-the-jox"}}, body, "application/json");
+  auto wrong =
+      c.Post("/api/fault", {{"X-CDT-Secret", "s3cret-of-the-jox"}}, body, "application/json");
   EXPECT_EQ(wrong->status, 403);
   auto shorter = c.Post("/api/fault", {{"X-CDT-Secret", "s3cret"}}, body, "application/json");
   EXPECT_EQ(shorter->status, 403);

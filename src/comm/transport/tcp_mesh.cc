@@ -336,10 +336,7 @@ void TcpMesh::Exchange(Transfer* t, size_t n, const OpLabel& label) {
       ++npoll;
     }
     if (urgent_ && gate_) hold.Set(sending && pending);
-    if (!pending) {
-      CountCompleted(t, n);
-      return;
-    }
+    if (!pending) return CountCompleted(t, n);
     // Something is pending but nothing is polled: every waiting transfer is gated, and no
     // transfer that could open a gate is left. No byte could change that, so the wait would end
     // only at the timeout, with no peer to name: a broken algorithm schedule (docs/errors.md).
