@@ -534,8 +534,10 @@ void Trainer::Publish(bool finished) {
   }
   try {
     o_.metrics.publish(m);
+    last_publish_ = Clock::now();  // a slow write does not make the next one due at once
   } catch (const std::exception& e) {
     // Reporting must not end the training: say so at the first failure, and go on.
+    last_publish_ = Clock::now();
     if (!publish_failed_)
       log_.Warning(
           "cann-dist-train: {}: could not publish live metrics (the dashboard will not "
