@@ -1,17 +1,11 @@
 // The live document of a running training (docs/dashboard.md, "The live document").
 #include "train/live_metrics.h"
 
-#include <nlohmann/json.hpp>
+#include "train/result_json_parts.h"
 
 namespace cdt::train {
 
 namespace {
-
-nlohmann::json Curve(const std::vector<std::pair<int64_t, double>>& c) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& [step, v] : c) out.push_back({step, v});
-  return out;
-}
 
 nlohmann::json CommJson(const CommStats& s) {
   nlohmann::json algos = nlohmann::json::array();
@@ -23,21 +17,8 @@ nlohmann::json CommJson(const CommStats& s) {
 }  // namespace
 
 std::string LiveMetricsJson(const LiveMetrics& m) {
-  nlohmann::json phases = nlohmann::json::array();
-  for (const auto& p : m.compression_phases)
-    phases.push_back({p.step, p.phase, p.compressor, p.parameter});
-  nlohmann::json recoveries = nlohmann::json::array();
-  for (const auto& x : m.recoveries)
-    recoveries.push_back({{"cause", x.cause},
-                          {"lost_workers", x.lost},
-                          {"detected_after_s", x.detected_after_s},
-                          {"rto_s", x.rto_s},
-                          {"failed_step", x.failed_step},
-                          {"resumed_step", x.resumed_step},
-                          {"lost_steps", x.lost_steps},
-                          {"world_before", x.world_before},
-                          {"world_after", x.world_after},
-                          {"generation", x.generation}});
+  const nlohmann::json phases = PhasesJson(m.compression_phases);
+  const nlohmann::json recoveries = RecoveriesJson(m.recoveries);
   const TrainResult::CheckpointStats& c = m.checkpoints;
   nlohmann::json j = {{"format", "cdt-live"},
                       {"version", 1},
@@ -56,8 +37,8 @@ std::string LiveMetricsJson(const LiveMetrics& m) {
                       {"samples_per_s", m.samples_per_s},
                       {"loss", m.loss},
                       {"test_accuracy", m.test_accuracy},
-                      {"loss_curve", Curve(m.loss_tail)},
-                      {"eval_curve", Curve(m.eval_curve)},
+                      {"loss_curve", CurveJson(m.loss_tail)},
+                      {"eval_curve", CurveJson(m.eval_curve)},
                       {"step_time",
                        {{"forward_s", m.step_time.forward_s},
                         {"backward_s", m.step_time.backward_s},

@@ -1,29 +1,40 @@
 // The JSON document `train --json` writes (docs/training.md, docs/elastic.md).
-#include <nlohmann/json.hpp>
-
-#include "train/train_result.h"
+#include "train/result_json_parts.h"
 
 namespace cdt::train {
 
+nlohmann::json CurveJson(const std::vector<std::pair<int64_t, double>>& curve) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [step, v] : curve) out.push_back({step, v});
+  return out;
+}
+
+nlohmann::json PhasesJson(const std::vector<TrainResult::CompressionPhase>& phases) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& p : phases) out.push_back({p.step, p.phase, p.compressor, p.parameter});
+  return out;
+}
+
+nlohmann::json RecoveriesJson(const std::vector<TrainResult::Recovery>& recoveries) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& x : recoveries)
+    out.push_back({{"cause", x.cause},
+                   {"lost_workers", x.lost},
+                   {"detected_after_s", x.detected_after_s},
+                   {"rto_s", x.rto_s},
+                   {"failed_step", x.failed_step},
+                   {"resumed_step", x.resumed_step},
+                   {"lost_steps", x.lost_steps},
+                   {"world_before", x.world_before},
+                   {"world_after", x.world_after},
+                   {"generation", x.generation}});
+  return out;
+}
+
 std::string TrainResultJson(const TrainResult& r) {
-  nlohmann::json loss = nlohmann::json::array(), evals = nlohmann::json::array();
-  for (auto& [s, l] : r.loss_curve) loss.push_back({s, l});
-  for (auto& [s, a] : r.eval_curve) evals.push_back({s, a});
-  nlohmann::json phases = nlohmann::json::array();
-  for (const auto& p : r.compression_phases)
-    phases.push_back({p.step, p.phase, p.compressor, p.parameter});
-  nlohmann::json recoveries = nlohmann::json::array();
-  for (const auto& x : r.recoveries)
-    recoveries.push_back({{"cause", x.cause},
-                          {"lost_workers", x.lost},
-                          {"detected_after_s", x.detected_after_s},
-                          {"rto_s", x.rto_s},
-                          {"failed_step", x.failed_step},
-                          {"resumed_step", x.resumed_step},
-                          {"lost_steps", x.lost_steps},
-                          {"world_before", x.world_before},
-                          {"world_after", x.world_after},
-                          {"generation", x.generation}});
+  const nlohmann::json loss = CurveJson(r.loss_curve), evals = CurveJson(r.eval_curve);
+  const nlohmann::json phases = PhasesJson(r.compression_phases);
+  const nlohmann::json recoveries = RecoveriesJson(r.recoveries);
   nlohmann::json j = {
       {"world_size", r.world_size},
       {"model", r.model},
