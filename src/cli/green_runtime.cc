@@ -2,7 +2,6 @@
 // child processes, one per run: the job interface implemented by this program itself.
 #include "cli/green_runtime.h"
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,14 +9,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "cdt/error.h"
+#include "cli/child_process.h"
 #include "cli/green_common.h"
 #include "common/clock.h"
-#include "common/die_with_parent.h"
 #include "common/file_io.h"
 #include "common/file_system.h"
 #include "common/unix_time.h"
@@ -100,31 +98,8 @@ class ChildProcessJob : public green::CarbonAwareJob {
     std::replace(s.begin(), s.end(), '-', ' ');
     return s;
   }
-  // Runs this program with `args`, calling `tick` every 200 ms while it runs; the exit status.
   int RunMetered(const std::vector<std::string>& args, const std::function<void()>& tick) {
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(exe_.c_str()));
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    const pid_t parent = getpid();
-    const pid_t pid = fork();
-    if (pid < 0) throw Error(ErrorCode::kIo, "green: fork failed");
-    if (pid == 0) {
-      DieWithParent(parent);  // the workload goes with the meter, however green ends
-      execv(exe_.c_str(), argv.data());
-      std::fprintf(stderr, "cann-dist-train green: cannot run %s\n", exe_.c_str());
-      _exit(127);
-    }
-    int status = 0;
-    for (;;) {
-      const pid_t w = waitpid(pid, &status, WNOHANG);
-      if (w == pid) break;
-      if (w < 0) throw Error(ErrorCode::kIo, "green: waitpid failed");
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      tick();
-    }
-    return WIFEXITED(status) ? WEXITSTATUS(status)
-                             : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    return RunChild(exe_, args, tick, "green");
   }
   static green::RunResult ReadResult(const std::string& path) {
     const std::optional<std::string> text = LocalFileSystem().ReadIfExists(path, kMaxTextFileBytes);
