@@ -75,9 +75,9 @@ std::map<std::string, std::string> ElasticLaunch(const ElasticOptions& elastic,
 
 int RunElasticTraining(const Environment& env, const LaunchOptions& launch,
                        TrainCommandOptions options, const ElasticOptions& elastic,
-                       int local_world_size) {
+                       int local_world_size, const TopoScanOptions* adaptive) {
 #ifndef CDT_HAVE_TORCH
-  (void)env, (void)launch, (void)options, (void)elastic, (void)local_world_size;
+  (void)env, (void)launch, (void)options, (void)elastic, (void)local_world_size, (void)adaptive;
   throw Error(
       ErrorCode::kInvalidArgument,
       "this build has no trainer: install libtorch-dev (scripts/install-deps.sh) and rebuild");
@@ -131,6 +131,17 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch,
     co.generation = static_cast<uint64_t>(m.generation);
     co.log = launch.log.ForRank(m.rank);
     ConnectChannels(co, priority_channel, &s);
+    if (adaptive) {
+      try {
+        const topology::Discovery d = DiscoverTopology(*s.comm, *adaptive, env.strategy_cache_dir);
+        s.comm->SetAllreduceSelector(d.planner);
+        if (s.priority_comm) s.priority_comm->SetAllreduceSelector(d.planner);
+      } catch (const Error&) {  // a peer lost while probing: this generation never trained
+        s.comm->Abort();
+        if (s.priority_comm) s.priority_comm->Abort();
+        throw;
+      }
+    }
     return elastic::Channels{std::move(s.comm), std::move(s.priority_comm)};
   });
 #endif

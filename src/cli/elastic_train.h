@@ -12,6 +12,7 @@
 
 #include "cli/environment.h"
 #include "cli/launch_options.h"
+#include "cli/topo_scan.h"
 #include "cli/train_command.h"
 #include "elastic/fault_spec.h"
 
@@ -41,9 +42,12 @@ std::map<std::string, std::string> ElasticLaunch(const ElasticOptions& elastic,
                                                  const std::string& job_file,
                                                  LaunchOptions* launch);
 
-// Runs this worker until the job finishes; returns its exit code.
+// Runs this worker until the job finishes; returns its exit code. With `adaptive` (the train
+// verb's --adaptive-comm), every generation's communicators get the topology planner of that
+// generation's shape: from the strategy cache when the shape was seen before, else probed (a
+// fraction of a second on one host; the recovery's RTO includes it).
 int RunElasticTraining(const Environment& env, const LaunchOptions& launch,
                        TrainCommandOptions options, const ElasticOptions& elastic,
-                       int local_world_size);
+                       int local_world_size, const TopoScanOptions* adaptive = nullptr);
 
 }  // namespace cdt::cli

@@ -41,6 +41,8 @@ std::string TrainResultJson(const TrainResult& r) {
       {"params", r.params},
       {"blas", {{"name", r.blas}, {"path", r.blas_path}}},
       {"allocator", r.allocator},
+      {"allreduce_selection", r.allreduce_selection},
+      {"elastic", r.elastic},
       {"steps", r.steps},
       {"first_step", r.first_step},
       {"total_steps", r.total_steps},

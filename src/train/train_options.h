@@ -142,6 +142,10 @@ struct TrainOptions {
   // What governs malloc in this process, in words, for the result (the CLI sets it up:
   // cli::ConfigureAllocator).
   std::string allocator;
+  // How the communicator picks an algorithm per message size, in words, for the result (the
+  // CLI sets it: "topology-planner" with --adaptive-comm, "forced <algo>" with CDT_ALLREDUCE_ALGO,
+  // "rules file" with CDT_ALLREDUCE_RULES, else "fixed thresholds"); `assess` reads it.
+  std::string allreduce_selection = "fixed thresholds";
   // Where the run's lines go (each rank's start "[rank<r>]: "); the CLI's honours CDT_LOG_LEVEL.
   Log log;
 };

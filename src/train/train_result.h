@@ -38,6 +38,8 @@ struct TrainResult {
   size_t bucket_bytes = 0;
   std::string blas, blas_path;  // the BLAS libtorch's matrix products ran on (train/blas_library.h)
   std::string allocator;        // TrainOptions::allocator
+  std::string allreduce_selection;  // TrainOptions::allreduce_selection
+  bool elastic = false;             // run by the elastic driver (recovers in process)
   std::string bucket_source;    // "--bucket-mb", "topology plan" or "a quarter of the model"
   std::vector<size_t> bucket_elements;
   std::vector<bool> bucket_priority;  // which buckets ran on the priority channel

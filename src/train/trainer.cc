@@ -181,6 +181,8 @@ Trainer::Trainer(Communicator& comm, const TrainOptions& o, Communicator* priori
   r_.blas = blas.name;
   r_.blas_path = blas.path;
   r_.allocator = o_.allocator;
+  r_.allreduce_selection = o_.allreduce_selection;
+  r_.elastic = session_ != nullptr;
 
   // Data (loaded once per process: an elastic worker keeps it across generations).
   std::shared_ptr<const Datasets> datasets = session_ ? session_->data : nullptr;
