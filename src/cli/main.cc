@@ -19,6 +19,8 @@
 #include "cli/launch_options.h"
 #include "cli/live_publisher.h"
 #include "cli/open_files.h"
+#include "cli/predict_command.h"
+#include "cli/profile_command.h"
 #include "cli/topo_scan.h"
 #include "cli/train_command.h"
 #include "comm/auth.h"
@@ -219,12 +221,15 @@ int RunTrainVerb(TrainVerb& v, const Environment& env, int argc, char** argv) {
   if (!ShouldRunAsWorker(env)) return RunAsAgent(launch, argc, argv);
   train_opts.train.allocator = ConfigureAllocator(env, train_opts.use_default_allocator);
   const int local = env.worker ? env.worker->local_world_size : 1;
-  if (elastic.enabled) {
-    if (v.adaptive)
-      throw Error(ErrorCode::kInvalidArgument,
-                  "--adaptive-comm is not supported with --elastic yet");
-    return RunElasticTraining(env, launch, train_opts, elastic, local);
-  }
+  // In words, for the result (and `assess`): what picks the algorithm per message size.
+  train_opts.train.allreduce_selection = v.adaptive           ? "topology-planner"
+                                         : env.allreduce_algo ? "forced " + *env.allreduce_algo
+                                         : (env.allreduce_rules && !env.allreduce_rules->empty())
+                                             ? "rules file"
+                                             : "fixed thresholds";
+  if (elastic.enabled)
+    return RunElasticTraining(env, launch, train_opts, elastic, local,
+                              v.adaptive ? &v.topo : nullptr);
   WorkerSession s = JoinGroup(env, launch, train_opts.train.reduction.overlap_next_forward);
   if (v.adaptive) {
     topology::Discovery d = DiscoverTopology(*s.comm, v.topo, env.strategy_cache_dir);
@@ -284,6 +289,12 @@ int Main(int argc, char** argv) {
   AddDashboardOptions(
       dash_cmd->add_subcommand("cluster", "serve the dashboard of a running job (cann-dashboard)"),
       &dash_opts, env);
+  PredictOptions predict_opts;
+  AddPredictCommand(app, &predict_opts);
+  AssessOptions assess_opts;
+  AddAssessCommand(app, &assess_opts);
+  ProfileOptions profile_opts;
+  AddProfileCommand(app, &profile_opts);
 
   std::vector<std::string> args = ElasticAsTrain(argc, argv);
   HideSecretFromProcessList(argc, argv);  // `args` keeps it; what ps shows does not
@@ -301,6 +312,9 @@ int Main(int argc, char** argv) {
   if (inject_cmd->parsed()) return RunFaultInject(inject, env);
   if (dash_cmd->parsed()) return RunDashboard(dash_opts, env);
   if (green_cmd->parsed()) return RunGreen(green_opts, env);
+  if (app.got_subcommand("predict")) return RunPredict(predict_opts, env);
+  if (app.got_subcommand("assess")) return RunAssess(assess_opts);
+  if (app.got_subcommand("profile")) return RunProfile(profile_opts, env);
   if (app.got_subcommand("cert")) return RunCert(cert_cmds, cert_opts, env);
   if (launch_cmd->parsed()) {
     const std::map<std::string, std::string> worker_env =

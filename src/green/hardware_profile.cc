@@ -32,6 +32,12 @@ std::vector<HardwareProfile> LoadHardwareProfiles(const std::string& path,
       p.idle_w = d.value("idle_w", 0.1 * p.tdp_w);
       p.threads = d.value("threads", 0);
       p.source = d.value("source", "");
+      p.peak_tflops_fp32 = d.value("peak_tflops_fp32", 0.0);
+      p.peak_tflops_16 = d.value("peak_tflops_16", 0.0);
+      p.memory_GBps = d.value("memory_GBps", 0.0);
+      if (p.peak_tflops_fp32 < 0 || p.peak_tflops_16 < 0 || p.memory_GBps < 0)
+        throw std::invalid_argument(
+            "peak_tflops_fp32, peak_tflops_16 and memory_GBps must be >= 0");
       if (d.contains("match")) p.match = d["match"].get<std::vector<std::string>>();
       if (p.tdp_w <= 0 || p.idle_w < 0 || p.idle_w > p.tdp_w)
         throw std::invalid_argument("need 0 <= idle_w <= tdp_w, tdp_w > 0");

@@ -1,5 +1,6 @@
 // Power figures of CPUs and accelerators (knowledge_base/hardware_profiles/devices.json), for the
-// model energy meter when no hardware counter can be read (CodeCarbon's TDP-table fallback).
+// model energy meter when no hardware counter can be read (CodeCarbon's TDP-table fallback), and
+// their peak compute for the simulator's scaling of a model profile to another device.
 #pragma once
 
 #include <string>
@@ -17,6 +18,10 @@ struct HardwareProfile {
   double idle_w = 0;               // at rest
   int threads = 0;                 // cpu: hardware threads per package (to scale a VM's share)
   std::string source;              // where the figures come from
+  // Compute figures for the simulator (src/sim; 0 = not given): dense peak TFLOPS in fp32 and in
+  // the 16-bit type the device trains in (fp16/bf16 tensor cores, Ascend's cube unit), and the
+  // memory bandwidth.
+  double peak_tflops_fp32 = 0, peak_tflops_16 = 0, memory_GBps = 0;
 };
 
 std::vector<HardwareProfile> LoadHardwareProfiles(const std::string& path,
