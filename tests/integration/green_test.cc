@@ -4,6 +4,7 @@
 // How close carbon comes to the plan is measured by bench/run_green_e2e.sh, not asserted here.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -15,17 +16,6 @@ namespace cdt {
 namespace {
 
 namespace fs = std::filesystem;
-
-int RunCli(const std::string& tag, const std::vector<std::string>& args, std::string* output,
-           const std::map<std::string, std::string>& env = {}) {
-  const std::string out = TempPath(tag);
-  std::vector<std::string> argv = {CDT_CLI};
-  argv.insert(argv.end(), args.begin(), args.end());
-  Proc p = Spawn(argv, env, out);
-  const int rc = WaitFor(p.pid, std::chrono::seconds(300));
-  *output = ReadFile(out);
-  return rc;
-}
 
 TEST(Green, PlanOnlyWritesThePlanAgainstTheCarbonAgnosticBaseline) {
   const std::string json = TempPath("plan.json");
@@ -221,8 +211,27 @@ TEST(Green, CarbonAwareElasticPlanResizesTheJobAndSeesEverySampleOnce) {
   int most = 0, planned = 0;
   for (auto& a : r["actual"]) most = std::max(most, a["workers"].get<int>());
   for (auto& p : r["plan"]["slots"]) planned = std::max(planned, p["workers"].get<int>());
-  EXPECT_EQ(planned, 2) << out;
   EXPECT_EQ(most, planned) << out;  // the runner resized the job as planned
+  // What the calibration measured decides what the plan should be: a loaded machine once made
+  // two workers slower than one (0.0155 s per 64 samples against 0.0056 s per 32, CI on
+  // 2026-12-03), and the plan rightly stayed on one. Clearly faster on two: the clean hour is
+  // worth a second worker; not faster: it is not; in between the start-up costs decide.
+  const auto rate = [&](int workers) {
+    const std::string key = "green: " + std::to_string(workers) + " worker(s): ";
+    const size_t at = out.find(key);
+    if (at == std::string::npos) return 0.0;
+    double step = 0, samples = 0;
+    std::sscanf(out.c_str() + at + key.size(), "%lf s per step (%lf samples)", &step, &samples);
+    return step > 0 ? samples / step : 0.0;
+  };
+  const double one = rate(1), two = rate(2);
+  ASSERT_GT(one, 0) << out;
+  ASSERT_GT(two, 0) << out;
+  if (two >= 1.5 * one) {
+    EXPECT_EQ(planned, 2) << out;
+  } else if (two <= one) {
+    EXPECT_EQ(planned, 1) << out;
+  }
   EXPECT_DOUBLE_EQ(r["samples"].get<double>(), 16000)
       << out;  // four epochs, whatever the worker counts
   EXPECT_GE(r["final_test_accuracy"].get<double>(), 0);

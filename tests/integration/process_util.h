@@ -68,4 +68,19 @@ inline int WaitFor(pid_t pid, std::chrono::seconds limit) {
   return -1;
 }
 
+#ifdef CDT_CLI
+// Runs cann-dist-train with `args` (output to a temporary file named by `tag`), up to 300 s;
+// its exit code, and everything it printed in *output.
+inline int RunCli(const std::string& tag, const std::vector<std::string>& args,
+                  std::string* output, const std::map<std::string, std::string>& env = {}) {
+  const std::string out = TempPath(tag);
+  std::vector<std::string> argv = {CDT_CLI};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Proc p = Spawn(argv, env, out);
+  const int rc = WaitFor(p.pid, std::chrono::seconds(300));
+  *output = ReadFile(out);
+  return rc;
+}
+#endif
+
 }  // namespace cdt
