@@ -87,7 +87,17 @@ TEST(Example, TheCarbonAwareRunnerDrivesTheTrainerInProcess) {
   EXPECT_NE(log.find("paused"), std::string::npos) << log;  // 05:00 is not California's cleanest
   const nlohmann::json j = nlohmann::json::parse(ReadFile(out));
   EXPECT_EQ(j["samples"].get<double>(), 300.0 * 32);
-  EXPECT_LT(j["carbon_kg"].get<double>(), j["baseline_carbon_kg"].get<double>());
+  // The report accounts what ran against the unpaused baseline. Whether pausing won depends on
+  // how long this machine's start-up is against its training (a quarter second per trace hour
+  // stretches a 0.8 s start-up over three dirty hours before the window): it did on the machine
+  // this test was written on, it did not on 2026-12-03's CI machine (5.9 g against 4.6 g; the
+  // closing note of issue 34 has the figures). What must hold anywhere: both are accounted and
+  // the reduction is what they say.
+  const double carbon = j["carbon_kg"].get<double>(),
+               baseline = j["baseline_carbon_kg"].get<double>();
+  EXPECT_GT(carbon, 0);
+  EXPECT_GT(baseline, 0);
+  EXPECT_NEAR(j["reduction"].get<double>(), 1 - carbon / baseline, 1e-9);
 }
 
 }  // namespace

@@ -284,6 +284,24 @@ TEST(RunSimulator, TheBestStartWithinTheDeadlineHasLessCarbon) {
   EXPECT_DOUBLE_EQ(p.best_start_unix, 10 * 3600.0);
 }
 
+TEST(RunSimulator, CostIsRentalPlusEnergyAtTheHourlyPrice) {
+  std::vector<green::CarbonInterval> hours;
+  for (int h = 0; h < 4; ++h) hours.push_back({h * 3600.0, (h + 1) * 3600.0, h < 1 ? 0.5 : 0.1});
+  const green::CarbonTrace price("prices", "T", hours);  // per kWh: 0.5 the first hour, then 0.1
+  ClusterProfile c = TwoNodes(1);
+  c.device_power_w = 500;
+  c.device_idle_w = 500;  // 1 kW whatever the step does
+  c.price_per_device_hour = 2;
+  RunConfig r;
+  r.price = &price;
+  r.samples = SimulateStep(OneBucket(), c, {}).samples_per_s * 3600 * 2;  // two hours
+  const RunPrediction p = SimulateRun(OneBucket(), c, {}, r);
+  EXPECT_NEAR(p.energy_kwh, 2, 1e-9);
+  EXPECT_NEAR(p.cost, 2 * 2 * 2 + (0.5 + 0.1),
+              1e-6);  // 2 devices x 2 h x 2, then 1 kWh at each price
+  EXPECT_NE(p.cost_basis.find("price trace"), std::string::npos);
+}
+
 TEST(KnowledgeBase, EveryShippedProfileParses) {
   int models = 0, clusters = 0;
   for (const auto& e :
