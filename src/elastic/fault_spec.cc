@@ -1,10 +1,15 @@
 #include "elastic/fault_spec.h"
 
+#include <limits>
 #include <string>
 
 #include "cdt/error.h"
+#include "common/checked_number.h"
 
 namespace cdt::elastic {
+namespace {
+constexpr int64_t kMaxWorker = std::numeric_limits<int>::max();  // a worker id is an int
+}  // namespace
 
 std::vector<Fault> ParseFaults(const std::string& spec) {
   std::vector<Fault> out;
@@ -27,36 +32,33 @@ std::vector<Fault> ParseFaults(const std::string& spec) {
     f.kind = item.substr(0, colon);
     if (f.kind != "kill" && f.kind != "hang" && f.kind != "slow" && f.kind != "cut")
       throw bad("unknown fault '" + f.kind + "'");
-    try {
-      size_t used = 0;
-      std::string who = item.substr(colon + 1, at - colon - 1);
-      if (f.kind == "slow") {
-        const auto eq = who.find('=');
-        if (eq == std::string::npos) throw bad("slow needs RANK=FACTOR");
-        f.factor = std::stod(who.substr(eq + 1), &used);
-        if (used != who.size() - eq - 1 || !(f.factor >= 1 && f.factor <= 1000))
-          throw bad("FACTOR must be a number from 1 to 1000");
-        who = who.substr(0, eq);
-      }
-      f.worker = std::stoi(who, &used);
-      if (used != who.size()) throw bad("RANK is not an integer");
-      std::string when = item.substr(at + 1);
-      if (f.kind == "cut") {
-        const auto plus = when.find('+');
-        if (plus == std::string::npos) throw bad("cut needs NODE@STEP+SECONDS");
-        f.factor = std::stod(when.substr(plus + 1), &used);
-        if (used != when.size() - plus - 1 || !(f.factor > 0 && f.factor <= 3600))
-          throw bad("SECONDS must be a number from 0 to 3600");
-        when = when.substr(0, plus);
-      }
-      f.step = std::stoll(when, &used);
-      if (used != when.size()) throw bad("STEP is not an integer");
-    } catch (const Error&) {
-      throw;
-    } catch (...) {
-      throw bad("RANK and STEP must be integers");
+    // Every number checked in full and in range before it is stored (no stoi: " 1", "+1" and
+    // "1e3" are not ranks, and 99999999999 is not refused as "not an integer").
+    std::string who = item.substr(colon + 1, at - colon - 1);
+    if (f.kind == "slow") {
+      const auto eq = who.find('=');
+      if (eq == std::string::npos) throw bad("slow needs RANK=FACTOR");
+      const auto factor = ParseNumberIn(std::string_view(who).substr(eq + 1), 1, 1000);
+      if (!factor) throw bad("FACTOR must be a number from 1 to 1000");
+      f.factor = *factor;
+      who = who.substr(0, eq);
     }
-    if (f.worker < 0 || f.step < 0) throw bad("RANK and STEP must not be negative");
+    const auto worker = ParseIntegerIn(who, 0, kMaxWorker);
+    if (!worker) throw bad("RANK must be an integer " + RangeText(0, kMaxWorker));
+    f.worker = static_cast<int>(*worker);
+    std::string when = item.substr(at + 1);
+    if (f.kind == "cut") {
+      const auto plus = when.find('+');
+      if (plus == std::string::npos) throw bad("cut needs NODE@STEP+SECONDS");
+      const auto seconds = ParseNumberIn(std::string_view(when).substr(plus + 1), 0, 3600);
+      if (!seconds || *seconds <= 0) throw bad("SECONDS must be a number above 0, at most 3600");
+      f.factor = *seconds;
+      when = when.substr(0, plus);
+    }
+    const auto step = ParseIntegerIn(when, 0, std::numeric_limits<int64_t>::max());
+    if (!step)
+      throw bad("STEP must be an integer " + RangeText(0, std::numeric_limits<int64_t>::max()));
+    f.step = *step;
     out.push_back(f);
   }
   return out;

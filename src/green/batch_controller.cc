@@ -25,19 +25,20 @@ BatchDecision DecideBatch(const BatchControlConfig& c, int batch, double spent_k
     return d;
   }
   d.threshold_gco2 = remaining_kwh > 0 ? remaining_g / remaining_kwh : 0;
-  int next = batch;
+  double next = batch;  // clamped while a double: batch x a configured factor may not fit an int
   if (remaining_kwh <= 0) {
     d.reason = "no work left";
   } else if (intensity > c.high * d.threshold_gco2) {
-    next = static_cast<int>(std::floor(batch * c.shrink));
+    next = std::floor(batch * c.shrink);
     d.reason = "dirty grid";
   } else if (intensity < c.low * d.threshold_gco2) {
-    next = static_cast<int>(std::floor(batch * c.grow));
+    next = std::floor(batch * c.grow);
     d.reason = "clean grid";
   } else {
     d.reason = "within band";
   }
-  d.batch = std::clamp(next, c.min_batch, c.max_batch);
+  if (std::isnan(next)) next = batch;
+  d.batch = static_cast<int>(std::clamp(next, 1.0 * c.min_batch, 1.0 * c.max_batch));
   d.lr_scale = static_cast<double>(d.batch) / batch;
   return d;
 }

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "cdt/error.h"
+#include "common/checked_number.h"
 #include "green/accounting.h"
 #include "green/batch_controller.h"
 #include "green/iso_time.h"
@@ -53,6 +54,7 @@ struct Metering {
     RunResult out = job.Run(r, [this] { Sample(); });
     Sample();
     running = false;
+    CheckRunResult(out, r.tag);
     return out;
   }
   double joules() const { return samples.empty() ? 0 : samples.back().joules; }
@@ -178,8 +180,15 @@ void Runner::MakeThePlan() {
       return ((1 - share) * c.train_w + share * c.overhead_w) * o_.pue / 1000;
     };
     const double job_hours = (stepping_s + extra_s) / o_.time_scale;
-    const int deadline =
-        static_cast<int>(std::ceil(o_.deadline_hours > 0 ? o_.deadline_hours : 3 * job_hours));
+    const double deadline_h = std::ceil(o_.deadline_hours > 0 ? o_.deadline_hours : 3 * job_hours);
+    if (!(deadline_h <= kMaxPlanHours))  // also NaN
+      throw Error(ErrorCode::kInvalidArgument,
+                  Format("green: the job's %lld steps at %.3g s each take %.3g trace hours at "
+                         "--time-scale %g: a deadline of %.3g h is past the %d hours a plan may "
+                         "cover; check --time-scale and --deadline",
+                         static_cast<long long>(b.total_steps), b.step_s, job_hours, o_.time_scale,
+                         deadline_h, kMaxPlanHours));
+    const int deadline = static_cast<int>(deadline_h);
     spec_ = JobSpec{};
     spec_.base_workers = o_.base_workers;
     spec_.deadline_hours = std::max(1, deadline);
@@ -377,6 +386,33 @@ GreenReport Runner::Run() {
 }
 
 }  // namespace
+
+void CheckRunResult(const RunResult& r, const std::string& run) {
+  auto refuse = [&](const std::string& what) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "green: " + run + " reported " + what +
+                    "; its result is damaged (the run's JSON, or the Python job's result dict)");
+  };
+  const struct {
+    const char* name;
+    int64_t value;
+  } counts[] = {{"first_step", r.first_step}, {"steps", r.steps}, {"total_steps", r.total_steps}};
+  for (const auto& c : counts)
+    if (c.value < 0 || c.value > kMaxRunSteps)
+      refuse(std::string(c.name) + " " + std::to_string(c.value) + ", expected an integer " +
+             RangeText(0, kMaxRunSteps));
+  const struct {
+    const char* name;
+    double value, max;
+  } amounts[] = {{"wall_s", r.wall_s, kMaxRunSeconds},
+                 {"eval_s", r.eval_s, kMaxRunSeconds},
+                 {"samples", r.samples, 1e18}};
+  for (const auto& a : amounts)
+    if (!(a.value >= 0 && a.value <= a.max))
+      refuse(std::string(a.name) + " " + Format("%g", a.value) + ", expected a number from 0 to " +
+             Format("%g", a.max));
+  if (!std::isfinite(r.started_unix)) refuse("started_unix that is not a finite number");
+}
 
 void ValidateCarbonAwareOptions(const CarbonAwareOptions& options) {
   if (!(options.time_scale > 0))

@@ -41,6 +41,18 @@ struct RunResult {
   double test_accuracy = -1;  // -1 = not evaluated
 };
 
+// The most steps and seconds a run may report (2^40 steps; a year of wall time).
+inline constexpr int64_t kMaxRunSteps = int64_t{1} << 40;
+inline constexpr double kMaxRunSeconds = 366 * 86400.0;
+
+// A run's result comes from another process (the CLI's `train` child writes it as JSON) or from
+// user code (the Python job's dict): the runner checks every one with this before planning on it,
+// so that a total_steps of INT64_MIN or a wall_s of 1e300 is refused, naming `run` and the field,
+// instead of becoming a nonsense plan (or an out-of-range conversion). Throws
+// cdt::Error(kInvalidArgument) when a count is outside 0..kMaxRunSteps, or a time or the sample
+// count is negative, not finite or too large (kMaxRunSeconds; 10^18 samples).
+void CheckRunResult(const RunResult& r, const std::string& run);
+
 class CarbonAwareJob {
  public:
   virtual ~CarbonAwareJob() = default;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cdt/error.h"
+#include "common/checked_number.h"
 #include "common/printable.h"
 #include "green/iso_time.h"
 #include "green/text.h"
@@ -287,11 +288,16 @@ CarbonTrace ParseCsv(const std::string& text, const std::string& path, const Tra
 }
 
 double ParseDuration(const std::string& s, const std::string& path, size_t index) {
-  int h = 0, m = 0;
-  double sec = 0;
-  if (std::sscanf(s.c_str(), "%d:%d:%lf", &h, &m, &sec) == 3 && std::isfinite(sec) &&
-      h * 3600.0 + m * 60.0 + sec <= kMaxGapSeconds)
-    return h * 3600.0 + m * 60.0 + sec;
+  // "HH:MM:SS[.s]", each field checked (sscanf's %d of "99999999999" is undefined behaviour).
+  const size_t c1 = s.find(':'), c2 = c1 == std::string::npos ? c1 : s.find(':', c1 + 1);
+  if (c2 != std::string::npos) {
+    const std::string_view text(s);
+    const auto h = ParseIntegerIn(text.substr(0, c1), 0, 168);
+    const auto m = ParseIntegerIn(text.substr(c1 + 1, c2 - c1 - 1), 0, 10080);
+    const auto sec = ParseNumberIn(text.substr(c2 + 1), 0, kMaxGapSeconds);
+    if (h && m && sec && *h * 3600.0 + *m * 60.0 + *sec <= kMaxGapSeconds)
+      return *h * 3600.0 + *m * 60.0 + *sec;
+  }
   if (s.rfind("PT", 0) == 0) {
     double total = 0, v = 0;
     std::string num;
@@ -396,7 +402,7 @@ CarbonTrace ParseCarbonTrace(const std::string& text, const std::string& path,
 
 CarbonTrace ReadCarbonTrace(const std::string& path, const TraceReadOptions& o) {
   const std::string text = Or(o.fs).Read(path, kMaxTextFileBytes, "carbon trace",
-                                          "give a trace file (docs/green.md, \"Traces\")");
+                                         "give a trace file (docs/green.md, \"Traces\")");
   return ParseCarbonTrace(text, path, o);
 }
 

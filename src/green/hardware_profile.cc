@@ -7,11 +7,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cdt/error.h"
+#include "common/checked_number.h"
 #include "green/text.h"
 
 namespace cdt::green {
-std::vector<HardwareProfile> LoadHardwareProfiles(const std::string& path,
-                                                  const FileSystem& fs) {
+std::vector<HardwareProfile> LoadHardwareProfiles(const std::string& path, const FileSystem& fs) {
   const std::string text = fs.Read(path, kMaxTextFileBytes, "hardware profiles");
   nlohmann::json doc;
   try {
@@ -30,7 +30,12 @@ std::vector<HardwareProfile> LoadHardwareProfiles(const std::string& path,
       p.kind = d.at("kind").get<std::string>();
       p.tdp_w = d.at("tdp_w").get<double>();
       p.idle_w = d.value("idle_w", 0.1 * p.tdp_w);
-      p.threads = d.value("threads", 0);
+      if (d.contains("threads")) {  // checked before it becomes an int (1e300 would not fit)
+        const std::optional<int64_t> threads = JsonIntegerIn(d["threads"], 0, 1000000);
+        if (!threads)
+          throw std::invalid_argument("threads: expected an integer " + RangeText(0, 1000000));
+        p.threads = static_cast<int>(*threads);
+      }
       p.source = d.value("source", "");
       p.peak_tflops_fp32 = d.value("peak_tflops_fp32", 0.0);
       p.peak_tflops_16 = d.value("peak_tflops_16", 0.0);

@@ -75,6 +75,13 @@ std::optional<double> ParseIsoTime(std::string_view s) {
 }
 
 std::string FormatIsoTime(double unix_s) {
+  // Years 1 to 9999 only: a time computed from outside input (a trace's gap, a --start) may be
+  // anything, and converting 1e300 to time_t is undefined.
+  if (!(unix_s >= -62135596800.0 && unix_s < 253402300800.0)) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "(time %g: out of range)", unix_s);
+    return buf;
+  }
   const time_t t = static_cast<time_t>(std::floor(unix_s));
   std::tm tm{};
   gmtime_r(&t, &tm);

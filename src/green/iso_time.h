@@ -12,7 +12,8 @@ namespace cdt::green {
 // seconds are accepted. Returns Unix seconds, or nullopt when `text` is not such a time.
 std::optional<double> ParseIsoTime(std::string_view text);
 
-// "2022-03-14T05:00:00Z" (whole seconds, UTC).
+// "2022-03-14T05:00:00Z" (whole seconds, UTC); for a time outside years 1 to 9999 (or NaN),
+// "(time 1e+300: out of range)" instead.
 std::string FormatIsoTime(double unix_s);
 
 }  // namespace cdt::green

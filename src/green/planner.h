@@ -26,6 +26,10 @@ enum class Strategy { kAgnostic, kSuspendResume, kElastic, kWeighted };
 Strategy ParseStrategy(const std::string& name);  // agnostic | suspend-resume | elastic | weighted
 const char* StrategyName(Strategy s);
 
+// The longest plan there is: ten years of hours. A job needing more (a calibration gone wrong, a
+// tiny --time-scale) is refused before any hour count becomes an int.
+inline constexpr int kMaxPlanHours = 87600;
+
 struct WorkerPoint {
   int workers = 1;
   double work_per_hour = 1;  // job units per hour at this count

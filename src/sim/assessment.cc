@@ -15,12 +15,17 @@ std::string Fixed(double v, int digits = 3) {
   return b;
 }
 
+// A job's ranks: an integer, bounded as the simulator bounds a cluster (100,000 nodes of 1,024).
+int WorldSize(const JsonReader& job) {
+  return static_cast<int>(job.Integer("world_size", 1, 102400000, 1, true));
+}
+
 bool Bool(const JsonReader& r, const char* key) {
   return r.Has(key) && r.json().at(key).is_boolean() && r.json().at(key).get<bool>();
 }
 
 void AddCriteria(const JsonReader& job, const JsonReader* green, Assessment* a) {
-  const int world = static_cast<int>(job.Number("world_size", 1, 1, true));
+  const int world = WorldSize(job);
   const bool consistent = Bool(job, "params_consistent");
   a->criteria.push_back({1, "data parallel on >= 2 ranks, replicas identical at the end",
                          world >= 2 && consistent,
@@ -84,7 +89,7 @@ Assessment Assess(const AssessInputs& in) {
 
   // Scaling efficiency.
   const double sps = job.Number("samples_per_s", 0, 0, true);
-  const int world = static_cast<int>(job.Number("world_size", 1, 1, true));
+  const int world = WorldSize(job);
   if (!in.baseline_json.empty()) {
     base_doc = JsonReader::Parse(in.baseline_json, in.baseline_where);
     const JsonReader base(base_doc, in.baseline_where);

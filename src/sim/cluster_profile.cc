@@ -24,23 +24,19 @@ topology::LinkLevel ReadLevel(const JsonReader& r, const char* name) {
 
 std::vector<int> ReadShape(const JsonReader& r) {
   // Bounds: a profile is outside input; a million ranks is beyond any cluster there is.
-  const double nodes_value = r.Number("nodes", 1, 1, true);
-  if (nodes_value > 100000) r.Fail("nodes", "at most 100,000");
-  const int nodes = static_cast<int>(nodes_value);
+  const int nodes = static_cast<int>(r.Integer("nodes", 1, 100000, 1, true));
   std::vector<int> shape;
   if (r.Has("ranks_per_node") && r.json().at("ranks_per_node").is_array()) {
     r.Each("ranks_per_node", [&](const JsonReader&, const nlohmann::json& v) {
-      if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > 1024)
-        r.Fail("ranks_per_node", "expected integers from 1 to 1,024");
-      shape.push_back(v.get<int>());
+      const std::optional<int64_t> n = JsonIntegerIn(v, 1, 1024);
+      if (!n) r.Fail("ranks_per_node", "expected integers from 1 to 1,024");
+      shape.push_back(static_cast<int>(*n));
     });
     if (static_cast<int>(shape.size()) != nodes)
       r.Fail("ranks_per_node", "has " + std::to_string(shape.size()) + " entries for " +
                                    std::to_string(nodes) + " nodes");
   } else {
-    const double per_node = r.Number("ranks_per_node", 1, 1);
-    if (per_node > 1024) r.Fail("ranks_per_node", "at most 1,024");
-    shape.assign(nodes, static_cast<int>(per_node));
+    shape.assign(nodes, static_cast<int>(r.Integer("ranks_per_node", 1, 1024, 1)));
   }
   return shape;
 }
@@ -60,14 +56,10 @@ void ReadDevice(const JsonReader& r, const KnowledgeBase& kb, ClusterProfile* c)
     c->device_power_w = d->tdp_w;
     c->device_idle_w = d->idle_w;
   } else {
-    const double cores = r.Number("host_cores", 1, 1, true);
-    if (cores > 1e6) r.Fail("host_cores", "at most 1,000,000");
-    c->host_cores = static_cast<int>(cores);
+    c->host_cores = static_cast<int>(r.Integer("host_cores", 1, 1000000, 1, true));
     c->one_host = r.Has("one_host") && r.json().at("one_host").is_boolean() &&
                   r.json().at("one_host").get<bool>();
-    const double threads = r.Number("threads_per_rank", 0, 0);
-    if (threads > 1e6) r.Fail("threads_per_rank", "at most 1,000,000");
-    c->threads_per_rank = static_cast<int>(threads);
+    c->threads_per_rank = static_cast<int>(r.Integer("threads_per_rank", 0, 1000000, 0));
     // A CPU rank's power: the host's per-core share of the CPU profile's TDP.
     c->device_power_w = r.Number("device_power_w", 0, 0);
     c->device_idle_w = r.Number("device_idle_w", 0, 0);

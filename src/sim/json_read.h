@@ -1,14 +1,18 @@
 // Reading the simulator's JSON documents (model and cluster profiles, fault patterns, a job's
 // result): typed field access whose errors name the document and the field, so that a user's
 // hand-written profile fails with "cluster.json: nodes: expected a number >= 1", not with
-// nlohmann's type_error.
+// nlohmann's type_error. Every count becomes an integer through Integer(), which checks the range
+// first: a profile's 1e300 is refused, not converted (undefined behaviour; issue 41).
 #pragma once
 
+#include <cmath>
+#include <cstdio>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "cdt/error.h"
+#include "common/checked_number.h"
 
 namespace cdt::sim {
 
@@ -32,6 +36,26 @@ class JsonReader {
     if (!v.is_number() || !(v.get<double>() >= min))
       Fail(key, "expected a number >= " + Short(min));
     return v.get<double>();
+  }
+  // A number from min to max (both kept: a profile's 1e300 is refused, not carried into the
+  // simulation).
+  double NumberIn(const char* key, double min, double max, double fallback,
+                  bool required = false) const {
+    const double v = Number(key, min, fallback, required);
+    if (!(v <= max)) Fail(key, "expected a number from " + Short(min) + " to " + Short(max));
+    return v;
+  }
+  // An integer field from min to max: a whole number (4 and 4.0 are 4; 4.5, 1e300 and "4" are
+  // refused with the accepted range).
+  int64_t Integer(const char* key, int64_t min, int64_t max, int64_t fallback,
+                  bool required = false) const {
+    if (!Has(key)) {
+      if (required) Fail(key, "missing");
+      return fallback;
+    }
+    const std::optional<int64_t> v = JsonIntegerIn(j_.at(key), min, max);
+    if (!v) Fail(key, "expected an integer " + RangeText(min, max));
+    return *v;
   }
   std::string String(const char* key, const std::string& fallback, bool required = false) const {
     if (!Has(key)) {
@@ -62,6 +86,11 @@ class JsonReader {
 
  private:
   static std::string Short(double v) {
+    if (std::abs(v) >= 1e12) {  // 1e+16, not 10000000000000000.000000
+      char text[32];
+      std::snprintf(text, sizeof text, "%g", v);
+      return text;
+    }
     std::string s = std::to_string(v);
     s.erase(s.find_last_not_of('0') + 1);
     if (!s.empty() && s.back() == '.') s.pop_back();

@@ -89,14 +89,13 @@ ModelProfile ParseModelProfile(const std::string& text, const std::string& where
   ModelProfile p;
   p.model = r.String("model", "", true);
   p.source = r.String("source", "");
-  const double params = r.Number("parameters", 1, 0, true);
-  if (params > 1e15) r.Fail("parameters", "at most 10^15");
-  p.parameters = static_cast<int64_t>(params);
+  p.parameters = r.Integer("parameters", 1, kMaxParameters, 0, true);
   p.device = r.String("device", "");
   p.device_tflops = r.Number("device_tflops", 0, 0);
   r.Each("bucket_bytes", [&](const JsonReader&, const nlohmann::json& v) {
-    if (!v.is_number() || !(v.get<double>() > 0))
-      r.Fail("bucket_bytes", "expected positive numbers");
+    // Bounded: a bucket's size becomes a message size (size_t) in the simulated collectives.
+    if (!v.is_number() || !(v.get<double>() > 0) || !(v.get<double>() <= kMaxBucketBytes))
+      r.Fail("bucket_bytes", "expected positive numbers of at most 10^16 bytes");
     p.bucket_bytes.push_back(v.get<double>());
   });
   if (p.bucket_bytes.size() > 100000) r.Fail("bucket_bytes", "at most 100,000 buckets");
@@ -119,11 +118,8 @@ ModelProfile ParseModelProfile(const std::string& text, const std::string& where
   p.loaded_s_per_byte = r.Number("loaded_s_per_byte", 0, 0);
   r.Each("compute", [&](const JsonReader& c, const nlohmann::json&) {
     ComputePoint pt;
-    const double batch = c.Number("batch", 1, 0, true), threads = c.Number("threads", 0, 1);
-    if (batch > 1e7) c.Fail("batch", "at most 10,000,000");
-    if (threads > 1e6) c.Fail("threads", "at most 1,000,000");
-    pt.batch = static_cast<int>(batch);
-    pt.threads = static_cast<int>(threads);
+    pt.batch = static_cast<int>(c.Integer("batch", 1, 10000000, 0, true));
+    pt.threads = static_cast<int>(c.Integer("threads", 0, 1000000, 1));
     pt.forward_s = c.Number("forward_s", 0, 0, true);
     pt.backward_s = c.Number("backward_s", 0, 0, true);
     pt.optimizer_s = c.Number("optimizer_s", 0, 0);

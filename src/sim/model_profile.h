@@ -29,6 +29,12 @@ struct CompressionCost {
   double seconds_per_byte = 0;  // encode + decode, per fp32 gradient byte, on the profiled device
 };
 
+// What a profile may claim (ParseModelProfile refuses more, naming the field): 10^15 parameters,
+// buckets of at most 10^16 bytes (a bucket's size becomes a size_t message size in the simulated
+// collectives, where 1e300 would not fit).
+inline constexpr int64_t kMaxParameters = 1000000000000000;
+inline constexpr double kMaxBucketBytes = 1e16;
+
 struct ModelProfile {
   std::string model;
   std::string source;  // how it was obtained: a command line or a publication

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/checked_number.h"
+
 namespace cdt::topology {
 
 namespace fs = std::filesystem;
@@ -15,6 +17,14 @@ std::string ReadLine(const fs::path& path) {
   std::string line;
   std::getline(in, line);
   return line;
+}
+
+// The number a sysfs value starts with ("25000", "100 Gb/sec (4X EDR)"), when it lies from 0 to
+// max; else 0 (unknown: "-1" of a link that is down, or text that is no speed). Never an infinity
+// or a 1e300, which would reach an integer conversion in the strategy fingerprint.
+double LeadingNumber(const std::string& text, double max) {
+  const std::string_view word = std::string_view(text).substr(0, text.find(' '));
+  return ParseNumberIn(word, 0, max).value_or(0);
 }
 
 // ARPHRD_* values from <linux/if_arp.h>.
@@ -35,13 +45,7 @@ std::vector<NicInfo> ScanNics(const std::string& sysfs_root) {
     NicInfo nic;
     nic.name = entry.path().filename().string();
     nic.kind = KindFromType(ReadLine(entry.path() / "type"));
-    std::string speed = ReadLine(entry.path() / "speed");
-    try {
-      double mbps = speed.empty() ? 0 : std::stod(speed);
-      nic.speed_gbps = mbps > 0 ? mbps / 1000.0 : 0;
-    } catch (...) {
-      nic.speed_gbps = 0;
-    }
+    nic.speed_gbps = LeadingNumber(ReadLine(entry.path() / "speed"), 1e7) / 1000.0;  // Mbit/s
     std::string state = ReadLine(entry.path() / "operstate");
     nic.up = state == "up" || state == "unknown";
     nics.push_back(nic);
@@ -54,12 +58,7 @@ std::vector<NicInfo> ScanNics(const std::string& sysfs_root) {
       NicInfo nic;
       nic.name = dev.path().filename().string() + "/" + port.path().filename().string();
       nic.kind = layer == "Ethernet" ? "RoCE" : layer == "InfiniBand" ? "InfiniBand" : "Other";
-      std::string rate = ReadLine(port.path() / "rate");  // e.g. "100 Gb/sec (4X EDR)"
-      try {
-        nic.speed_gbps = rate.empty() ? 0 : std::stod(rate);
-      } catch (...) {
-        nic.speed_gbps = 0;
-      }
+      nic.speed_gbps = LeadingNumber(ReadLine(port.path() / "rate"), 1e4);  // "100 Gb/sec (4X EDR)"
       nic.up = ReadLine(port.path() / "state").find("ACTIVE") != std::string::npos;
       nics.push_back(nic);
     }

@@ -7,8 +7,10 @@
 #include <nlohmann/json.hpp>
 
 #include "cdt/error.h"
+#include "common/checked_number.h"
 #include "common/file_io.h"
 #include "common/file_system.h"
+#include "common/printable.h"
 
 namespace cdt::topology {
 
@@ -28,6 +30,12 @@ uint64_t Fnv1a(const std::string& s) {
   return h;
 }
 
+// What a cache file may hold (LoadStrategy ignores a file outside these): at most 65,536 ranks
+// on a node, a latency below 1,000 s and bandwidths below 1 PB/s.
+constexpr int64_t kMaxRanksPerNode = 65536;
+constexpr double kMaxAlphaUs = 1e9;
+constexpr double kMaxGBps = 1e6;
+
 json LevelJson(const LinkLevel& l) {
   return {{"name", l.name},
           {"alpha_us", l.alpha_us},
@@ -40,8 +48,9 @@ std::string Fingerprint(const ClusterShape& shape, const std::string& network_ty
                         double nic_speed_gbps, bool shared_memory) {
   std::string f =
       "v1;net=" + network_type + ";speed_class=" +
-      std::to_string(nic_speed_gbps > 0 ? static_cast<int>(std::round(std::log2(nic_speed_gbps)))
-                                        : -99) +
+      std::to_string(nic_speed_gbps > 0 && std::isfinite(nic_speed_gbps)
+                         ? static_cast<int>(std::round(std::log2(nic_speed_gbps)))  // <= 1024
+                         : -99) +
       ";nodes=" + std::to_string(shape.nodes()) + ";ranks_per_node=";
   for (size_t i = 0; i < shape.ranks_per_node.size(); ++i)
     f += (i ? "," : "") + std::to_string(shape.ranks_per_node[i]);
@@ -72,7 +81,9 @@ std::optional<ProbeResult> LoadStrategy(const std::string& dir, const std::strin
   }
   try {
     json doc = json::parse(*text);
-    if (doc.value("format", "") != "cdt-strategy" || doc.value("version", 0) != kFormatVersion) {
+    // The version compared as a JSON integer: value<int>() of a 1e300 would be undefined.
+    if (doc.value("format", "") != "cdt-strategy" ||
+        JsonIntegerIn(doc.value("version", nlohmann::json()), 0, 1 << 30) != kFormatVersion) {
       *why = path + " has another format or version; ignoring it";
       return std::nullopt;
     }
@@ -81,11 +92,22 @@ std::optional<ProbeResult> LoadStrategy(const std::string& dir, const std::strin
       return std::nullopt;
     }
     ProbeResult r;
-    for (int n : doc.at("hierarchy").at("ranks_per_node")) r.shape.ranks_per_node.push_back(n);
+    for (const json& n : doc.at("hierarchy").at("ranks_per_node")) {
+      const std::optional<int64_t> ranks = JsonIntegerIn(n, 1, kMaxRanksPerNode);
+      if (!ranks)
+        throw std::runtime_error("hierarchy.ranks_per_node: expected integers " +
+                                 RangeText(1, kMaxRanksPerNode));
+      r.shape.ranks_per_node.push_back(static_cast<int>(*ranks));
+    }
     for (const auto& l : doc.at("levels")) {
       LinkLevel level{l.at("name").get<std::string>(), l.at("alpha_us").get<double>(),
                       l.at("beta_GBps").get<double>(), l.value("node_GBps", 0.0)};
-      if (!(level.alpha_us >= 0) || !(level.beta_GBps > 0)) throw std::runtime_error("bad level");
+      if (!(level.alpha_us >= 0 && level.alpha_us <= kMaxAlphaUs) ||
+          !(level.beta_GBps > 0 && level.beta_GBps <= kMaxGBps) ||
+          !(level.node_GBps >= 0 && level.node_GBps <= kMaxGBps))
+        throw std::runtime_error("levels: " + Printable(level.name) +
+                                 ": expected alpha_us from 0 to 1e9, beta_GBps above 0 and "
+                                 "node_GBps from 0, both at most 1e6");
       if (level.name == "intra") {
         r.intra = level;
         r.has_intra = true;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <climits>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -425,6 +426,23 @@ TEST(Communicator, InvalidArgumentsAreRejectedAtSubmission) {
       }
     }
   });
+}
+
+}  // namespace
+}  // namespace cdt
+
+namespace cdt {
+namespace {
+
+// A timeout of centuries is a deadline that never comes, not one that wrapped into the past
+// (issue 41, item 9: a --timeout over ~292 years overflowed DeadlineAfter).
+TEST(Deadline, HugeAndNegativeTimeoutsSaturate) {
+  const auto now = net::Clock::now();
+  EXPECT_EQ(net::DeadlineAfter(std::chrono::milliseconds::max()), net::Deadline::max());
+  EXPECT_GT(net::DeadlineAfter(std::chrono::hours(24 * 365 * 300)), now);
+  const auto passed = net::DeadlineAfter(std::chrono::milliseconds(-5));
+  EXPECT_LE(passed, net::Clock::now());
+  EXPECT_EQ(net::MillisUntil(net::Deadline::max()), INT_MAX);
 }
 
 }  // namespace

@@ -5,171 +5,233 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <thread>
 
 #include "cdt/error.h"
+#include "common/printable.h"
 
 namespace cdt {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
+using std::chrono::milliseconds;
 
-std::string B64(const std::string& bytes) {
-  std::string out(sodium_base64_ENCODED_LEN(bytes.size(), sodium_base64_VARIANT_ORIGINAL), '\0');
-  sodium_bin2base64(out.data(), out.size(), reinterpret_cast<const unsigned char*>(bytes.data()),
-                    bytes.size(), sodium_base64_VARIANT_ORIGINAL);
-  out.resize(out.size() - 1);  // the terminating NUL
-  return out;
+// Deadlines saturate (net::DeadlineAfter): a timeout of 300 years, or milliseconds::max(), means
+// "no deadline", not one that wrapped into the past.
+using net::DeadlineAfter;
+
+std::string Seconds(Clock::duration d) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", std::chrono::duration<double>(d).count());
+  return text;
 }
 
-std::string Unb64(const std::string& text, const std::string& where) {
-  std::string out(text.size(), '\0');
-  size_t len = 0;
-  if (sodium_base642bin(reinterpret_cast<unsigned char*>(out.data()), out.size(), text.data(),
-                        text.size(), nullptr, &len, nullptr, sodium_base64_VARIANT_ORIGINAL) != 0)
-    throw Error(ErrorCode::kProtocol, where + " returned a value that is not base64");
-  out.resize(len);
-  return out;
-}
+// The read-then-conditional-write loop of Add and CompareSet: a round lost to another writer is
+// retried after a short random pause (so that contending writers spread out), until the tries
+// are spent or the deadline passes; then a kStore error says so.
+class TransactionRounds {
+ public:
+  TransactionRounds(int tries, milliseconds timeout)
+      : tries_(std::max(1, tries)),
+        start_(Clock::now()),
+        deadline_(DeadlineAfter(timeout)),
+        random_(std::random_device{}()) {}
 
-// etcd's gateway writes int64 fields as JSON strings.
-int64_t Int(const json& j, const char* field) {
-  if (!j.contains(field)) return 0;
-  const json& v = j.at(field);
-  return v.is_string() ? std::stoll(v.get<std::string>()) : v.get<int64_t>();
+  // Called after a lost round: pauses before the next one, or throws when there is none.
+  void Lost(const std::string& where) {
+    ++lost_;
+    const milliseconds cap(std::min(1 << std::min(lost_, 5), 20));  // 2, 4, ... 20 ms
+    const auto pause = milliseconds(std::uniform_int_distribution<int>(0, cap.count())(random_));
+    if (lost_ < tries_ && Clock::now() + pause < deadline_) {
+      std::this_thread::sleep_for(pause);
+      return;
+    }
+    throw Error(ErrorCode::kStore,
+                where + ": the transaction never succeeded after " + std::to_string(lost_) +
+                    " tries in " + Seconds(Clock::now() - start_) +
+                    " s: each time the key had changed since it was read; another process may "
+                    "be rewriting it in a loop, or the server does not apply transactions "
+                    "(check etcd's health: etcdctl endpoint status)");
+  }
+
+ private:
+  const int tries_;
+  const Clock::time_point start_, deadline_;
+  int lost_ = 0;
+  std::minstd_rand random_;
+};
+
+// What Add and CompareSet's transaction compares: the mod revision that was read, or, for a key
+// that was missing, that it still has none (create revision 0).
+json UnchangedSince(const std::string& key64, const etcd::KeyValue& seen) {
+  if (seen.exists)
+    return {{"key", key64},
+            {"result", "EQUAL"},
+            {"target", "MOD"},
+            {"mod_revision", std::to_string(seen.mod_revision)}};
+  return {{"key", key64}, {"result", "EQUAL"}, {"target", "CREATE"}, {"create_revision", "0"}};
 }
 
 }  // namespace
 
-EtcdStore::EtcdStore(const net::HostPort& server, std::chrono::milliseconds connect_timeout,
-                     std::chrono::milliseconds request_timeout)
+EtcdStore::EtcdStore(const net::HostPort& server, milliseconds connect_timeout,
+                     milliseconds request_timeout, int transaction_tries)
     : where_("etcd at " + server.ToString()),
+      request_timeout_(std::max(request_timeout, milliseconds(1))),
+      transaction_tries_(transaction_tries),
       http_(std::make_unique<httplib::Client>(server.host, static_cast<int>(server.port))) {
   if (sodium_init() < 0) throw Error(ErrorCode::kIo, "libsodium failed to initialise");
-  const auto t = std::chrono::duration_cast<std::chrono::microseconds>(request_timeout).count();
-  http_->set_connection_timeout(0, static_cast<time_t>(std::min<int64_t>(t, 2000000)));
-  http_->set_read_timeout(t / 1000000, t % 1000000);
-  http_->set_write_timeout(t / 1000000, t % 1000000);
-  const auto deadline = Clock::now() + connect_timeout;
+  // Per-read and per-write limits of one request, at most a day (any more is "wait forever").
+  const int64_t us = std::min<int64_t>(request_timeout_.count(), 86400000) * 1000;
+  http_->set_connection_timeout(0, static_cast<time_t>(std::min<int64_t>(us, 2000000)));
+  http_->set_read_timeout(static_cast<time_t>(us / 1000000), static_cast<time_t>(us % 1000000));
+  http_->set_write_timeout(static_cast<time_t>(us / 1000000), static_cast<time_t>(us % 1000000));
+  const auto deadline = DeadlineAfter(connect_timeout);
   for (;;) {
-    auto r = http_->Get("/version");
-    if (r && r->status == 200) return;
+    const Reply r = Exchange("GET", "/version", "");
+    if (r.failure.empty() && r.status == 200) {
+      (void)etcd::ParseVersionReply(r.body, Where("GET /version"));
+      return;
+    }
     if (Clock::now() >= deadline)
       throw Error(ErrorCode::kTimeout,
                   "rendezvous: " + where_ + " did not answer within " +
-                      std::to_string(connect_timeout.count()) +
-                      " ms; is etcd running (Debian etcd-server)? check --rdzv-endpoint");
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+                      std::to_string(connect_timeout.count()) + " ms (last: " +
+                      (r.failure.empty() ? "HTTP " + std::to_string(r.status) : r.failure) +
+                      "); is etcd running (Debian etcd-server)? check --rdzv-endpoint");
+    std::this_thread::sleep_for(milliseconds(100));
   }
 }
 
 EtcdStore::~EtcdStore() = default;
 
-std::string EtcdStore::Post(const std::string& path, const std::string& body) {
+EtcdStore::Reply EtcdStore::Exchange(const std::string& method, const std::string& path,
+                                     const std::string& body) {
+  httplib::Request req;
+  req.method = method;
+  req.path = path;
+  req.body = body;
+  if (!body.empty()) req.set_header("Content-Type", "application/json");
+  // The reply is read through this receiver, which stops one that is too long or too slow (the
+  // client's own read timeout is per read: a server dribbling bytes would pass it).
+  Reply reply;
+  const auto deadline = DeadlineAfter(request_timeout_);
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    if (reply.body.size() + n > etcd::kMaxReplyBytes) {
+      reply.failure = "the reply is longer than " + std::to_string(etcd::kMaxReplyBytes >> 20) +
+                      " MiB, which no etcd sends";
+      return false;
+    }
+    if (Clock::now() > deadline) {
+      reply.failure =
+          "the reply was still arriving after " + std::to_string(request_timeout_.count()) + " ms";
+      return false;
+    }
+    reply.body.append(data, n);
+    return true;
+  };
   std::lock_guard<std::mutex> lock(mu_);
-  auto r = http_->Post(path, body, "application/json");
-  if (!r)
-    throw Error(ErrorCode::kStore,
-                where_ + ": " + path + " failed: " + httplib::to_string(r.error()));
-  if (r->status != 200)
-    throw Error(ErrorCode::kStore, where_ + ": " + path + " answered " + std::to_string(r->status) +
-                                       ": " + r->body.substr(0, 300));
-  return r->body;
+  const httplib::Result r = http_->send(req);
+  if (!r && reply.failure.empty()) reply.failure = httplib::to_string(r.error());
+  if (r) reply.status = r->status;
+  return reply;
 }
 
-EtcdStore::Value EtcdStore::Range(const std::string& key) {
-  const json reply = json::parse(Post("/v3/kv/range", json{{"key", B64(key)}}.dump()));
-  Value v;
-  if (!reply.contains("kvs") || reply["kvs"].empty()) return v;
-  const json& kv = reply["kvs"][0];
-  v.exists = true;
-  v.value = kv.contains("value") ? Unb64(kv["value"].get<std::string>(), where_) : "";
-  v.mod_revision = std::to_string(Int(kv, "mod_revision"));
-  return v;
+std::string EtcdStore::Post(const std::string& path, const std::string& body,
+                            const std::string& request) {
+  const Reply r = Exchange("POST", path, body);
+  const std::string where = Where(request) + " (POST " + path + ")";
+  if (!r.failure.empty())
+    throw Error(ErrorCode::kStore,
+                where + " failed: " + r.failure +
+                    "; is etcd running and healthy? check --rdzv-endpoint and etcd's log");
+  if (r.status != 200)
+    throw Error(ErrorCode::kStore, where + " answered HTTP " + std::to_string(r.status) + ": '" +
+                                       Printable(r.body, 300) +
+                                       "'; check --rdzv-endpoint and etcd's log");
+  return r.body;
+}
+
+etcd::KeyValue EtcdStore::Range(const std::string& key) {
+  const std::string request = "range of key [" + Printable(key) + "]";
+  const std::string reply =
+      Post("/v3/kv/range", json{{"key", etcd::ToBase64(key)}}.dump(), request);
+  return etcd::ParseRangeReply(reply, key, Where(request));
+}
+
+bool EtcdStore::PutIfUnchanged(const std::string& key, const etcd::KeyValue& seen,
+                               const std::string& value) {
+  const std::string key64 = etcd::ToBase64(key);
+  const json txn = {
+      {"compare", json::array({UnchangedSince(key64, seen)})},
+      {"success",
+       json::array({json{{"request_put", {{"key", key64}, {"value", etcd::ToBase64(value)}}}}})}};
+  const std::string request = "transaction on key [" + Printable(key) + "]";
+  return etcd::ParseTxnReply(Post("/v3/kv/txn", txn.dump(), request), Where(request));
 }
 
 void EtcdStore::Set(const std::string& key, const std::string& value) {
-  Post("/v3/kv/put", json{{"key", B64(key)}, {"value", B64(value)}}.dump());
+  const std::string request = "put of key [" + Printable(key) + "]";
+  const json body = {{"key", etcd::ToBase64(key)}, {"value", etcd::ToBase64(value)}};
+  etcd::ParsePutReply(Post("/v3/kv/put", body.dump(), request), Where(request));
 }
 
-std::string EtcdStore::Get(const std::string& key, std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  for (auto pause = std::chrono::milliseconds(1);;
-       pause = std::min(pause * 2, std::chrono::milliseconds(50))) {
-    Value v = Range(key);
-    if (v.exists) return v.value;
+std::string EtcdStore::Get(const std::string& key, milliseconds timeout) {
+  const auto deadline = DeadlineAfter(timeout);
+  for (auto pause = milliseconds(1);; pause = std::min(pause * 2, milliseconds(50))) {
+    etcd::KeyValue v = Range(key);
+    if (v.exists) return std::move(v.value);
     if (Clock::now() >= deadline)
       throw Error(ErrorCode::kTimeout, "waited " + std::to_string(timeout.count()) + " ms on " +
-                                           where_ + " for key [" + key +
+                                           where_ + " for key [" + Printable(key) +
                                            "]: some process of the job did not arrive");
     std::this_thread::sleep_for(pause);
   }
 }
 
-void EtcdStore::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
+void EtcdStore::Wait(const std::vector<std::string>& keys, milliseconds timeout) {
+  const auto deadline = DeadlineAfter(timeout);
   for (const auto& k : keys) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    Get(k, std::max(left, std::chrono::milliseconds(0)));
+    // Saturated: time left before a deadline at the clock's end does not fit in milliseconds.
+    const auto left = deadline == Clock::time_point::max()
+                          ? milliseconds::max()
+                          : std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+    Get(k, std::max(left, milliseconds(0)));
   }
 }
 
 int64_t EtcdStore::Add(const std::string& key, int64_t delta) {
-  for (;;) {
-    const Value v = Range(key);
-    int64_t now = 0;
-    if (v.exists && !v.value.empty()) {
-      try {
-        now = std::stoll(v.value);
-      } catch (...) {
-        throw Error(ErrorCode::kStore,
-                    where_ + ": Add on key [" + key + "] holding '" + v.value + "', not a number");
-      }
-    }
-    const int64_t next = now + delta;
-    json compare = v.exists ? json{{"key", B64(key)},
-                                   {"result", "EQUAL"},
-                                   {"target", "MOD"},
-                                   {"mod_revision", v.mod_revision}}
-                            : json{{"key", B64(key)},
-                                   {"result", "EQUAL"},
-                                   {"target", "CREATE"},
-                                   {"create_revision", "0"}};
-    const json txn = {
-        {"compare", json::array({compare})},
-        {"success",
-         json::array(
-             {json{{"request_put", {{"key", B64(key)}, {"value", B64(std::to_string(next))}}}}})}};
-    const json reply = json::parse(Post("/v3/kv/txn", txn.dump()));
-    if (reply.value("succeeded", false)) return next;  // else someone else changed it: again
+  const std::string where =
+      Where("Add(" + std::to_string(delta) + ") on key [" + Printable(key) + "]");
+  for (TransactionRounds rounds(transaction_tries_, request_timeout_);; rounds.Lost(where)) {
+    const etcd::KeyValue seen = Range(key);
+    const int64_t now = etcd::ParseCounter(seen.value, where);
+    int64_t next = 0;
+    if (__builtin_add_overflow(now, delta, &next))
+      throw Error(ErrorCode::kStore, where + ": the key holds " + std::to_string(now) +
+                                         ", and adding would overflow int64; reset the counter "
+                                         "or give the run its own --job-id");
+    if (PutIfUnchanged(key, seen, std::to_string(next))) return next;
   }
 }
 
 std::string EtcdStore::CompareSet(const std::string& key, const std::string& expected,
                                   const std::string& desired) {
-  json compare = expected.empty() ? json{{"key", B64(key)},
-                                         {"result", "EQUAL"},
-                                         {"target", "CREATE"},
-                                         {"create_revision", "0"}}
-                                  : json{{"key", B64(key)},
-                                         {"result", "EQUAL"},
-                                         {"target", "VALUE"},
-                                         {"value", B64(expected)}};
-  const json txn = {
-      {"compare", json::array({compare})},
-      {"success",
-       json::array({json{{"request_put", {{"key", B64(key)}, {"value", B64(desired)}}}}})}};
-  const json reply = json::parse(Post("/v3/kv/txn", txn.dump()));
-  if (reply.value("succeeded", false)) return desired;
-  const Value v = Range(key);
-  return v.exists ? v.value : "";
+  const std::string where = Where("CompareSet on key [" + Printable(key) + "]");
+  for (TransactionRounds rounds(transaction_tries_, request_timeout_);; rounds.Lost(where)) {
+    etcd::KeyValue seen = Range(key);
+    if (seen.value != expected) return std::move(seen.value);  // a missing key reads as ""
+    if (PutIfUnchanged(key, seen, desired)) return desired;
+  }
 }
 
 bool EtcdStore::Delete(const std::string& key) {
-  const json reply = json::parse(Post("/v3/kv/deleterange", json{{"key", B64(key)}}.dump()));
-  return Int(reply, "deleted") > 0;
+  const std::string request = "deleterange of key [" + Printable(key) + "]";
+  const std::string reply =
+      Post("/v3/kv/deleterange", json{{"key", etcd::ToBase64(key)}}.dump(), request);
+  return etcd::ParseDeleteRangeReply(reply, Where(request)) > 0;
 }
 
 bool EtcdStore::Check(const std::string& key) { return Range(key).exists; }

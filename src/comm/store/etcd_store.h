@@ -4,9 +4,18 @@
 // API that etcd 3.6 dropped (pytorch#158326); this speaks v3 only.
 //
 // Mapping: Set = put; Get / Wait = range, polled with backoff (1 → 50 ms) until the timeout; Add
-// and CompareSet = transactions comparing the key's mod revision (or its absence, create
-// revision 0) / value, retried on contention; Delete = delete range; Check = range.
-// Keys and values are base64 in the gateway's JSON (libsodium's encoder).
+// and CompareSet = read the key, then a transaction that writes only if the key's mod revision
+// (or its absence, create revision 0) is still what was read, retried when another writer got
+// there first; Delete = delete range; Check = range.
+// Keys and values are base64 in the gateway's JSON (etcd_reply.h reads the replies).
+//
+// Errors: every reply is read as untrusted (etcd_reply.h): garbage, an empty body, JSON of the
+// wrong shape, bad base64, a reply over etcd::kMaxReplyBytes or one still arriving after the
+// request timeout all throw cdt::Error(kStore) naming the server, the request and its key. No
+// call waits past its deadline: Get and Wait take a timeout (then kTimeout); every other call,
+// including the whole retry loop of Add and CompareSet, is bounded by `request_timeout`, and Add
+// and CompareSet also by `transaction_tries` (then kStore: "never succeeded after N tries in T s").
+// Timeouts too large to add to the clock saturate (a wait "forever"), never wrap.
 //
 // No authentication: etcd's own TLS/users are not configured here (the TCP store's job secret
 // has no counterpart). Keys persist in etcd across runs: give each run its own --job-id.
@@ -18,6 +27,7 @@
 #include <string>
 
 #include "cdt/store.h"
+#include "comm/store/etcd_reply.h"
 #include "comm/transport/socket.h"
 
 namespace httplib {
@@ -28,9 +38,16 @@ namespace cdt {
 
 class EtcdStore : public Store {
  public:
-  // Checks the server answers (GET /version) within `connect_timeout`; throws kTimeout if not.
+  // How many read-then-write rounds Add and CompareSet try before giving up: each lost round means
+  // another writer changed the key in between, so under fair contention one of N writers wins
+  // each round and a few hundred rounds cover the largest job.
+  static constexpr int kDefaultTransactionTries = 500;
+
+  // Checks the server answers GET /version as etcd does within `connect_timeout`; throws kTimeout
+  // if nothing answers, kStore if something that is not etcd does.
   EtcdStore(const net::HostPort& server, std::chrono::milliseconds connect_timeout,
-            std::chrono::milliseconds request_timeout = std::chrono::seconds(10));
+            std::chrono::milliseconds request_timeout = std::chrono::seconds(10),
+            int transaction_tries = kDefaultTransactionTries);
   ~EtcdStore() override;
 
   void Set(const std::string& key, const std::string& value) override;
@@ -43,15 +60,28 @@ class EtcdStore : public Store {
   bool Check(const std::string& key) override;
 
  private:
-  struct Value {
-    bool exists = false;
-    std::string value;
-    std::string mod_revision;
+  etcd::KeyValue Range(const std::string& key);
+  // Writes `value` at `key` if the key is still as `seen` (same mod revision, or still missing);
+  // returns whether it did.
+  bool PutIfUnchanged(const std::string& key, const etcd::KeyValue& seen, const std::string& value);
+  // One HTTP exchange. `failure` is empty when a reply came: at most etcd::kMaxReplyBytes,
+  // arriving within the request timeout (else failure says which), with any status.
+  struct Reply {
+    int status = 0;
+    std::string body;
+    std::string failure;
   };
-  Value Range(const std::string& key);
-  std::string Post(const std::string& path, const std::string& body);  // returns the JSON reply
+  Reply Exchange(const std::string& method, const std::string& path, const std::string& body);
+  // POSTs `body` to `path` and returns the reply body; kStore unless the reply came with status
+  // 200. `request` names it in errors: "range of key [k]".
+  std::string Post(const std::string& path, const std::string& body, const std::string& request);
+  std::string Where(const std::string& request) const { return where_ + ": " + request; }
 
-  const std::string where_;
+  // Constant after construction.
+  const std::string where_;  // "etcd at host:port"
+  const std::chrono::milliseconds request_timeout_;
+  const int transaction_tries_;
+
   std::mutex mu_;  // httplib::Client is used by one thread at a time
   std::unique_ptr<httplib::Client> http_;
 };

@@ -12,7 +12,14 @@ namespace cdt::net {
 using Clock = std::chrono::steady_clock;
 using Deadline = Clock::time_point;
 
-inline Deadline DeadlineAfter(std::chrono::milliseconds timeout) { return Clock::now() + timeout; }
+// now + timeout, saturating: a timeout of centuries (or a negative one) is a deadline that
+// never comes (or has passed), never a time point that wrapped.
+inline Deadline DeadlineAfter(std::chrono::milliseconds timeout) {
+  const Deadline now = Clock::now();
+  if (timeout.count() <= 0) return now;
+  const auto room = std::chrono::duration_cast<std::chrono::milliseconds>(Deadline::max() - now);
+  return timeout >= room ? Deadline::max() : now + timeout;
+}
 // Milliseconds left until deadline, clamped to [0, INT_MAX] for poll().
 int MillisUntil(Deadline deadline);
 
