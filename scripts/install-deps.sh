@@ -12,6 +12,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libfmt-dev libsodium-dev
   libopenmpi-dev openmpi-bin libgloo-dev
   iproute2 python3 zlib1g-dev libeigen3-dev liblz4-dev libzstd-dev libcpp-httplib-dev etcd-server
+  libssl-dev openssl  # the dashboard's HTTPS (--tls-cert/--tls-key) and its test's certificate
   libtorch-dev dataset-fashion-mnist
   # The Python front end (src/python, python/cann_dist; docs/python.md) and its tests
   python3-dev python3-torch python3-pybind11 python3-pytest

@@ -280,6 +280,8 @@ int Main(int argc, char** argv) {
   CLI::App* secret_cmd = app.add_subcommand(
       "secret",
       "print a fresh 256-bit job secret: export CDT_JOB_SECRET=$(cann-dist-train secret)");
+  DashboardTokenOptions token_opts;
+  AddDashboardTokenOptions(secret_cmd, &token_opts, env);
   CertOptions cert_opts;
   const CertCommands cert_cmds = AddCertCommands(&app, &cert_opts);
   DashboardOptions dash_opts;
@@ -306,6 +308,7 @@ int Main(int argc, char** argv) {
   }
 
   if (secret_cmd->parsed()) {
+    if (token_opts.print) return PrintDashboardToken(token_opts, env);
     std::printf("%s\n", auth::NewSecret().c_str());
     return 0;
   }

@@ -34,6 +34,21 @@ std::string Str(const json& j, const char* key) {
   return it != j.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
+// The largest count a document may hold: integers the page's script adds to stay exact in a
+// double (2^53), and the view's own arithmetic (step - 1, step + 1) cannot overflow.
+constexpr int64_t kMaxCount = int64_t{1} << 53;
+
+// Whether `j` is an integer in [lo, hi]: an unsigned value above INT64_MAX is not wrapped into a
+// negative one.
+bool IntegerIn(const json& j, int64_t lo, int64_t hi) {
+  if (!j.is_number_integer()) return false;
+  if (j.is_number_unsigned()) {
+    const auto v = j.get<uint64_t>();  // how nlohmann holds every non-negative integer it parses
+    return v <= static_cast<uint64_t>(hi) && (lo <= 0 || v >= static_cast<uint64_t>(lo));
+  }
+  return j.get<int64_t>() >= lo && j.get<int64_t>() <= hi;
+}
+
 // The fields the view reads, with their types: a document without them is refused whole.
 void CheckDocument(const json& d, int worker_id) {
   const auto bad = [worker_id](const std::string& what) {
@@ -50,9 +65,13 @@ void CheckDocument(const json& d, int worker_id) {
     if (!d.contains(k) || !d[k].is_number_integer())
       throw bad(std::string(k) + " is not an integer");
   if (d["worker_id"] != worker_id) throw bad("it names worker " + d["worker_id"].dump());
-  const int64_t rank = d["rank"], world = d["world"];
-  if (world < 1 || world > 65536 || rank < 0 || rank >= world)
+  if (!IntegerIn(d["world"], 1, 65536) || !IntegerIn(d["rank"], 0, 65535))
     throw bad("rank or world out of range");
+  const int64_t rank = d["rank"], world = d["world"];
+  if (rank >= world) throw bad("rank or world out of range");
+  if (!IntegerIn(d["step"], -1, kMaxCount)) throw bad("step is out of range (-1..2^53)");
+  for (const char* k : {"generation", "end_step", "steps", "samples"})
+    if (!IntegerIn(d[k], 0, kMaxCount)) throw bad(std::string(k) + " is out of range (0..2^53)");
   for (const char* k : {"step_time", "gradients", "checkpoints", "energy", "comm"})
     if (!d.contains(k) || !d[k].is_object()) throw bad(std::string(k) + " is not an object");
   for (const char* k : {"loss_curve", "recoveries"})
@@ -147,6 +166,14 @@ void JobView::Replay(const std::string& result_json, const std::string& source, 
   for (const char* k : {"world_size", "steps", "total_steps", "samples", "generation"})
     if (!r.contains(k) || !r[k].is_number_integer())
       throw bad(std::string(k) + " is not an integer");
+  if (!IntegerIn(r["world_size"], 1, 65536)) throw bad("world_size out of range");
+  for (const char* k : {"steps", "total_steps", "samples", "generation"})
+    if (!IntegerIn(r[k], 0, kMaxCount))
+      throw bad(std::string(k) + " " + r[k].dump() + " is out of range (0..2^53)");
+  // What the document's time is made of: huge values would sum to infinity (not a time).
+  const double unix_time = Num(r, "started_unix") + Num(r, "wall_s");
+  if (!std::isfinite(unix_time) || std::fabs(unix_time) > 1e12 || Num(r, "wall_s") < 0)
+    throw bad("started_unix + wall_s is not a time (seconds since 1970, wall_s >= 0)");
   if (!r.contains("loss_curve") || !r["loss_curve"].is_array()) throw bad("no loss_curve");
   const json& comm = Obj(r, "comm");
   const json& compression = Obj(r, "compression");
@@ -161,7 +188,7 @@ void JobView::Replay(const std::string& result_json, const std::string& source, 
             {"end_step", r["total_steps"]},
             {"epoch", 0},
             {"finished", true},
-            {"unix_time", Num(r, "started_unix") + Num(r, "wall_s")},
+            {"unix_time", unix_time},
             {"wall_s", Num(r, "wall_s")},
             {"steps", r["steps"]},
             {"samples", r["samples"]},
@@ -187,9 +214,11 @@ void JobView::Replay(const std::string& result_json, const std::string& source, 
              {{"allreduce", json::array()},
               {"sent_bytes", json::array()},
               {"received_bytes", json::array()}}}};
-  const int64_t world = d["world"];
-  if (world < 1 || world > 65536) throw bad("world_size out of range");
-  Update(0, d.dump(), now_unix);
+  try {
+    Update(0, d.dump(), now_unix);
+  } catch (const Error& e) {
+    throw bad(e.what());  // a part of the result the live document would not take
+  }
   std::lock_guard<std::mutex> lock(mu_);
   store_ = "replay of " + source + " (a finished job: no live data, no fault simulation)";
 }
@@ -227,6 +256,7 @@ void JobView::RecordFault(const std::string& spec, double now_unix) {
   std::lock_guard<std::mutex> lock(mu_);
   ++faults_requested_;
   events_.push_back({{"unix_time", now_unix}, {"kind", "fault"}, {"spec", spec}});
+  if (events_.size() > 200) events_.erase(events_.begin());
 }
 
 void JobView::RecordRefusal(const std::string& why, double now_unix) {
@@ -239,6 +269,7 @@ void JobView::RecordRefusal(const std::string& why, double now_unix) {
 double JobView::CarbonAt(double unix) const {
   if (carbon_.g_per_kwh.empty()) return 0;
   const double h = std::floor((unix - carbon_.offset_s - carbon_.first_hour_unix) / 3600);
+  if (std::isnan(h)) return 0;  // std::clamp keeps a NaN, and a NaN cast to an integer is UB
   const auto i = static_cast<int64_t>(
       std::clamp<double>(h, 0, static_cast<double>(carbon_.g_per_kwh.size() - 1)));
   return carbon_.g_per_kwh[static_cast<size_t>(i)];

@@ -65,8 +65,9 @@ const char kIndexHtml[] = R"HTML(<!doctype html>
 </section>
 <section id="panel-faults" class="panel">
   <h2>Fault simulation</h2>
-  <p class="note">Kill, hang, slow or cut a worker of the running job (by the rank it started as). The job's secret is needed:
-  <input id="secret" type="password" placeholder="job secret" autocomplete="off"></p>
+  <p class="note">Kill, hang, slow or cut a worker of the running job (by the rank it started as). The dashboard token is needed
+  (the link cann-dashboard printed, or <code>cann-dist-train secret --dashboard-token</code>; never the job's secret):
+  <input id="token" type="password" placeholder="dashboard token" autocomplete="off"></p>
   <table id="fault-ranks"><thead><tr><th>worker</th><th>rank</th><th>step</th><th>state</th><th></th></tr></thead><tbody></tbody></table>
   <p id="fault-result" class="note"></p>
   <table id="recoveries"><caption>recoveries (measured by the job)</caption><thead><tr><th>generation</th><th>cause</th><th>lost</th><th>detected after (s)</th><th>RTO (s)</th><th>lost steps</th><th>world</th></tr></thead><tbody></tbody></table>

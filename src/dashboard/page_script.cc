@@ -1,6 +1,7 @@
 // app.js of the dashboard: polls /api/state every second and redraws every panel with plain SVG;
-// fault buttons POST /api/fault with the secret from the input field (or the URL's #secret=...,
-// kept in this tab's sessionStorage, never sent except in that header).
+// fault buttons POST /api/fault with the dashboard token (token.h; never the job's secret) from
+// the input field or the URL's #token=... (the link cann-dashboard prints), kept in this tab's
+// sessionStorage and sent in the X-CDT-Token header only.
 #include "dashboard/page.h"
 
 namespace cdt::dashboard {
@@ -13,12 +14,15 @@ for (const [name, on] of Object.entries(panels)) {
   const el = $('panel-' + name);
   if (el && on === false) el.classList.add('off');
 }
-if (location.hash.startsWith('#secret=')) {
-  sessionStorage.setItem('cdt-secret', decodeURIComponent(location.hash.slice(8)));
+if (location.hash.startsWith('#token=')) {
+  sessionStorage.setItem('cdt-token', decodeURIComponent(location.hash.slice(7)));
   history.replaceState(null, '', location.pathname);
 }
-$('secret').value = sessionStorage.getItem('cdt-secret') || '';
-$('secret').addEventListener('change', () => sessionStorage.setItem('cdt-secret', $('secret').value));
+$('token').value = sessionStorage.getItem('cdt-token') || '';
+$('token').addEventListener('change', () => sessionStorage.setItem('cdt-token', $('token').value));
+if (panels.faults_remote_off) {
+  $('fault-result').textContent = 'fault actions are off: this dashboard listens beyond loopback (restart it with --allow-remote-faults to allow them)';
+}
 
 function el(tag, attrs, text) {
   const e = document.createElementNS(NS, tag);
@@ -241,7 +245,7 @@ function drawCarbon(s) {
 }
 
 async function fault(kind, rank, value) {
-  const res = await fetch('/api/fault', {method: 'POST', headers: {'Content-Type': 'application/json', 'X-CDT-Secret': $('secret').value},
+  const res = await fetch('/api/fault', {method: 'POST', headers: {'Content-Type': 'application/json', 'X-CDT-Token': $('token').value},
                                         body: JSON.stringify({kind, rank, value})});
   const body = await res.json().catch(() => ({}));
   $('fault-result').textContent = res.ok ? 'queued ' + body.queued + ' (the workers look every ten steps)' : 'refused: ' + (body.error || res.status);

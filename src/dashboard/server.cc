@@ -1,182 +1,265 @@
 #include "dashboard/server.h"
 
-#include <httplib.h>
-#include <sodium.h>
+#include <arpa/inet.h>
 
-#include <chrono>
+#include <cmath>
 
 #include "cdt/error.h"
 #include "common/unix_time.h"
 #include "dashboard/page.h"
+#include "dashboard/tls_context.h"
+#include "dashboard/token.h"
 
 namespace cdt::dashboard {
 
 namespace {
 
-void Secure(httplib::Response& res) {
+using nlohmann::json;
+
+const char kTokenHint[] = "cann-dist-train secret --dashboard-token";
+
+HttpResponse Secure(HttpResponse res) {
   // The page loads only its own assets and talks only to this server.
-  res.set_header("Content-Security-Policy",
-                 "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
-                 "connect-src 'self'; frame-ancestors 'none'");
-  res.set_header("X-Content-Type-Options", "nosniff");
-  res.set_header("Referrer-Policy", "no-referrer");
-  res.set_header("Cache-Control", "no-store");
+  res.headers.emplace_back(
+      "Content-Security-Policy",
+      "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+      "connect-src 'self'; frame-ancestors 'none'");
+  res.headers.emplace_back("X-Content-Type-Options", "nosniff");
+  res.headers.emplace_back("Referrer-Policy", "no-referrer");
+  res.headers.emplace_back("Cache-Control", "no-store");
+  return res;
 }
 
-void JsonError(httplib::Response& res, int status, const std::string& message) {
-  res.status = status;
-  res.set_content(nlohmann::json{{"error", message}}.dump(), "application/json");
+HttpResponse Content(std::string body, std::string type) {
+  HttpResponse r;
+  r.body = std::move(body);
+  r.content_type = std::move(type);
+  return r;
+}
+
+// A fault request's body checked field by field: kind, rank in 0..65535 (a JSON number is not
+// narrowed: 4294967298 is not rank 2), value within the kind's range. An error message or "".
+std::string CheckFaultBody(const json& body, std::string* kind, int* rank, double* value) {
+  const std::string expected =
+      R"( (expected {"kind": "kill|hang|slow|cut", "rank": N, "value": X}))";
+  if (!body.is_object()) return "the body is not a JSON object" + expected;
+  const auto k = body.find("kind");
+  if (k == body.end() || !k->is_string()) return "kind is not a string" + expected;
+  *kind = k->get<std::string>();
+  if (*kind != "kill" && *kind != "hang" && *kind != "slow" && *kind != "cut")
+    return "unknown fault kind '" + kind->substr(0, 20) + "' (kill, hang, slow, cut)";
+  const auto r = body.find("rank");
+  if (r == body.end() || !r->is_number_integer()) return "rank is not an integer" + expected;
+  const bool in_range = r->is_number_unsigned()
+                            ? r->get<uint64_t>() <= 65535
+                            : r->get<int64_t>() >= 0 && r->get<int64_t>() <= 65535;
+  if (!in_range) return "rank " + r->dump() + " is out of range (0..65535)";
+  *rank = static_cast<int>(r->get<int64_t>());
+  *value = 0;
+  const auto v = body.find("value");
+  if (v != body.end() && !v->is_null()) {
+    if (!v->is_number()) return "value is not a number" + expected;
+    *value = v->get<double>();
+  }
+  if (!std::isfinite(*value) || *value < 0) return "value must be a number >= 0";
+  if (*kind == "slow" && *value != 0 && !(*value > 1 && *value <= 100))
+    return "a slow factor must be over 1 and at most 100 (0: the default, 3)";
+  if (*kind == "cut" && *value > 3600)
+    return "a cut lasts at most 3600 seconds (0: the default, 5)";
+  return "";
 }
 
 }  // namespace
 
-bool SecretMatches(const std::string& given, const std::string& secret) {
-  if (secret.empty() || given.size() != secret.size()) return false;
-  return sodium_memcmp(given.data(), secret.data(), secret.size()) == 0;
+bool IsLoopbackBind(const std::string& bind) {
+  if (bind == "localhost") return true;
+  in_addr v4{};
+  if (::inet_pton(AF_INET, bind.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  if (::inet_pton(AF_INET6, bind.c_str(), &v6) == 1) {
+    if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
+    return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
+  }
+  return false;
 }
 
 Server::Server(JobView& view, ServerOptions options, FaultAction act)
-    : view_(view), o_(std::move(options)), act_(std::move(act)), secret_(o_.secret) {}
-
-void Server::SetSecret(std::string secret) {
-  std::lock_guard<std::mutex> lock(secret_mu_);
-  secret_ = std::move(secret);
+    : view_(view), o_(std::move(options)), act_(std::move(act)) {
+  if (o_.tls_cert.empty() != o_.tls_key.empty())
+    throw Error(ErrorCode::kInvalidArgument,
+                "dashboard: --tls-cert and --tls-key go together (a certificate and its key)");
+  if (!o_.tls_cert.empty()) tls_ = std::make_unique<TlsContext>(o_.tls_cert, o_.tls_key);
+  SetSecret(o_.secret);
 }
 
 Server::~Server() { Stop(); }
 
+void Server::SetSecret(std::string secret) {
+  std::string token = DashboardToken(secret, o_.job_id);
+  std::lock_guard<std::mutex> lock(secret_mu_);
+  secret_ = std::move(secret);
+  token_ = std::move(token);
+}
+
+std::string Server::Token() const {
+  std::lock_guard<std::mutex> lock(secret_mu_);
+  return token_;
+}
+
+bool Server::FaultActionsAllowed() const {
+  if (!IsLoopbackBind(o_.bind) && !o_.allow_remote_faults) return false;
+  std::lock_guard<std::mutex> lock(secret_mu_);
+  return !token_.empty();
+}
+
 bool Server::HostAllowed(const std::string& host_header) const {
   // Bound to loopback, only loopback names may reach us: a web page elsewhere cannot read the job
   // through a DNS name it rebinds to 127.0.0.1 (DNS rebinding).
-  if (o_.bind != "127.0.0.1" && o_.bind != "localhost" && o_.bind != "::1") return true;
+  if (!IsLoopbackBind(o_.bind)) return true;
   std::string host = host_header;
   if (!host.empty() && host[0] == '[') {
     host = host.substr(0, host.find(']') + 1);
   } else {
     host = host.substr(0, host.find(':'));
   }
-  return host == "127.0.0.1" || host == "localhost" || host == "[::1]";
+  return host == "127.0.0.1" || host == "localhost" || host == "[::1]" || host == o_.bind;
+}
+
+std::optional<HttpResponse> Server::Screen(const HttpRequest& head) {
+  const double now = UnixSeconds();
+  const auto refuse = [&](int status, const std::string& why, const std::string& message) {
+    view_.RecordRefusal(why, now);
+    return Secure(HttpJsonError(status, message));
+  };
+  if (!HostAllowed(head.Header("Host")))
+    return refuse(403, "Host '" + head.Header("Host").substr(0, 80) + "' is not this machine",
+                  "this dashboard answers to 127.0.0.1 or localhost only");
+  const bool read = head.method == "GET" || head.method == "HEAD";
+  if (!read && !(head.method == "POST" && head.path == "/api/fault")) {
+    HttpResponse r = refuse(405, head.method + " " + head.path.substr(0, 80),
+                            "only GET here; changes go through POST /api/fault with the token");
+    r.headers.emplace_back("Allow", head.path == "/api/fault" ? "POST" : "GET, HEAD");
+    return r;
+  }
+  if (read) return std::nullopt;
+  // A fault request: refused on its headers, before its body is read.
+  if (!IsLoopbackBind(o_.bind) && !o_.allow_remote_faults)
+    return refuse(403, "fault request: fault actions are off beyond loopback",
+                  "fault actions are off: this dashboard listens on " + o_.bind +
+                      ", beyond loopback; restart it with --allow-remote-faults to allow them");
+  std::string secret, token;
+  {
+    std::lock_guard<std::mutex> lock(secret_mu_);
+    secret = secret_;
+    token = token_;
+  }
+  if (token.empty())
+    return refuse(403, "fault request: this dashboard has no job secret",
+                  "this dashboard has no job secret yet (no job file, or --job without "
+                  "CDT_JOB_SECRET): changes are off");
+  const std::string given = head.Header("X-CDT-Token"), old = head.Header("X-CDT-Secret");
+  if (TokenMatches(given, secret) || TokenMatches(old, secret))
+    return refuse(403, "fault request with the job's secret instead of the token",
+                  std::string("refused: that is the job's secret, which this dashboard never "
+                              "takes (it keys the job's store and mesh); give the dashboard "
+                              "token in X-CDT-Token (") +
+                      kTokenHint + ")");
+  if (!TokenMatches(given, token))
+    return refuse(403, "fault request without the dashboard token",
+                  std::string("refused: the X-CDT-Token header does not hold this job's "
+                              "dashboard token (") +
+                      kTokenHint + ")");
+  return std::nullopt;
+}
+
+HttpResponse Server::Page() const {
+  std::string page = kIndexHtml;
+  const json panels = {{"topology", o_.topology_view},
+                       {"carbon", o_.carbon_timeline},
+                       {"faults", o_.fault_sim},
+                       {"faults_remote_off", !IsLoopbackBind(o_.bind) && !o_.allow_remote_faults}};
+  // The panels the command line asked for, as a data attribute the script reads.
+  const std::string marker = "data-panels=\"\"";
+  const size_t at = page.find(marker);
+  if (at != std::string::npos) {
+    std::string escaped;
+    for (char c : panels.dump()) escaped += c == '"' ? std::string("&quot;") : std::string(1, c);
+    page.replace(at, marker.size(), "data-panels=\"" + escaped + "\"");
+  }
+  return Content(std::move(page), "text/html; charset=utf-8");
+}
+
+HttpResponse Server::Respond(const HttpRequest& request) {
+  if (request.method == "POST") return Secure(QueueFault(request));
+  const std::string& p = request.path;
+  if (p == "/") return Secure(Page());
+  if (p == "/app.js") return Secure(Content(kAppJs, "text/javascript; charset=utf-8"));
+  if (p == "/style.css") return Secure(Content(kStyleCss, "text/css; charset=utf-8"));
+  if (p == "/api/state")
+    return Secure(
+        Content(view_.State(UnixSeconds()).dump(-1, ' ', false, json::error_handler_t::replace),
+                "application/json"));
+  if (p == "/metrics")
+    return Secure(Content(ExpositionText(view_.Metrics(UnixSeconds())), kExpositionContentType));
+  return Secure(HttpJsonError(404, "no such page: " + p.substr(0, 80)));
+}
+
+HttpResponse Server::QueueFault(const HttpRequest& request) {
+  const double now = UnixSeconds();
+  std::string kind;
+  int rank = 0;
+  double value = 0;
+  const std::string bad =
+      CheckFaultBody(json::parse(request.body, nullptr, false), &kind, &rank, &value);
+  if (!bad.empty()) {
+    view_.RecordRefusal("fault request: " + bad, now);
+    return HttpJsonError(400, bad);
+  }
+  try {
+    const std::string spec = act_(kind, rank, value);
+    view_.RecordFault(spec, now);
+    return Content(json{{"queued", spec}}.dump(), "application/json");
+  } catch (const Error& e) {
+    view_.RecordRefusal(std::string("fault request: ") + e.what(), now);
+    return HttpJsonError(400, e.what());
+  }
 }
 
 void Server::Start() {
-  http_ = std::make_unique<httplib::Server>();
-  httplib::Server& s = *http_;
-  s.set_read_timeout(5, 0);
-  s.set_write_timeout(5, 0);
-  s.set_keep_alive_timeout(5);
-  s.set_payload_max_length(4096);
-  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    Secure(res);
-    if (!HostAllowed(req.get_header_value("Host"))) {
-      view_.RecordRefusal("Host '" + req.get_header_value("Host") + "' is not this machine",
-                          UnixSeconds());
-      JsonError(res, 403, "this dashboard answers to 127.0.0.1 or localhost only");
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    if (req.method != "GET" && req.method != "HEAD" && req.path != "/api/fault") {
-      view_.RecordRefusal(req.method + " " + req.path, UnixSeconds());
-      JsonError(res, 405, "only GET here; changes go through POST /api/fault with the secret");
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
-  s.Get("/", [this](const httplib::Request&, httplib::Response& res) {
-    std::string page = kIndexHtml;
-    const nlohmann::json panels = {
-        {"topology", o_.topology_view}, {"carbon", o_.carbon_timeline}, {"faults", o_.fault_sim}};
-    // The panels the command line asked for, as a data attribute the script reads.
-    const std::string marker = "data-panels=\"\"";
-    const size_t at = page.find(marker);
-    if (at != std::string::npos) {
-      std::string value = panels.dump();
-      std::string escaped;
-      for (char c : value) escaped += c == '"' ? std::string("&quot;") : std::string(1, c);
-      page.replace(at, marker.size(), "data-panels=\"" + escaped + "\"");
-    }
-    res.set_content(page, "text/html; charset=utf-8");
-  });
-  s.Get("/app.js", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(kAppJs, "text/javascript; charset=utf-8");
-  });
-  s.Get("/style.css", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(kStyleCss, "text/css; charset=utf-8");
-  });
-  s.Get("/api/state", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(
-        view_.State(UnixSeconds()).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-        "application/json");
-  });
-  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(ExpositionText(view_.Metrics(UnixSeconds())), kExpositionContentType);
-  });
-  s.Post("/api/fault", [this](const httplib::Request& req, httplib::Response& res) {
-    const double now = UnixSeconds();
-    std::string secret;
-    {
-      std::lock_guard<std::mutex> lock(secret_mu_);
-      secret = secret_;
-    }
-    if (secret.empty()) {
-      view_.RecordRefusal("fault request: this dashboard has no job secret", now);
-      return JsonError(res, 403,
-                       "this dashboard was started without the job's secret: changes are off");
-    }
-    if (!SecretMatches(req.get_header_value("X-CDT-Secret"), secret)) {
-      view_.RecordRefusal("fault request without the job's secret", now);
-      return JsonError(res, 403, "refused: the X-CDT-Secret header does not hold the job's secret");
-    }
-    const nlohmann::json body = nlohmann::json::parse(req.body, nullptr, false);
-    if (!body.is_object() || !body.contains("kind") || !body["kind"].is_string() ||
-        !body.contains("rank") || !body["rank"].is_number_integer()) {
-      view_.RecordRefusal("fault request: bad body", now);
-      return JsonError(res, 400,
-                       R"(expected {"kind": "kill|hang|slow|cut", "rank": N, "value": X})");
-    }
-    const double value =
-        body.contains("value") && body["value"].is_number() ? body["value"].get<double>() : 0;
-    try {
-      const std::string spec = act_(body["kind"], body["rank"].get<int>(), value);
-      view_.RecordFault(spec, now);
-      res.set_content(nlohmann::json{{"queued", spec}}.dump(), "application/json");
-    } catch (const Error& e) {
-      view_.RecordRefusal(std::string("fault request: ") + e.what(), now);
-      JsonError(res, 400, e.what());
-    }
-  });
-  if (o_.port == 0) {
-    port_ = s.bind_to_any_port(o_.bind);
-    if (port_ < 0)
-      throw Error(ErrorCode::kIo, "dashboard: cannot listen on " + o_.bind + " (any port)");
-  } else {
-    if (!s.bind_to_port(o_.bind, o_.port))
-      throw Error(ErrorCode::kIo, "dashboard: cannot listen on " + o_.bind + ":" +
-                                      std::to_string(o_.port) +
-                                      " (in use? give --port, or 0 for any free one)");
-    port_ = o_.port;
-  }
-  thread_ = std::thread([this] {
-    while (!stopping_.load()) {
-      http_->listen_after_bind();
-      // cpp-httplib 0.11 closes its listening socket and returns on any accept() error but
-      // EMFILE (a client that resets before accept: ECONNABORTED; EINTR): listen again on the
-      // same port rather than leave the page "connection refused" while the process lives on.
-      for (int i = 0; i < 100 && !stopping_.load() && !http_->bind_to_port(o_.bind, port_); ++i)
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    exited_.store(true);
-  });
+  ListenerOptions lo = o_.connections;
+  lo.bind = o_.bind;
+  lo.port = o_.port;
+  listener_ = std::make_unique<HttpListener>(
+      lo, tls_.get(), [this](const HttpRequest& head) { return Screen(head); },
+      [this](const HttpRequest& request) { return Respond(request); });
+  listener_->Start();
 }
 
 void Server::Stop() {
-  if (!http_) return;
-  stopping_.store(true);
-  // stop() ends a running listen; repeat it until the thread is out (it may be between two).
-  while (!exited_.load()) {
-    http_->stop();
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (listener_) listener_->Stop();
+  listener_.reset();
+}
+
+int Server::port() const { return listener_ ? listener_->port() : 0; }
+
+std::string Server::Answer(std::string_view request_bytes) {
+  HttpRequestReader reader(o_.connections.limits,
+                           [this](const HttpRequest& head) { return Screen(head); });
+  switch (reader.Feed(request_bytes)) {
+    case HttpRequestReader::State::kNeedMore:
+      return "";
+    case HttpRequestReader::State::kRefused:
+      return SerializeResponse(reader.refusal(), false);
+    case HttpRequestReader::State::kComplete:
+      break;
   }
-  if (thread_.joinable()) thread_.join();
-  http_.reset();
+  HttpResponse response;
+  try {
+    response = Respond(reader.request());
+  } catch (const std::exception& e) {
+    response = HttpJsonError(500, std::string("the dashboard failed: ") + e.what());
+  }
+  return SerializeResponse(response, reader.request().method == "HEAD");
 }
 
 }  // namespace cdt::dashboard

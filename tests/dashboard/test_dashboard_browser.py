@@ -1,8 +1,9 @@
 """The dashboard end to end (docs/dashboard.md): a real 4-worker elastic job, `cann-dashboard
 cluster` reading it, and the page opened in headless Chromium (Debian `chromium`) driven over the
 DevTools protocol (Debian `python3-websocket`). Every panel must show live data of that job;
-a fault request without the secret is refused and the job goes on; clicking "kill 2" with the
-secret kills worker 2 and the page shows the recovery with the RTO the job measured; at the end,
+a fault request without the dashboard token, or with the job's secret itself, is refused and the
+job goes on; clicking "kill 2" with the token (`cann-dist-train secret --dashboard-token`) kills
+worker 2 and the page shows the recovery with the RTO the job measured; at the end,
 /metrics passes a strict parser (Debian `python3-prometheus-client`'s, beside our own in
 tests/unit/dashboard_test.cc) and its counters agree with the job's JSON.
 
@@ -111,11 +112,11 @@ class Browser:
             self.proc.wait()
 
 
-def post_fault(port, secret, body):
+def post_fault(port, token, body):
     req = urllib.request.Request(f"http://127.0.0.1:{port}/api/fault", method="POST",
                                  data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json",
-                                          **({"X-CDT-Secret": secret} if secret else {})})
+                                          **({"X-CDT-Token": token} if token else {})})
     try:
         with urllib.request.urlopen(req, timeout=10) as r:
             return r.status
@@ -161,9 +162,18 @@ def test_the_page_shows_a_live_elastic_job_and_kills_a_rank_on_request(tmp_path)
         wait_for("four live workers", lambda: len(state()["workers"]) == 4 and
                  state()["rank0"]["step"] >= 20, timeout=240)
 
-        # Without the secret, nothing changes: refused, and worker 2 trains on.
+        # Without the token, nothing changes: refused, and worker 2 trains on. The job's secret
+        # (from its job file) is no token either: it keys the store and the mesh, never the page.
         assert post_fault(port, None, {"kind": "kill", "rank": 2}) == 403
-        assert post_fault(port, "not-the-secret", {"kind": "kill", "rank": 2}) == 403
+        assert post_fault(port, "not-the-token", {"kind": "kill", "rank": 2}) == 403
+        with open(os.path.join(runtime, "cann-dist-train", job + ".job")) as f:
+            secret = f.read().split("\n")[3]
+        assert post_fault(port, secret, {"kind": "kill", "rank": 2}) == 403
+        got = subprocess.run([CLI, "secret", "--dashboard-token", "--job-id", job], env=env,
+                             capture_output=True, text=True, timeout=30)
+        assert got.returncode == 0, got.stderr
+        token = got.stdout.strip()
+        assert re.fullmatch(r"[0-9a-f]{64}", token) and token != secret, got.stdout
 
         browser = Browser(str(tmp_path))
         browser.call("Page.enable")
@@ -199,16 +209,14 @@ def test_the_page_shows_a_live_elastic_job_and_kills_a_rank_on_request(tmp_path)
         for panel in ["training", "topology", "comm", "carbon"]:
             browser.screenshot(f"#panel-{panel}", os.path.join(shots, f"dashboard-{panel}.png"))
 
-        # The page's own button without the secret: refused, shown on the page.
+        # The page's own button without the token: refused, shown on the page.
         browser.eval("document.querySelector('button.kill[data-rank=\"2\"]').click()")
         wait_for("the refusal", lambda: browser.eval(
             "document.getElementById('fault-result').dataset.status") == "403", timeout=10)
         assert state()["rank0"]["world"] == 4
 
-        # With the job's secret (from its job file, as a user would paste it): kill 2.
-        with open(os.path.join(runtime, "cann-dist-train", job + ".job")) as f:
-            secret = f.read().split("\n")[3]
-        browser.eval(f"(() => {{ const s = document.getElementById('secret'); s.value = {json.dumps(secret)};"
+        # With the dashboard token (as a user would paste it): kill 2.
+        browser.eval(f"(() => {{ const s = document.getElementById('token'); s.value = {json.dumps(token)};"
                      " s.dispatchEvent(new Event('change')); })()")
         browser.eval("document.querySelector('button.kill[data-rank=\"2\"]').click()")
         wait_for("the request queued", lambda: browser.eval(
@@ -250,7 +258,7 @@ def test_the_page_shows_a_live_elastic_job_and_kills_a_rank_on_request(tmp_path)
         assert value("cdt_world_size") == result["world_size"] == 3
         assert value("cdt_energy_joules_total") == pytest.approx(result["energy"]["joules"], rel=1e-9)
         assert value("cdt_dashboard_fault_requests_total") == 1
-        assert value("cdt_dashboard_refused_requests_total") >= 3
+        assert value("cdt_dashboard_refused_requests_total") >= 4
     finally:
         if browser:
             browser.close()

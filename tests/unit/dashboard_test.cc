@@ -1,6 +1,7 @@
 // The dashboard's server and its Prometheus text (src/dashboard): the exposition passes a strict
-// parser, the page and assets are served, and every changing request without the job's secret is
-// refused. The live documents here are written as the workers write them (docs/dashboard.md);
+// parser, the page and assets are served, and every changing request without the dashboard token
+// is refused (tests/unit/dashboard_hardening_test.cc: bounds, the token, TLS, hostile numbers). The
+// live documents here are written as the workers write them (docs/dashboard.md);
 // train/live_metrics_test.cc checks that the trainer's writer produces exactly this format.
 #include <httplib.h>
 
@@ -16,6 +17,7 @@
 #include "dashboard/job_view.h"
 #include "dashboard/prometheus.h"
 #include "dashboard/server.h"
+#include "dashboard/token.h"
 #include "prometheus_parser.h"
 
 namespace cdt::dashboard {
@@ -190,25 +192,27 @@ TEST_F(DashboardServer, ServesThePageItsAssetsTheStateAndStrictMetrics) {
   EXPECT_NO_THROW(test::ParseExposition(metrics->body));
 }
 
-TEST_F(DashboardServer, RefusesEveryChangeWithoutTheSecret) {
+TEST_F(DashboardServer, RefusesEveryChangeWithoutTheToken) {
   httplib::Client c = Client();
   const std::string body = R"({"kind":"kill","rank":2})";
+  const std::string token = DashboardToken("s3cret-of-the-job", "cdt");
   auto none = c.Post("/api/fault", body, "application/json");
   EXPECT_EQ(none->status, 403);
-  auto wrong =
-      c.Post("/api/fault", {{"X-CDT-Secret", "s3cret-of-the-jox"}}, body, "application/json");
+  std::string wrong_token = token;
+  wrong_token.back() = wrong_token.back() == '0' ? '1' : '0';
+  auto wrong = c.Post("/api/fault", {{"X-CDT-Token", wrong_token}}, body, "application/json");
   EXPECT_EQ(wrong->status, 403);
-  auto shorter = c.Post("/api/fault", {{"X-CDT-Secret", "s3cret"}}, body, "application/json");
+  auto shorter =
+      c.Post("/api/fault", {{"X-CDT-Token", token.substr(0, 32)}}, body, "application/json");
   EXPECT_EQ(shorter->status, 403);
   EXPECT_EQ(c.Put("/", "x", "text/plain")->status, 405);
   EXPECT_EQ(c.Delete("/api/state")->status, 405);
   EXPECT_EQ(c.Post("/api/state", "{}", "application/json")->status, 405);
   EXPECT_EQ(acted_.load(), 0);
-  auto garbage = c.Post("/api/fault", {{"X-CDT-Secret", "s3cret-of-the-job"}}, "{not json",
-                        "application/json");
+  auto garbage = c.Post("/api/fault", {{"X-CDT-Token", token}}, "{not json", "application/json");
   EXPECT_EQ(garbage->status, 400);
   EXPECT_EQ(acted_.load(), 0);
-  auto ok = c.Post("/api/fault", {{"X-CDT-Secret", "s3cret-of-the-job"}}, body, "application/json");
+  auto ok = c.Post("/api/fault", {{"X-CDT-Token", token}}, body, "application/json");
   EXPECT_EQ(ok->status, 200);
   EXPECT_EQ(nlohmann::json::parse(ok->body)["queued"], "kill:2@0");
   EXPECT_EQ(acted_.load(), 1);
@@ -225,11 +229,11 @@ TEST_F(DashboardServer, AnswersLoopbackNamesOnlyAgainstDnsRebinding) {
   EXPECT_EQ(local->status, 200);
 }
 
-TEST(DashboardSecret, ComparesWholeSecretsOnly) {
-  EXPECT_TRUE(SecretMatches("abc", "abc"));
-  EXPECT_FALSE(SecretMatches("abd", "abc"));
-  EXPECT_FALSE(SecretMatches("ab", "abc"));
-  EXPECT_FALSE(SecretMatches("", ""));  // no secret: nothing opens
+TEST(DashboardToken, ComparesWholeTokensOnly) {
+  EXPECT_TRUE(TokenMatches("abc", "abc"));
+  EXPECT_FALSE(TokenMatches("abd", "abc"));
+  EXPECT_FALSE(TokenMatches("ab", "abc"));
+  EXPECT_FALSE(TokenMatches("", ""));  // no secret: nothing opens
 }
 
 }  // namespace
