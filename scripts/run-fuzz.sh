@@ -12,7 +12,7 @@ shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(store_request peer_hello checkpoint carbon_csv carbon_json rules_file fault_spec idx live_document
-           certificate sim_documents etcd_reply dashboard_request)
+           certificate sim_documents etcd_reply dashboard_request arena_header replay_document)
 fi
 if ! command -v clang++-14 > /dev/null; then
   echo "run-fuzz: clang++-14 is missing (make deps installs clang-14 and libclang-rt-14-dev)" >&2

@@ -38,15 +38,21 @@ class AllreduceSelector;  // cdt/allreduce_selector.h
 
 // Handle to one queued operation.
 //
-//   work->Wait(timeout):
-//     block until the operation finished or `timeout` passed;
-//     if it failed: rethrow its cdt::Error;
-//     if still running at the deadline: throw cdt::Error(kTimeout) (the operation keeps running).
+//   work->Wait(timeout):            (timeout > 0)
+//     block until the operation finished;
+//       while any operation of the communicator moves (this one, or those queued ahead of it),
+//       keep waiting: a long queue on a slow link is not a failure;
+//       once nothing moved on the communicator for `timeout`: abort the communicator, wait for
+//       the operation to end (it fails with kAborted at once), then throw cdt::Error(kTimeout);
+//     if it failed: rethrow its cdt::Error.
+//   Whether it returns or throws, the operation is over: no buffer it was given is read or
+//   written after Wait. (To look without blocking, use Completed().)
 class Work {
  public:
   virtual ~Work() = default;
   virtual void Wait(std::chrono::milliseconds timeout) = 0;
-  // Waits with the communicator's own timeout plus a margin.
+  // Waits with the communicator's own timeout plus a margin: the transport itself fails an
+  // operation whose peer moved nothing for the timeout, so this is the backstop.
   virtual void Wait() = 0;
   // True once the operation finished, successfully or not. Never blocks.
   virtual bool Completed() const = 0;

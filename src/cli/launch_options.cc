@@ -1,6 +1,7 @@
 #include "cli/launch_options.h"
 
 #include <cstdio>
+#include <limits>
 
 #include "cdt/error.h"
 #include "cdt/tcp_communicator.h"
@@ -8,6 +9,8 @@
 #include "comm/auth.h"
 #include "comm/store/etcd_store.h"
 #include "comm/store/tcp_store_client.h"
+#include "comm/transport/node_arena.h"
+#include "common/checked_number.h"
 #ifdef CDT_HAVE_MPI
 #include "comm/mpi/mpi_communicator.h"
 #endif
@@ -15,14 +18,20 @@
 namespace cdt::cli {
 
 namespace {
-int ToInt(const std::optional<std::string>& v, int fallback, const char* name) {
+// A whole integer in [lo, hi] (no sign games, no trailing text, no wrap into size_t later), or
+// kInvalidArgument naming the variable and the range: the CLI exits 2 with it.
+int64_t ToIntIn(const std::optional<std::string>& v, int64_t fallback, const char* name, int64_t lo,
+                int64_t hi) {
   if (!v) return fallback;
-  try {
-    return std::stoi(*v);
-  } catch (...) {
-    throw Error(ErrorCode::kInvalidArgument, std::string(name) + "='" + *v + "' is not an integer");
-  }
+  if (std::optional<int64_t> x = ParseIntegerIn(*v, lo, hi)) return *x;
+  throw Error(ErrorCode::kInvalidArgument, std::string(name) + "='" + *v +
+                                               "': expected a whole number from " +
+                                               std::to_string(lo) + " to " + std::to_string(hi));
 }
+int ToInt(const std::optional<std::string>& v, int fallback, const char* name) {
+  return static_cast<int>(ToIntIn(v, fallback, name, 0, std::numeric_limits<int>::max()));
+}
+constexpr int64_t kGiB = int64_t{1} << 30;
 // "N" or, for elastic jobs, "MIN:MAX" (torchrun's spelling).
 void ParseNodes(const std::string& spec, const char* name, LaunchOptions* o) {
   const auto colon = spec.find(':');
@@ -200,11 +209,13 @@ CommunicatorOptions CommunicatorOptionsFor(const Environment& env, const LaunchO
     co.local_bulk_socket_buffer_bytes =
         ToInt(env.socket_buffer_bytes, 0, "CDT_SOCKET_BUFFER_BYTES");
   if (env.segment_bytes)
-    co.segment_bytes = static_cast<size_t>(ToInt(env.segment_bytes, 262144, "CDT_SEGMENT_BYTES"));
-  if (env.shm) co.shared_memory = ToInt(env.shm, 1, "CDT_SHM") != 0;
+    co.segment_bytes =
+        static_cast<size_t>(ToIntIn(env.segment_bytes, 262144, "CDT_SEGMENT_BYTES", 1, kGiB));
+  if (env.shm) co.shared_memory = ToIntIn(env.shm, 1, "CDT_SHM", 0, 1) != 0;
   if (env.shm_slot_bytes)
     co.shm_slot_bytes =
-        static_cast<size_t>(ToInt(env.shm_slot_bytes, 1 << 20, "CDT_SHM_SLOT_BYTES"));
+        static_cast<size_t>(ToIntIn(env.shm_slot_bytes, 1 << 20, "CDT_SHM_SLOT_BYTES", 4096,
+                                    static_cast<int64_t>(shm::NodeArena::kMaxSlotBytes)));
   co.check_fingerprints = env.debug && env.debug->find("collectives") != std::string::npos;
   return co;
 }

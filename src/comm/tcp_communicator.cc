@@ -21,6 +21,7 @@
 #include "comm/collective_fingerprint.h"
 #include "comm/collectives/algorithms.h"
 #include "comm/node_arena_setup.h"
+#include "comm/operation_watch.h"
 #include "comm/reduce.h"
 #include "comm/transport/tcp_mesh.h"
 #include "comm/work_impl.h"
@@ -52,9 +53,10 @@ const char* AllreduceLabel(AllreduceAlgorithm a) {
 
 class TcpCommunicator : public Communicator {
  public:
-  TcpCommunicator(std::unique_ptr<TcpMesh> mesh, NodeArenaSetUp shm,
-                  const CommunicatorOptions& o)
+  TcpCommunicator(std::shared_ptr<OperationWatch> watch, std::unique_ptr<TcpMesh> mesh,
+                  NodeArenaSetUp shm, const CommunicatorOptions& o)
       : options_(o),
+        watch_(std::move(watch)),
         mesh_(std::move(mesh)),
         arena_(std::move(shm.arena)),
         hier_chunk_bytes_(shm.hier_chunk_bytes),
@@ -72,10 +74,14 @@ class TcpCommunicator : public Communicator {
     }
     layout_.num_nodes = static_cast<int>(ids.size());
     for (auto& [node, n] : per_node) max_ranks_per_node_ = std::max(max_ranks_per_node_, n);
+    if (arena_) arena_->set_progress(watch_->counter());
+    // A Work whose wait saw nothing move on this communicator for its timeout aborts it.
+    watch_->Attach([this](const std::string& reason) { AbortWith(reason); });
     thread_ = std::thread([this] { Loop(); });
   }
 
   ~TcpCommunicator() override {
+    watch_->Detach();  // Works outliving us never call in
     {
       std::lock_guard<std::mutex> lock(mu_);
       stopping_ = true;
@@ -254,7 +260,7 @@ class TcpCommunicator : public Communicator {
   }
 
   AllreduceShape Shape(size_t count, DataType dtype) const {
-    return {count * ElementSize(dtype), dtype,          size(), layout_.num_nodes,
+    return {count * ElementSize(dtype), dtype,         size(), layout_.num_nodes,
             max_ranks_per_node_,        shared_memory_};
   }
 
@@ -287,13 +293,18 @@ class TcpCommunicator : public Communicator {
   }
 
   void Abort() override {
+    AbortWith("rank " + std::to_string(rank()) + ": communicator (generation " +
+              std::to_string(generation()) + ") was aborted");
+  }
+
+ private:
+  // Abort() with the reason the queued operations report (the first reason wins).
+  void AbortWith(const std::string& why) {
     std::deque<Op> dropped;
     std::string reason;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (broken_.empty())
-        broken_ = "rank " + std::to_string(rank()) + ": communicator (generation " +
-                  std::to_string(generation()) + ") was aborted";
+      if (broken_.empty()) broken_ = why;
       reason = broken_;
       dropped.swap(queue_);
       queued_.store(0);
@@ -305,7 +316,6 @@ class TcpCommunicator : public Communicator {
     cv_.notify_all();
   }
 
- private:
   void CountAllreduce(AllreduceAlgorithm algorithm, size_t bytes, double seconds) {
     const auto a = static_cast<size_t>(algorithm);
     if (a >= allreduce_stats_.size()) return;
@@ -364,7 +374,7 @@ class TcpCommunicator : public Communicator {
     fp.seq = seq;
     auto work = std::make_shared<WorkImpl>(
         std::string(name) + " #" + std::to_string(seq) + " on rank " + std::to_string(rank()),
-        options_.timeout + kWaitMargin, options_.idle_spin);
+        options_.timeout + kWaitMargin, options_.idle_spin, watch_);
     Op op{name, seq, fp, bytes, std::move(run), work};
     if (!broken_.empty()) {
       work->Finish(AbortedError(op));
@@ -378,8 +388,8 @@ class TcpCommunicator : public Communicator {
 
   void Loop() {
     NameThisThread(options_.urgent ? "cdt-comm-pri" : "cdt-comm");
-    CollectiveContext ctx{*mesh_, scratch_, {}, options_.segment_bytes, arena_.get(),
-                          hier_chunk_bytes_};
+    CollectiveContext ctx{*mesh_,       scratch_,         {}, options_.segment_bytes,
+                          arena_.get(), hier_chunk_bytes_};
     for (;;) {
       Op op;
       {
@@ -409,7 +419,9 @@ class TcpCommunicator : public Communicator {
         mesh_->UseChannel(op.bytes >= options_.bulk_min_bytes ? TcpMesh::kBulkChannel
                                                               : TcpMesh::kLatencyChannel);
         op.work->MarkStarted();
+        watch_->Tick();
         op.run(ctx);
+        watch_->Tick();
         op.work->Finish(nullptr);
       } catch (const Error& e) {
         {
@@ -435,6 +447,8 @@ class TcpCommunicator : public Communicator {
 
   // Constant after construction.
   CommunicatorOptions options_;
+  // Progress and abort as waiting Works see them; outlives the mesh and arena that tick it.
+  std::shared_ptr<OperationWatch> watch_;
   mutable std::mutex selector_mu_;
   std::shared_ptr<AllreduceSelector> selector_;  // guarded by selector_mu_
   uint64_t selector_epoch_ = 0;                  // guarded by selector_mu_
@@ -456,17 +470,32 @@ class TcpCommunicator : public Communicator {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Op> queue_;   // guarded by mu_
+  std::deque<Op> queue_;        // guarded by mu_
   std::atomic<int> queued_{0};  // queue_.size(), readable without the lock (the idle spin)
-  uint64_t next_seq_ = 0;  // guarded by mu_
-  std::string broken_;     // guarded by mu_; non-empty once broken
-  bool stopping_ = false;  // guarded by mu_
+  uint64_t next_seq_ = 0;       // guarded by mu_
+  std::string broken_;          // guarded by mu_; non-empty once broken
+  bool stopping_ = false;       // guarded by mu_
   std::thread thread_;
 };
 
 }  // namespace
 
 std::unique_ptr<Communicator> ConnectTcpCommunicator(Store& store, const CommunicatorOptions& o) {
+  // Sizes that came from outside (CDT_SHM_SLOT_BYTES, CDT_SEGMENT_BYTES) are checked here, where
+  // every caller passes: a wrapped size would lay out a segment too small for its slots.
+  if (o.shm_slot_bytes > shm::NodeArena::kMaxSlotBytes)
+    throw Error(ErrorCode::kInvalidArgument,
+                "rank " + std::to_string(o.rank) + ": shared-memory slot of " +
+                    std::to_string(o.shm_slot_bytes) + " bytes (CDT_SHM_SLOT_BYTES): at most " +
+                    std::to_string(shm::NodeArena::kMaxSlotBytes));
+  if (o.segment_bytes == 0 || o.segment_bytes > (size_t{1} << 30))
+    throw Error(ErrorCode::kInvalidArgument,
+                "rank " + std::to_string(o.rank) + ": segment of " +
+                    std::to_string(o.segment_bytes) +
+                    " bytes (CDT_SEGMENT_BYTES): must be 1 byte to 1 GiB");
+  if (o.timeout.count() <= 0)
+    throw Error(ErrorCode::kInvalidArgument,
+                "rank " + std::to_string(o.rank) + ": the timeout must be positive");
   MeshOptions m;
   m.log = o.log;
   m.rank = o.rank;
@@ -488,6 +517,8 @@ std::unique_ptr<Communicator> ConnectTcpCommunicator(Store& store, const Communi
   m.urgent = o.urgent;
   m.yield_send_buffer_bytes = o.yield_send_buffer_bytes;
   m.yield_send_buffer_min_bytes = o.yield_send_buffer_min_bytes;
+  auto watch = std::make_shared<OperationWatch>();
+  m.progress = watch->counter();
   std::unique_ptr<TcpMesh> mesh = TcpMesh::Connect(store, m);
   NodeArenaOptions shm;
   shm.enabled = o.shared_memory;
@@ -497,7 +528,7 @@ std::unique_ptr<Communicator> ConnectTcpCommunicator(Store& store, const Communi
   shm.spin = o.spin;
   shm.log = o.log;
   NodeArenaSetUp arena = SetUpNodeArena(*mesh, shm);
-  return std::make_unique<TcpCommunicator>(std::move(mesh), std::move(arena), o);
+  return std::make_unique<TcpCommunicator>(std::move(watch), std::move(mesh), std::move(arena), o);
 }
 
 }  // namespace cdt

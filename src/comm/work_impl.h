@@ -5,22 +5,30 @@
 #include <chrono>
 #include <condition_variable>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 
 #include "cdt/communicator.h"
 #include "cdt/error.h"
+#include "comm/operation_watch.h"
 
 namespace cdt {
 
 class WorkImpl : public Work {
  public:
   // `spin`: how long Wait() looks for completion (yielding) before it sleeps; see
-  // CommunicatorOptions::idle_spin.
+  // CommunicatorOptions::idle_spin. `watch`: the communicator's progress and abort
+  // (comm/operation_watch.h); null only for backends whose operations complete before the Work
+  // is handed out (MPI), whose Wait just reads the result.
   WorkImpl(std::string description, std::chrono::milliseconds default_wait,
-           std::chrono::microseconds spin = std::chrono::microseconds(0))
-      : description_(std::move(description)), default_wait_(default_wait), spin_(spin) {}
+           std::chrono::microseconds spin = std::chrono::microseconds(0),
+           std::shared_ptr<OperationWatch> watch = nullptr)
+      : description_(std::move(description)),
+        default_wait_(default_wait),
+        spin_(spin),
+        watch_(std::move(watch)) {}
 
   void Wait(std::chrono::milliseconds timeout) override;
   void Wait() override { Wait(default_wait_); }
@@ -33,9 +41,15 @@ class WorkImpl : public Work {
   void Finish(std::exception_ptr error);
 
  private:
+  // Waits (mu_ held through `lock`) until done_, aborting the communicator and joining the
+  // operation once nothing moved on it for `timeout`; returns the reason if it did.
+  std::optional<std::string> WaitWatching(std::unique_lock<std::mutex>& lock,
+                                          std::chrono::milliseconds timeout);
+
   const std::string description_;  // "allreduce(ring) #12 on rank 3"
   const std::chrono::milliseconds default_wait_;
   const std::chrono::microseconds spin_;
+  const std::shared_ptr<OperationWatch> watch_;
   std::atomic<bool> finished_{false};  // done_, readable without the lock (the spin)
   mutable std::mutex mu_;
   std::condition_variable cv_;

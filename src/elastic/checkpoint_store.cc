@@ -275,6 +275,8 @@ std::optional<std::pair<int64_t, int64_t>> ParseName(const std::string& name) {
 
 }  // namespace
 
+uint32_t StateCrc(const std::string& state) { return Crc(state.data(), state.size()); }
+
 double YoungDalyInterval(double checkpoint_cost, double mtbf) {
   return std::sqrt(2 * std::max(0.0, checkpoint_cost) * std::max(0.0, mtbf));
 }

@@ -57,9 +57,9 @@ struct CheckpointOptions {
   bool incremental = false;
   int full_every = 10;  // with incremental: every Nth checkpoint is full
   size_t chunk_bytes = 64 << 10;
-  int keep = 2;                   // full checkpoints kept (with their increments)
-  std::string quantize = "none";  // none | int8: increments quantise the float spans (above)
-  Log log;                        // CheckpointWriter: a write that failed with no one to tell
+  int keep = 2;                    // full checkpoints kept (with their increments)
+  std::string quantize = "none";   // none | int8: increments quantise the float spans (above)
+  Log log;                         // CheckpointWriter: a write that failed with no one to tell
   const FileSystem* fs = nullptr;  // null: the process's files (common/file_system.h)
 };
 
@@ -145,6 +145,10 @@ std::optional<LoadedCheckpoint> LoadNewestCheckpoint(const std::string& dir,
 // base that is not a full checkpoint or is the file itself.
 LoadedCheckpoint ReadCheckpointFile(const std::string& path,
                                     const FileSystem& fs = LocalFileSystem());
+
+// The CRC-32 (zlib's) of a whole state: what a checkpoint's header records of the state it
+// decodes to (docs/checkpoint-format.md), so two files of one state agree on it.
+uint32_t StateCrc(const std::string& state);
 
 // Young/Daly: the checkpoint interval that minimises expected lost work plus checkpoint cost,
 // sqrt(2 * cost * mtbf), in the units given.

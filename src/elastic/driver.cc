@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <numeric>
 #include <thread>
 #include <utility>
@@ -44,6 +45,9 @@ class Driver {
   std::optional<Membership> JoinAsNewcomer(int64_t from, bool ask_regroup);
   // The membership is known: who the failure being recovered from took away.
   void CountLost(const Membership& m);
+  // After a recoverable failure of generation `m` that started at `since`: bounds re-forming
+  // (DriverOptions::max_fruitless_regroups), sleeping the back-off or throwing.
+  void BoundRegroups(const Membership& m, const Error& e, Clock::time_point since);
   // Train in `m`; the exit code, or nullopt after a recoverable failure.
   std::optional<int> TrainIn(const Membership& m);
   void Note(const std::string& line) const { o_.log.Write(LogLevel::kInfo, line); }
@@ -62,6 +66,12 @@ class Driver {
   int64_t faults_seen_ = 0;  // of the queue `fault-inject` fills
   Clock::time_point store_quiet_until_ = Clock::now();
   bool store_warned_ = false;
+  // Generations in a row that failed without a step past furthest_step_, how long they took, and
+  // the worker ids their errors named.
+  int64_t furthest_step_ = -1;
+  int fruitless_ = 0;
+  double fruitless_s_ = 0;
+  std::map<int, int> named_;
 };
 
 Driver::Driver(Store& store, const DriverOptions& o, ElasticState& state, const Connect& connect)
@@ -85,7 +95,7 @@ Driver::Driver(Store& store, const DriverOptions& o, ElasticState& state, const 
         file = state_.Checkpoint();
       } catch (const std::exception& e) {
         Note("cann-dist-train: worker " + std::to_string(me) +
-            ": paused, but the checkpoint failed: " + e.what());
+             ": paused, but the checkpoint failed: " + e.what());
       }
     }
     char line[256];
@@ -117,7 +127,7 @@ void Driver::PollStore() {
   } catch (const Error& e) {
     if (!store_warned_)
       Note("\ncann-dist-train: worker " + std::to_string(me) + ": the store is out of reach (" +
-          e.what() + "); training on, looking again every 30 s");
+           e.what() + "); training on, looking again every 30 s");
     store_warned_ = true;
     store_quiet_until_ = Clock::now() + std::chrono::seconds(30);
   }
@@ -125,7 +135,7 @@ void Driver::PollStore() {
       injector_.Add(spec);
     } catch (const Error& e) {
       Note("cann-dist-train: worker " + std::to_string(me) +
-          ": a queued fault was not understood: " + e.what());
+           ": a queued fault was not understood: " + e.what());
     }
 }
 
@@ -144,8 +154,8 @@ std::optional<Membership> Driver::JoinAsNewcomer(int64_t from, bool ask_regroup)
     failure_.reset();
     if (ask_regroup) RequestRegroup(store_, job_, -1);
     Note(std::string("cann-dist-train: ") + (ask_regroup ? "joining" : "spare") + " worker " +
-        std::to_string(ro_.worker_id) + " joins generation " + std::to_string(g) + " as rank " +
-        std::to_string(m.rank) + " of " + std::to_string(m.world));
+         std::to_string(ro_.worker_id) + " joins generation " + std::to_string(g) + " as rank " +
+         std::to_string(m.rank) + " of " + std::to_string(m.world));
     return m;
   }
 }
@@ -164,13 +174,13 @@ std::optional<Membership> Driver::JoinAsMember(int64_t g) {
       if (Clock::now() >= deadline) throw;
       if (!said)
         Note("cann-dist-train: worker " + std::to_string(ro_.worker_id) +
-            ": the store is out of reach (" + e.what() + "); retrying");
+             ": the store is out of reach (" + e.what() + "); retrying");
       said = true;
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }
   }
   Note("cann-dist-train: worker " + std::to_string(ro_.worker_id) + ": generation " +
-      std::to_string(g) + " formed without it; asking to rejoin");
+       std::to_string(g) + " formed without it; asking to rejoin");
   return JoinAsNewcomer(g + 1, true);
 }
 
@@ -185,7 +195,51 @@ void Driver::CountLost(const Membership& m) {
     }
 }
 
+void Driver::BoundRegroups(const Membership& m, const Error& e, Clock::time_point since) {
+  const int64_t reached = state_.current_step();
+  if (reached > furthest_step_) {  // progress since the last failure: start counting afresh
+    furthest_step_ = reached;
+    fruitless_ = 0;
+    fruitless_s_ = 0;
+    named_.clear();
+    return;
+  }
+  ++fruitless_;
+  fruitless_s_ += std::chrono::duration<double>(Clock::now() - since).count();
+  const int peer = e.context().peer_rank;
+  if (peer >= 0 && peer < static_cast<int>(m.workers.size()))
+    ++named_[m.workers[static_cast<size_t>(peer)]];
+  if (fruitless_ >= o_.max_fruitless_regroups) {
+    std::string named;
+    for (const auto& [worker, times] : named_)
+      named += (named.empty() ? "" : ", ") + ("worker " + std::to_string(worker)) + " (" +
+               std::to_string(times) + (times == 1 ? " time)" : " times)");
+    char rate[160];
+    std::snprintf(rate, sizeof rate, "no step past step %lld in %.1f s over %d generations",
+                  static_cast<long long>(furthest_step_), fruitless_s_, fruitless_);
+    throw Error(ErrorCode::kTimeout,
+                "worker " + std::to_string(ro_.worker_id) + ": the group re-formed " +
+                    std::to_string(fruitless_) +
+                    " times in a row without completing a step: " + rate + "; " +
+                    (named.empty() ? "no failure named a peer" : "the failures named " + named) +
+                    ". The last: " + e.what() +
+                    ". A peer that rejoins but cannot train (a hung device, a data link cut while "
+                    "the store answers, slower than --timeout) holds the job back: stop or fix it, "
+                    "or raise --timeout",
+                {m.rank, peer, e.context().peer_address, e.context().operation, e.context().seq});
+  }
+  if (fruitless_ >= 2) {
+    const double wait_s =
+        std::min(8.0, 0.5 * static_cast<double>(1 << std::min(fruitless_ - 2, 4)));
+    Note("cann-dist-train: worker " + std::to_string(ro_.worker_id) + ": " +
+         std::to_string(fruitless_) + " generations in a row ended without a step; waiting " +
+         std::to_string(wait_s).substr(0, 3) + " s before re-forming");
+    std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(wait_s * 1000)));
+  }
+}
+
 std::optional<int> Driver::TrainIn(const Membership& m) {
+  const auto since = Clock::now();
   Channels ch;
   try {
     ch = connect_(m);
@@ -200,8 +254,8 @@ std::optional<int> Driver::TrainIn(const Membership& m) {
       } catch (const Error& e) {
         // The store went with node 0's agent: the training is done and reported all the same.
         Note("cann-dist-train: worker " + std::to_string(ro_.worker_id) +
-            ": cannot tell the agents the job finished (" + e.what() +
-            "); they will stop what is left when they notice");
+             ": cannot tell the agents the job finished (" + e.what() +
+             "); they will stop what is left when they notice");
       }
     }
     return code;
@@ -218,9 +272,10 @@ std::optional<int> Driver::TrainIn(const Membership& m) {
       failure_->world_before = m.world;
     }
     Note("\ncann-dist-train: worker " + std::to_string(ro_.worker_id) + " (rank " +
-        std::to_string(m.rank) + " of generation " + std::to_string(m.generation) +
-        "): group broken at step " + std::to_string(state_.current_step()) + ": " + e.what() +
-        "; re-forming");
+         std::to_string(m.rank) + " of generation " + std::to_string(m.generation) +
+         "): group broken at step " + std::to_string(state_.current_step()) + ": " + e.what() +
+         "; re-forming");
+    BoundRegroups(m, e, since);
     return std::nullopt;
   }
 }
@@ -255,7 +310,9 @@ int Driver::Run() {
 }  // namespace
 
 DriverOptions WorkerDriverOptions(const WorkerLaunch& w, Store& store, const Log& log) {
-  const auto ms = [](double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); };
+  const auto ms = [](double s) {
+    return std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+  };
   DriverOptions d;
   d.rendezvous.job_id = w.job_id;
   d.rendezvous.worker_id = w.worker_id;

@@ -82,17 +82,23 @@ struct DriverOptions {
   double pause_timeout_s = 3600;  // below min_workers: how long to wait for workers
   // This worker is a spare, or a node past MIN of --nnodes MIN:MAX that asks to join.
   bool spare = false, joiner = false;
-  FaultTarget where;                            // for fault injection
-  std::vector<Fault> faults;                    // scripted (--inject)
-  FaultActions fault_actions;                   // what faults do (the CLI: signals, ip link, sleep)
-  Log log;                                      // what happens to the worker (info)
+  FaultTarget where;           // for fault injection
+  std::vector<Fault> faults;   // scripted (--inject)
+  FaultActions fault_actions;  // what faults do (the CLI: signals, ip link, sleep)
+  Log log;                     // what happens to the worker (info)
+  // Re-forming is bounded: a group whose generations end, one after another, without a step
+  // beyond the furthest reached (a peer alive enough to rejoin but not to train: a hung device,
+  // a data link cut while the store answers) backs off — 0.5 s, 1 s, 2 s ... before each
+  // rejoin from the second — and after this many such generations ends the job with
+  // cdt::Error(kTimeout) naming the peer the failures named and the progress measured.
+  int max_fruitless_regroups = 3;
 };
 
 // What a worker started by an elastic agent knows about itself (the launcher's environment, read
 // by the CLI or by cann_dist.elastic), for WorkerDriverOptions.
 struct WorkerLaunch {
   std::string job_id = "cdt";
-  int worker_id = 0;     // its rank at launch: stable across generations
+  int worker_id = 0;  // its rank at launch: stable across generations
   int node_rank = 0, local_rank = 0;
   int world_size = 1;    // the first generation's
   int target_world = 0;  // what spares and joiners bring the group back to (0 = world_size)

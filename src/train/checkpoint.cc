@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -195,8 +196,7 @@ std::string NewestCheckpoint(const std::string& dir, const Log* log, std::string
   std::optional<elastic::LoadedCheckpoint> c = elastic::LoadNewestCheckpoint(dir, &skipped, fs);
   if (c) skipped = c->warnings;
   if (log)
-    for (const auto& w : skipped)
-      log->Warning("cann-dist-train train: warning: {}", w);
+    for (const auto& w : skipped) log->Warning("cann-dist-train train: warning: {}", w);
   *step = -1;
   if (c) {
     *source = c->path;
@@ -213,38 +213,51 @@ std::string NewestCheckpoint(const std::string& dir, const Log* log, std::string
   return bytes;
 }
 
-void AgreeOnResumeStep(Communicator& comm, int64_t step, const std::string& source,
-                       const std::string& dir) {
-  // Each rank's step and what it found (its file, or its directory when none), fixed-size.
+void AgreeOnResumeState(Communicator& comm, int64_t step, uint32_t state_crc,
+                        const std::string& source, const std::string& dir) {
+  // Each rank's step, state CRC and what it found (its file, or its directory when none),
+  // fixed-size.
   constexpr size_t kRecord = 512;
+  constexpr size_t kHead = 2 * sizeof(int64_t);
   std::string mine(kRecord, '\0');
+  const int64_t crc = state_crc;
   std::memcpy(mine.data(), &step, sizeof step);
-  const std::string what = (source.empty() ? dir : source).substr(0, kRecord - sizeof step - 1);
-  std::memcpy(mine.data() + sizeof step, what.data(), what.size());
+  std::memcpy(mine.data() + sizeof step, &crc, sizeof crc);
+  const std::string what = (source.empty() ? dir : source).substr(0, kRecord - kHead - 1);
+  std::memcpy(mine.data() + kHead, what.data(), what.size());
   const size_t world = static_cast<size_t>(comm.size());
   std::string all(kRecord * world, '\0');
   comm.Allgatherv(mine.data(), all.data(), std::vector<size_t>(world, kRecord / 8),
                   DataType::kInt64)
       ->Wait();
-  bool agree = true;
+  bool same_step = true, same_state = true;
   std::string each;
   for (size_t r = 0; r < world; ++r) {
-    int64_t s = 0;
+    int64_t s = 0, c = 0;
     std::memcpy(&s, all.data() + r * kRecord, sizeof s);
-    agree = agree && s == step;
-    const std::string found(all.data() + r * kRecord + sizeof s);
+    std::memcpy(&c, all.data() + r * kRecord + sizeof s, sizeof c);
+    same_step = same_step && s == step;
+    same_state = same_state && c == crc;
+    // Another rank's record is not trusted to hold a terminated string.
+    const char* at = all.data() + r * kRecord + kHead;
+    const std::string found(at, strnlen(at, kRecord - kHead));
+    char crc_text[16];
+    std::snprintf(crc_text, sizeof crc_text, "%08x", static_cast<unsigned>(c));
     each += "\n  rank " + std::to_string(r) + ": " +
-            (s == -1            ? "no checkpoint in '" + found + "'"
-             : s == kLegacyStep ? "a checkpoint.pt of an older version, '" + found + "'"
-                                : "step " + std::to_string(s) + ", '" + found + "'");
+            (s == -1 ? "no checkpoint in '" + found + "'"
+             : s == kLegacyStep
+                 ? "a checkpoint.pt of an older version (state CRC " + std::string(crc_text) +
+                       "), '" + found + "'"
+                 : "step " + std::to_string(s) + ", state CRC " + crc_text + ", '" + found + "'");
   }
-  if (!agree)
-    throw Error(ErrorCode::kInvalidArgument,
-                "--resume: the ranks found different checkpoints, and resuming from different "
-                "states would make them diverge:" +
-                    each +
-                    "\nGive every rank the same --checkpoint-dir on a file system they all see "
-                    "(or copy the newest checkpoint to every node), then resume again");
+  if (!same_step || !same_state)
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        std::string("--resume: the ranks found different checkpoints") +
+            (same_step ? " of the same step (different runs, or a file changed since)" : "") +
+            ", and resuming from different states would make them diverge:" + each +
+            "\nGive every rank the same --checkpoint-dir on a file system they all see "
+            "(or copy the newest checkpoint to every node), then resume again");
 }
 
 CheckpointSchedule::CheckpointSchedule(const CheckpointOptions& o, bool writer, const Log& log)

@@ -40,12 +40,14 @@ constexpr int64_t kLegacyStep = -2;
 std::string NewestCheckpoint(const std::string& dir, const Log* log, std::string* source,
                              int64_t* step, const FileSystem& fs = LocalFileSystem());
 
-// Before any rank loads a checkpoint, the ranks agree on its step: ranks that see different
-// directories (node-local disks) or different files would otherwise train on from different
-// states and diverge. Throws cdt::Error(kInvalidArgument) on every rank, naming each rank's step
-// and file, when they differ. A collective: every rank calls it.
-void AgreeOnResumeStep(Communicator& comm, int64_t step, const std::string& source,
-                       const std::string& dir);
+// Before any rank loads a checkpoint, the ranks agree on it: its step and the CRC-32 of the state
+// it holds (elastic::StateCrc; 0 without one). Ranks that see different directories (node-local
+// disks) or different files — of different steps, or of the same step of different runs — would
+// otherwise train on from different states and diverge. Throws cdt::Error(kInvalidArgument) on
+// every rank, naming each rank's step, CRC and file, when they differ. A collective: every rank
+// calls it.
+void AgreeOnResumeState(Communicator& comm, int64_t step, uint32_t state_crc,
+                        const std::string& source, const std::string& dir);
 
 // When the trainer checkpoints and what it cost: every --checkpoint-every steps, or at the
 // Young/Daly interval sqrt(2 C MTBF) with C measured (the training thread's part: snapshot and

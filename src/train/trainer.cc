@@ -25,6 +25,7 @@
 #include "cdt/error.h"
 #include "common/unix_time.h"
 #include "common/usable_cpus.h"
+#include "elastic/checkpoint_store.h"
 #include "train/blas_library.h"
 #include "train/checkpoint.h"
 #include "train/compression_steering.h"
@@ -55,7 +56,8 @@ std::string Who(const Communicator& comm) { return "rank " + std::to_string(comm
 bool MomentumInCompressor(const TrainOptions& o) {
   using compress::Method;
   const ReductionOptions& c = o.reduction;
-  const std::optional<Method> m = compress::ParseMethod(c.compress);  // validated: a name or adaptive
+  const std::optional<Method> m =
+      compress::ParseMethod(c.compress);  // validated: a name or adaptive
   return c.momentum_correction && c.error_feedback && o.optimizer.name == "sgd" &&
          o.optimizer.momentum > 0 &&
          (m == Method::kTopK || m == Method::kRandomK || m == Method::kSignSgd);
@@ -244,9 +246,9 @@ void Trainer::ResumeFromCheckpoint() {
   std::string source;
   int64_t found_step = -1;
   const std::string& dir = o_.checkpoint.dir;
-  const std::string bytes = NewestCheckpoint(dir, me_ == 0 ? &log_ : nullptr, &source, &found_step,
-                                             Or(o_.checkpoint.fs));
-  AgreeOnResumeStep(comm_, found_step, source, dir);
+  const std::string bytes =
+      NewestCheckpoint(dir, me_ == 0 ? &log_ : nullptr, &source, &found_step, Or(o_.checkpoint.fs));
+  AgreeOnResumeState(comm_, found_step, bytes.empty() ? 0 : elastic::StateCrc(bytes), source, dir);
   if (!bytes.empty()) {
     at_ = RestoreState(bytes, *model_, *opt_, o_.seed, source);
     r_.resumed_from = source;
@@ -298,9 +300,10 @@ void Trainer::ResumeCompression() {
   if (!states.empty()) {
     const std::string left_out = reducer_->SetCompressorStates(states);
     if (!left_out.empty() && me_ == 0)
-      log_.Warning("cann-dist-train train: --resume: compression state '{}', {}; the rest was "
-                   "restored",
-                   compression_path_, left_out);
+      log_.Warning(
+          "cann-dist-train train: --resume: compression state '{}', {}; the rest was "
+          "restored",
+          compression_path_, left_out);
   } else if (me_ == 0 || std::filesystem::exists(compression_path_)) {
     // Rank 0 speaks for the ranks that found no file; a file refused may be this rank's alone.
     log_.Warning("cann-dist-train train: --resume: {} ('{}'): error feedback starts from zero",
@@ -591,11 +594,9 @@ void Trainer::Checkpoint() {
   Settle();
   Position next = at_;
   ++next.step;
-  checkpoints_->Take(
-      next.step,
-      [&](std::vector<elastic::FloatSpan>* f) {
-        return CaptureState(*model_, *opt_, next, o_.seed, f);
-      });
+  checkpoints_->Take(next.step, [&](std::vector<elastic::FloatSpan>* f) {
+    return CaptureState(*model_, *opt_, next, o_.seed, f);
+  });
   if (!reducer_->compressing()) return;
   steering_->DecideIfDue();  // as before the next backward: the state holds the decision
   WriteStateFile(compression_path_,
@@ -674,11 +675,9 @@ std::string CheckpointSession(const TrainOptions& o, ElasticSession* session,
   const MemorySnapshot& mem = *newest.memory;
   ApplyMemorySnapshot(mem, *model, *opt);
   CheckpointSchedule writer(o.checkpoint, true, o.log);
-  writer.Take(
-      mem.at.step,
-      [&](std::vector<elastic::FloatSpan>* f) {
-        return CaptureState(*model, *opt, mem.at, o.seed, f);
-      });
+  writer.Take(mem.at.step, [&](std::vector<elastic::FloatSpan>* f) {
+    return CaptureState(*model, *opt, mem.at, o.seed, f);
+  });
   TrainResult written;
   writer.Finish(&written);
   return written.checkpoint;

@@ -190,6 +190,24 @@ TEST(Launcher, BadLaunchOptionsNameTheirFlagVariableAndValue) {
   }
 }
 
+// CDT_SHM_SLOT_BYTES=-1 became a slot of size_t(-1) bytes, a segment laid out for 4 KiB slots
+// and rank 1 killed by SIGSEGV as 4 MiB chunks went in (issue 41, item 2). Refused: exit 2,
+// naming the variable and its range.
+TEST(Launcher, AWrappingSharedMemorySlotSizeIsRefusedNamingTheVariable) {
+  for (const char* bad : {"-1", "0", "4095", "1073741825", "12abc", "99999999999999999999"}) {
+    std::string out = TempPath("shm_slot_bad");
+    Proc p = Spawn({CDT_CLI, "bench", "allreduce", "--nproc-per-node", "2", "--min-bytes", "4M",
+                    "--max-bytes", "4M"},
+                   {{"CDT_SHM_SLOT_BYTES", bad}}, out);
+    EXPECT_EQ(WaitFor(p.pid, std::chrono::seconds(60)), 2) << bad << ": " << ReadFile(out);
+    EXPECT_NE(ReadFile(out).find(std::string("CDT_SHM_SLOT_BYTES='") + bad +
+                                 "': expected a whole number from 4096 to 1073741824"),
+              std::string::npos)
+        << ReadFile(out);
+    EXPECT_EQ(ReadFile(out).find("signal"), std::string::npos) << ReadFile(out);
+  }
+}
+
 TEST(Launcher, BenchAllreduceAllAlgorithmsChecked) {
   std::string out = TempPath("bench"), json = TempPath("bench.json");
   Proc p =

@@ -311,9 +311,70 @@ TEST(Train, RanksWithDifferentCheckpointsStopAtTheStartNamingEach) {
     const std::string out = ReadFile(nodes[node].out);
     EXPECT_NE(rc, 0) << out;
     EXPECT_NE(out.find("the ranks found different checkpoints"), std::string::npos) << out;
-    EXPECT_NE(out.find("rank 0: step 10, '" + dir_a), std::string::npos) << out;
-    EXPECT_NE(out.find("rank 1: step 5, '" + dir_b), std::string::npos) << out;
+    EXPECT_NE(out.find("rank 0: step 10, state CRC "), std::string::npos) << out;
+    EXPECT_NE(out.find(dir_a), std::string::npos) << out;
+    EXPECT_NE(out.find("rank 1: step 5, state CRC "), std::string::npos) << out;
+    EXPECT_NE(out.find(dir_b), std::string::npos) << out;
   }
+}
+
+// Two runs with different seeds that both checkpointed step 10: the same step, different states.
+// Resuming them together would diverge silently; the ranks refuse at the start, naming each
+// state's CRC (issue 41, item 6).
+TEST(Train, RanksWithSameStepOfDifferentRunsRefuseToResumeNamingBothCrcs) {
+  const std::string dir_a = TempPath("ckpt-seed-a"), dir_b = TempPath("ckpt-seed-b");
+  auto base = kCommon;
+  base[3] = "10";
+  base.insert(base.end(), {"--batch-size", "16", "--checkpoint-every", "5"});
+  auto a = base, b = base;
+  *std::next(std::find(a.begin(), a.end(), "--seed")) = "11";
+  *std::next(std::find(b.begin(), b.end(), "--seed")) = "12";
+  a.insert(a.end(), {"--checkpoint-dir", dir_a});
+  b.insert(b.end(), {"--checkpoint-dir", dir_b});
+  Train("write-seed-a", a);
+  Train("write-seed-b", b);
+  net::HostPort bound;
+  const uint16_t port = [&] {
+    net::Socket s = net::Listen("127.0.0.1", 0, &bound);
+    return bound.port;
+  }();
+  std::vector<Proc> nodes;
+  for (int node = 0; node < 2; ++node) {
+    std::vector<std::string> argv = {CDT_CLI,
+                                     "train",
+                                     "--no-progress",
+                                     "--dataset",
+                                     "synthetic",
+                                     "--synthetic-samples",
+                                     "4000",
+                                     "--nnodes",
+                                     "2",
+                                     "--node-rank",
+                                     std::to_string(node),
+                                     "--rdzv-endpoint",
+                                     "127.0.0.1:" + std::to_string(port),
+                                     "--resume",
+                                     "--checkpoint-dir",
+                                     node == 0 ? dir_a : dir_b};
+    argv.insert(argv.end(), base.begin(), base.end());
+    nodes.push_back(Spawn(argv, {{"CDT_JOB_SECRET", "resume-crc-test-secret"}},
+                          TempPath("resume-crc-node" + std::to_string(node))));
+  }
+  std::vector<std::string> crcs;
+  for (int node = 0; node < 2; ++node) {
+    const int rc = WaitFor(nodes[node].pid, std::chrono::seconds(120));
+    const std::string out = ReadFile(nodes[node].out);
+    EXPECT_NE(rc, 0) << out;
+    EXPECT_NE(out.find("different checkpoints of the same step"), std::string::npos) << out;
+    for (int r = 0; r < 2; ++r) {
+      const std::string who = "rank " + std::to_string(r) + ": step 10, state CRC ";
+      const size_t at = out.find(who);
+      ASSERT_NE(at, std::string::npos) << out;
+      if (node == 0) crcs.push_back(out.substr(at + who.size(), 8));
+    }
+  }
+  ASSERT_EQ(crcs.size(), 2u);
+  EXPECT_NE(crcs[0], crcs[1]);
 }
 
 // The residual a `compress: step N ...` line of rank 0 reports, in percent (-1: no such line).

@@ -181,5 +181,83 @@ TEST(ElasticDriver, TheSurvivorsReFormWithoutALostWorkerAndFinishFromTheirCommit
   }
 }
 
+// A worker that rejoins every round but never gets past step `stall_at`: there it stops moving
+// for longer than the timeout (alive, as a hung device is), so each generation ends in a timeout
+// without a step. Re-forming is bounded: after max_fruitless_regroups such generations every
+// worker ends with kTimeout naming the stalling worker and the progress measured (issue 41,
+// item 1) instead of re-forming forever.
+class StallingState : public CountingState {
+ public:
+  StallingState(int worker, int64_t stall_at, std::chrono::milliseconds stall)
+      : CountingState(worker, 1000, -1), worker_(worker), stall_at_(stall_at), stall_(stall) {}
+  int Train(const Generation& g) override {
+    Generation wrapped = g;
+    wrapped.before_step = [this, g](int64_t step) {
+      if (worker_ == 1 && step == stall_at_) std::this_thread::sleep_for(stall_);
+      return g.before_step(step);
+    };
+    return CountingState::Train(wrapped);
+  }
+
+ private:
+  int worker_;
+  int64_t stall_at_;
+  std::chrono::milliseconds stall_;
+};
+
+TEST(ElasticDriver, RegroupsThatNeverGetPastAStepAreBoundedAndNameThePeer) {
+  MemoryStore store;
+  constexpr int kWorkers = 2;
+  std::vector<std::unique_ptr<StallingState>> states;
+  for (int w = 0; w < kWorkers; ++w)
+    states.push_back(std::make_unique<StallingState>(w, 5, milliseconds(1500)));
+  std::vector<std::string> errors(kWorkers);
+  std::vector<ErrorCode> codes(kWorkers, ErrorCode::kInvalidArgument);
+  std::vector<std::thread> threads;
+  const auto start = Clock::now();
+  for (int w = 0; w < kWorkers; ++w)
+    threads.emplace_back([&, w] {
+      DriverOptions o;
+      o.rendezvous.job_id = "stall";
+      o.rendezvous.worker_id = w;
+      o.rendezvous.timeout = milliseconds(20000);
+      o.world_size = kWorkers;
+      o.last_call_s = 3.0;  // the stalled worker rejoins every round: it is alive
+      o.where = {w, 0, w};
+      o.max_fruitless_regroups = 3;
+      Recorded rec;
+      o.fault_actions = rec.Actions();
+      try {
+        RunElastic(store, o, *states[w], [&](const Membership& m) {
+          CommunicatorOptions co;
+          co.rank = m.rank;
+          co.size = m.world;
+          co.generation = static_cast<uint64_t>(m.generation);
+          co.job_id = "stall";
+          co.timeout = milliseconds(1000);
+          Channels ch;
+          ch.comm = ConnectTcpCommunicator(store, co);
+          return ch;
+        });
+        errors[w] = "finished";
+      } catch (const Error& e) {
+        errors[w] = e.what();
+        codes[w] = e.code();
+      }
+    });
+  for (auto& t : threads) t.join();
+  // Worker 0 timed out on worker 1 each time; worker 1 (which was stalled) saw its peer go.
+  EXPECT_EQ(codes[0], ErrorCode::kTimeout) << errors[0];
+  EXPECT_NE(errors[0].find("re-formed 3 times in a row without completing a step"),
+            std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[0].find("no step past step 5"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("named worker 1 (3 times)"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[1].find("re-formed 3 times in a row"), std::string::npos) << errors[1];
+  EXPECT_EQ(states[0]->generations.size(), 4u);  // the first, then three fruitless re-formings
+  // Three timeouts, the back-off (0.5 s + 1 s) and the re-formings: bounded, not forever.
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(60));
+}
+
 }  // namespace
 }  // namespace cdt::elastic

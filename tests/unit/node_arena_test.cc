@@ -74,9 +74,8 @@ TEST(NodeArena, MembersSeeEachOthersSlotsAfterEveryBarrier) {
   constexpr int kMembers = 4;
   constexpr int kRounds = 2000;
   const std::string name = UniqueName("rounds");
-  NodeArena mine =
-      NodeArena::Create(Segment::Create(name, NodeArena::BytesFor(kMembers, 4096)), 0,
-                        Ranks(kMembers), 4096);
+  NodeArena mine = NodeArena::Create(Segment::Create(name, NodeArena::BytesFor(kMembers, 4096)), 0,
+                                     Ranks(kMembers), 4096);
   auto round = [](NodeArena& a, int r) {
     const int set = a.NextSet();
     std::memset(a.slot(set, a.me()), (r * 7 + a.me()) & 0xff, 4096);
@@ -105,8 +104,8 @@ TEST(NodeArena, MembersSeeEachOthersSlotsAfterEveryBarrier) {
 // with a timeout far away.
 TEST(NodeArena, AKilledMemberIsNamedLongBeforeTheTimeout) {
   const std::string name = UniqueName("kill");
-  NodeArena mine = NodeArena::Create(Segment::Create(name, NodeArena::BytesFor(3, 4096)), 0,
-                                     Ranks(3), 4096);
+  NodeArena mine =
+      NodeArena::Create(Segment::Create(name, NodeArena::BytesFor(3, 4096)), 0, Ranks(3), 4096);
   int ready[2];
   ASSERT_EQ(pipe(ready), 0);
   auto pids = ForkMembers(name, 3, [&](NodeArena&) {
@@ -147,8 +146,8 @@ TEST(NodeArena, AKilledMemberIsNamedLongBeforeTheTimeout) {
 // A stopped member (SIGSTOP) is alive: the others time out naming it.
 TEST(NodeArena, AStoppedMemberTimesOutNamingIt) {
   const std::string name = UniqueName("stop");
-  NodeArena mine = NodeArena::Create(Segment::Create(name, NodeArena::BytesFor(2, 4096)), 0,
-                                     Ranks(2), 4096);
+  NodeArena mine =
+      NodeArena::Create(Segment::Create(name, NodeArena::BytesFor(2, 4096)), 0, Ranks(2), 4096);
   int ready[2];
   ASSERT_EQ(pipe(ready), 0);
   auto pids = ForkMembers(name, 2, [&](NodeArena&) {
@@ -181,8 +180,8 @@ TEST(NodeArena, AStoppedMemberTimesOutNamingIt) {
 // Abort in one process ends the other's wait at once, with the reason given.
 TEST(NodeArena, AbortInOneProcessEndsEveryWaitWithItsReason) {
   const std::string name = UniqueName("abort");
-  NodeArena mine = NodeArena::Create(Segment::Create(name, NodeArena::BytesFor(3, 4096)), 0,
-                                     Ranks(3), 4096);
+  NodeArena mine =
+      NodeArena::Create(Segment::Create(name, NodeArena::BytesFor(3, 4096)), 0, Ranks(3), 4096);
   auto pids = ForkMembers(name, 3, [&](NodeArena& a) {
     a.WatchMembers();
     if (a.me() == 2) {  // waits for member 0, which never arrives at step 1
@@ -220,8 +219,8 @@ TEST(NodeArena, GarbageAndWrongMemberCountsAreRefused) {
     EXPECT_THROW(NodeArena::Attach(std::move(s), 1, Ranks(2)), Error);
   }
   const std::string other = UniqueName("count");
-  NodeArena a = NodeArena::Create(Segment::Create(other, NodeArena::BytesFor(2, 4096)), 0,
-                                  Ranks(2), 4096);
+  NodeArena a =
+      NodeArena::Create(Segment::Create(other, NodeArena::BytesFor(2, 4096)), 0, Ranks(2), 4096);
   try {
     NodeArena::Attach(Segment::Open(other), 1, Ranks(3));
     ADD_FAILURE() << "attached with the wrong member count";
@@ -236,6 +235,41 @@ TEST(NodeArena, GarbageAndWrongMemberCountsAreRefused) {
 
 // A name left by a leader that died before unlinking it (its pid in the name) is removed at the
 // next set-up; one whose leader runs is not.
+// Sizes from outside never wrap (issue 41, item 2): a slot size of size_t(-1) (what
+// CDT_SHM_SLOT_BYTES=-1 became) is refused when laying an arena out, and a header claiming
+// 2^63-byte slots is refused on attach, naming the segment — it used to attach, and a 4 MiB chunk
+// then wrote past a 4 KiB segment.
+TEST(NodeArena, ImpossibleSizesAreRefusedNotWrapped) {
+  EXPECT_FALSE(NodeArena::CheckedBytesFor(2, static_cast<uint64_t>(-1)).has_value());
+  EXPECT_FALSE(NodeArena::CheckedBytesFor(2, uint64_t{1} << 63).has_value());
+  EXPECT_FALSE(NodeArena::CheckedBytesFor(0, 4096).has_value());
+  EXPECT_FALSE(NodeArena::CheckedBytesFor(NodeArena::kMaxMembers + 1, 4096).has_value());
+  EXPECT_EQ(NodeArena::CheckedBytesFor(2, 4096).value(), NodeArena::BytesFor(2, 4096));
+  try {
+    NodeArena::BytesFor(2, static_cast<size_t>(-1));
+    FAIL() << "a wrapped slot size was laid out";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+    EXPECT_NE(std::string(e.what()).find("CDT_SHM_SLOT_BYTES"), std::string::npos) << e.what();
+  }
+  const std::string name = UniqueName("huge");
+  NodeArena a =
+      NodeArena::Create(Segment::Create(name, NodeArena::BytesFor(2, 4096)), 0, Ranks(2), 4096);
+  // The header's slot size (after magic u64, members u32, unused u32): 2^63.
+  const uint64_t huge = uint64_t{1} << 63;
+  std::memcpy(static_cast<char*>(a.segment().data()) + 16, &huge, sizeof huge);
+  try {
+    NodeArena::Attach(Segment::Open(name), 1, Ranks(2));
+    FAIL() << "a header with 2^63-byte slots was attached";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kProtocol) << e.what();
+    EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("9223372036854775808-byte slots"), std::string::npos)
+        << e.what();
+  }
+  a.segment().Unlink();
+}
+
 TEST(NodeArena, SegmentsOfDeadLeadersAreRemovedAtSetUp) {
   const pid_t dead = fork();
   if (dead == 0) _exit(0);

@@ -40,7 +40,9 @@ int PidfdOpen(pid_t pid) {
 #endif
 }
 
-std::string Label(const char* op, uint64_t seq) { return std::string(op) + " #" + std::to_string(seq); }
+std::string Label(const char* op, uint64_t seq) {
+  return std::string(op) + " #" + std::to_string(seq);
+}
 
 bool Exited(int pidfd) {
   pollfd p{pidfd, POLLIN, 0};
@@ -73,9 +75,27 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free &&
                   std::atomic<uint32_t>::is_always_lock_free,
               "a shared-memory arena needs lock-free atomics");
 
+std::optional<size_t> NodeArena::CheckedBytesFor(int64_t members, uint64_t slot_bytes) {
+  if (members < 1 || members > kMaxMembers || slot_bytes == 0 || slot_bytes > kMaxSlotBytes)
+    return std::nullopt;
+  // Within those limits: head < 1 MiB, slots <= 2 x 4096 x 1 GiB = 2^43 bytes; no term can wrap a
+  // 64-bit size. Checked all the same, so that a change of the limits cannot make it wrap.
+  const size_t n = static_cast<size_t>(members);
+  size_t slots = 0, total = 0;
+  const size_t head = RoundUp(sizeof(Header) + sizeof(Member) * n, kPage);
+  if (__builtin_mul_overflow(2 * n, RoundUp(static_cast<size_t>(slot_bytes), kPage), &slots) ||
+      __builtin_add_overflow(head, slots, &total))
+    return std::nullopt;
+  return total;
+}
+
 size_t NodeArena::BytesFor(int members, size_t slot_bytes) {
-  const size_t head = RoundUp(sizeof(Header) + sizeof(Member) * static_cast<size_t>(members), kPage);
-  return head + 2 * static_cast<size_t>(members) * RoundUp(slot_bytes, kPage);
+  if (auto bytes = CheckedBytesFor(members, slot_bytes)) return *bytes;
+  throw Error(ErrorCode::kInvalidArgument,
+              "shared-memory arena: " + std::to_string(members) + " members of " +
+                  std::to_string(slot_bytes) + "-byte slots: members must be 1.." +
+                  std::to_string(kMaxMembers) + " and slots 1.." + std::to_string(kMaxSlotBytes) +
+                  " bytes (CDT_SHM_SLOT_BYTES)");
 }
 
 NodeArena::NodeArena(Segment segment, int me, std::vector<int> ranks, size_t slot_bytes)
@@ -93,7 +113,8 @@ NodeArena::NodeArena(NodeArena&& o) noexcept
       pidfds_(std::move(o.pidfds_)),
       step_(o.step_),
       uses_(o.uses_),
-      spin_(o.spin_) {
+      spin_(o.spin_),
+      progress_(o.progress_) {
   o.pidfds_.clear();
 }
 
@@ -112,15 +133,15 @@ NodeArena::Member& NodeArena::member(int i) const {
 char* NodeArena::slot(int set, int m) const {
   const size_t head =
       RoundUp(sizeof(Header) + sizeof(Member) * static_cast<size_t>(members()), kPage);
-  const size_t index = static_cast<size_t>(set) * static_cast<size_t>(members()) +
-                       static_cast<size_t>(m);
+  const size_t index =
+      static_cast<size_t>(set) * static_cast<size_t>(members()) + static_cast<size_t>(m);
   return static_cast<char*>(segment_.data()) + head + index * RoundUp(slot_bytes_, kPage);
 }
 
 NodeArena NodeArena::Create(Segment segment, int me, const std::vector<int>& ranks,
                             size_t slot_bytes) {
   const int n = static_cast<int>(ranks.size());
-  if (n < 1 || me < 0 || me >= n || slot_bytes == 0 || segment.size() < BytesFor(n, slot_bytes))
+  if (n < 1 || me < 0 || me >= n || segment.size() < BytesFor(n, slot_bytes))
     throw Error(ErrorCode::kInvalidArgument,
                 "shared-memory arena " + segment.name() + ": " + std::to_string(n) +
                     " members of " + std::to_string(slot_bytes) + "-byte slots need " +
@@ -138,16 +159,32 @@ NodeArena NodeArena::Create(Segment segment, int me, const std::vector<int>& ran
   return a;
 }
 
+size_t NodeArena::CheckHeader(const void* data, size_t size, int members, const std::string& name) {
+  if (size < sizeof(Header) || static_cast<const Header*>(data)->magic != kMagic)
+    throw Error(ErrorCode::kProtocol, "shared-memory arena " + name + ": not an arena of " +
+                                          std::to_string(members) +
+                                          " members (bad magic or too small)");
+  // Read once: another process maps this memory too, and what is checked must be what is used.
+  const volatile Header* h = static_cast<const Header*>(data);
+  const uint32_t claimed = h->members;
+  const uint64_t slot_bytes = h->slot_bytes;
+  const std::optional<size_t> bytes = CheckedBytesFor(claimed, slot_bytes);
+  if (claimed != static_cast<uint32_t>(members) || !bytes || size < *bytes)
+    throw Error(ErrorCode::kProtocol,
+                "shared-memory arena " + name + ": its header describes " +
+                    std::to_string(claimed) + " members of " + std::to_string(slot_bytes) +
+                    "-byte slots, which does not fit this group of " + std::to_string(members) +
+                    " or its " + std::to_string(size) + "-byte segment (slots 1.." +
+                    std::to_string(kMaxSlotBytes) + " bytes); not used");
+  return static_cast<size_t>(slot_bytes);
+}
+
 NodeArena NodeArena::Attach(Segment segment, int me, const std::vector<int>& ranks) {
   const int n = static_cast<int>(ranks.size());
-  auto* h = static_cast<Header*>(segment.data());
-  if (segment.size() < sizeof(Header) || h->magic != kMagic ||
-      h->members != static_cast<uint32_t>(n) || me < 0 || me >= n || h->slot_bytes == 0 ||
-      segment.size() < BytesFor(n, h->slot_bytes))
-    throw Error(ErrorCode::kProtocol, "shared-memory arena " + segment.name() +
-                                          ": not an arena of " + std::to_string(n) +
-                                          " members (bad magic, member count or size)");
-  const size_t slot_bytes = h->slot_bytes;
+  if (me < 0 || me >= n)
+    throw Error(ErrorCode::kInvalidArgument, "shared-memory arena " + segment.name() + ": member " +
+                                                 std::to_string(me) + " of " + std::to_string(n));
+  const size_t slot_bytes = CheckHeader(segment.data(), segment.size(), n, segment.name());
   NodeArena a(std::move(segment), me, ranks, slot_bytes);
   a.Register();
   return a;
@@ -251,8 +288,11 @@ void NodeArena::WaitAll(uint64_t step, std::chrono::milliseconds timeout, const 
   const auto start = Clock::now();
   const auto deadline = start + timeout;
   const auto spin_until = start + spin_;
+  const auto tick = [this] {
+    if (progress_) progress_->fetch_add(1, std::memory_order_relaxed);
+  };
   for (unsigned i = 0;; ++i) {
-    if (Behind(step) < 0) return;
+    if (Behind(step) < 0) return tick();
     if (h->aborted.load(std::memory_order_acquire)) ThrowAborted(step, op, seq);
     if ((i & 63) == 63 && Clock::now() >= spin_until) break;
     sched_yield();
@@ -266,7 +306,7 @@ void NodeArena::WaitAll(uint64_t step, std::chrono::milliseconds timeout, const 
     if (!done && !aborted && now < deadline)
       FutexWait(&h->bell, seen, std::min<Clock::duration>(deadline - now, kSleepSlice));
     h->sleepers.fetch_sub(1, std::memory_order_seq_cst);
-    if (done || Behind(step) < 0) return;
+    if (done || Behind(step) < 0) return tick();
     if (aborted || h->aborted.load(std::memory_order_acquire)) ThrowAborted(step, op, seq);
     CheckAlive(step, op, seq);
     if (Clock::now() >= deadline) ThrowTimeout(step, timeout, op, seq);
@@ -289,8 +329,6 @@ void NodeArena::Abort(const std::string& reason, ErrorCode code, int peer_rank) 
   FutexWakeAll(&h->bell);
 }
 
-bool NodeArena::aborted() const {
-  return header()->aborted.load(std::memory_order_acquire) != 0;
-}
+bool NodeArena::aborted() const { return header()->aborted.load(std::memory_order_acquire) != 0; }
 
 }  // namespace cdt::shm

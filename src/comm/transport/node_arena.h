@@ -28,6 +28,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,16 +39,30 @@ namespace cdt::shm {
 
 class NodeArena {
  public:
-  // Bytes of the segment an arena of `members` members and `slot_bytes` slots takes.
+  // Limits of a layout, checked wherever one comes from outside (options, the environment, a
+  // segment's header): anything beyond is refused rather than rounded or wrapped.
+  static constexpr size_t kMaxSlotBytes = size_t{1} << 30;  // 1 GiB
+  static constexpr int kMaxMembers = 4096;
+
+  // Bytes of the segment an arena of `members` members and `slot_bytes` slots takes; nullopt if
+  // either is outside 1..kMaxMembers / 1..kMaxSlotBytes (so no size computed here can wrap).
+  static std::optional<size_t> CheckedBytesFor(int64_t members, uint64_t slot_bytes);
+  // The same, throwing cdt::Error(kInvalidArgument) naming both numbers and the limits.
   static size_t BytesFor(int members, size_t slot_bytes);
 
   // member 0: lays a new arena out in `segment` (zeroed, BytesFor() bytes). Others: attach to the
-  // one member 0 laid out, checking that it is one and has `members` members (kProtocol if not).
+  // one member 0 laid out, checking that it is one, has `members` members and a layout that fits
+  // the segment within the limits above (kProtocol naming the segment if not). The header's
+  // numbers are read once: what is checked is what is used.
   // `ranks` are the members' global ranks (error messages); `me` this process's member index.
   // Both register this process (pid, pid namespace) in its member line.
   static NodeArena Create(Segment segment, int me, const std::vector<int>& ranks,
                           size_t slot_bytes);
   static NodeArena Attach(Segment segment, int me, const std::vector<int>& ranks);
+  // What Attach reads of a segment's first `size` bytes at `data`: the slot size, once the header
+  // proves to be an arena of `members` members whose layout fits; kProtocol naming `name` if not.
+  // (A seam for tests/fuzz/fuzz_arena_header.cc: any bytes, no crash.)
+  static size_t CheckHeader(const void* data, size_t size, int members, const std::string& name);
 
   NodeArena(NodeArena&& other) noexcept;
   NodeArena& operator=(NodeArena&&) = delete;
@@ -79,11 +94,13 @@ class NodeArena {
   // From any thread of any member: every wait, present and future, of every member throws with
   // `reason` (the first abort's wins), `code` and `peer_rank` (the rank the aborting member's
   // error named, or -1) — unless it sees a member dead, which it names instead.
-  void Abort(const std::string& reason, ErrorCode code = ErrorCode::kAborted,
-             int peer_rank = -1);
+  void Abort(const std::string& reason, ErrorCode code = ErrorCode::kAborted, int peer_rank = -1);
   bool aborted() const;
 
   void set_spin(std::chrono::microseconds spin) { spin_ = spin; }
+  // Bumped (relaxed) at every completed barrier wait: what a waiting Work watches
+  // (comm/operation_watch.h). Must outlive the arena's use; null = not counted.
+  void set_progress(std::atomic<uint64_t>* progress) { progress_ = progress; }
 
  private:
   struct Header;
@@ -109,6 +126,7 @@ class NodeArena {
   uint64_t step_ = 0;
   uint64_t uses_ = 0;
   std::chrono::microseconds spin_{500};
+  std::atomic<uint64_t>* progress_ = nullptr;
 };
 
 }  // namespace cdt::shm

@@ -79,6 +79,7 @@ std::unique_ptr<TcpMesh> TcpMesh::Connect(Store& store, const MeshOptions& o) {
   mesh->remote_receive_batch_ = std::max(0, o.remote_receive_batch_bytes);
   mesh->gate_ = o.traffic_gate;
   mesh->urgent_ = o.urgent;
+  mesh->progress_ = o.progress;
   mesh->send_socks_.resize(static_cast<size_t>(kChannels) * o.size);
   mesh->recv_socks_.resize(static_cast<size_t>(kChannels) * o.size);
   mesh->addresses_.resize(o.size);
@@ -347,11 +348,13 @@ void TcpMesh::Exchange(Transfer* t, size_t n, const OpLabel& label) {
     auto now = net::Clock::now();
     if (progressed) {
       last_progress = now;
+      if (progress_) progress_->fetch_add(1, std::memory_order_relaxed);
       continue;
     }
     if (paused) {
       // Not silence: look again shortly (the urgent side holds the gate for one operation).
       last_progress = now;
+      if (progress_) progress_->fetch_add(1, std::memory_order_relaxed);
       pollfds_[npoll] = {wake_fd_, POLLIN, 0};
       if (::poll(pollfds_.data(), npoll + 1, 1) < 0 && errno != EINTR)
         throw Error(ErrorCode::kIo, std::string("poll: ") + strerror(errno));

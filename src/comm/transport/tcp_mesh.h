@@ -121,6 +121,9 @@ struct MeshOptions {
   // bulk ones without a throughput gain beyond noise (docs/benchmarks.md, "A send buffer that
   // follows the path").
   int yield_send_buffer_min_bytes = 0;
+  // Bumped (relaxed) whenever an exchange moves bytes or waits on the traffic gate: what a
+  // waiting Work watches (comm/operation_watch.h). Must outlive the mesh; null = not counted.
+  std::atomic<uint64_t>* progress = nullptr;
 };
 
 class TcpMesh {
@@ -179,6 +182,7 @@ class TcpMesh {
   int remote_receive_batch_ = 0;
   std::shared_ptr<TrafficGate> gate_;
   bool urgent_ = false;
+  std::atomic<uint64_t>* progress_ = nullptr;  // MeshOptions::progress
   // Yielding toward other hosts: the send buffer follows the path (MeshOptions). Per send slot:
   // the size last set (0 = not paced) and when to look again.
   int yield_floor_ = 0, yield_cap_ = 0;
