@@ -37,11 +37,16 @@ bench: build
 asan:
 	@$(MAKE) test BUILD=build-asan CMAKE_FLAGS="-DCMAKE_BUILD_TYPE=Debug -DCDT_SANITIZE=address"
 
-# ASan + UBSan (-fno-sanitize-recover) of the unit tests alone: what CI runs after make test.
+# ASan + UBSan (-fno-sanitize-recover) of the unit tests, then of a subset of the multi-process
+# integration tests (real processes over TCP and shared memory, killed and stopped for real; the
+# binaries without libtorch, so the trainer's tests stay out): what CI runs after make test.
+ASAN_INTEGRATION ?= FailureDetection.*:Launcher.BadLaunchOptions*:Launcher.AWrapping*:Launcher.BenchAllreduceAllAlgorithmsChecked:Launcher.EncryptedBench*:Launcher.FirstFailure*:HostileNetwork.AnIdleConnectionFlood*:HostileNetwork.NoProcess*:WorldSizes/SweepTest.*/p3:WorldSizes/SmallMessageBench.*/p4
 asan-unit: deps
-	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCDT_SANITIZE=address > /dev/null
-	@cmake --build build-asan -j $(JOBS) --target cdt_unit_tests
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCDT_SANITIZE=address \
+	    -DCMAKE_DISABLE_FIND_PACKAGE_Torch=ON -DCMAKE_DISABLE_FIND_PACKAGE_pybind11=ON > /dev/null
+	@cmake --build build-asan -j $(JOBS) --target cdt_unit_tests cdt_integration_tests cdt_test_worker cann-dist-train
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ./bin/cdt_unit_tests
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ./bin/cdt_integration_tests --gtest_filter='$(ASAN_INTEGRATION)'
 
 # Every libFuzzer target of tests/fuzz for FUZZ_SECONDS each (scripts/run-fuzz.sh).
 FUZZ_SECONDS ?= 60

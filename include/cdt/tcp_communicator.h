@@ -23,11 +23,17 @@ struct CommunicatorOptions {
   // Store namespace: keys live under "<job_id>/gen<generation>/".
   std::string job_id = "cdt";
   // The job secret (CDT_JOB_SECRET), shared by every rank: both ends of every peer connection prove
-  // a key derived from it and the generation (docs/security.md). Empty = the generation's token
-  // from the store alone keys the handshake, which is then only as private as the store.
+  // a key derived from it, the generation and both ranks' keys (docs/security.md). Empty = the
+  // generation's token and the ranks' published keys alone, which are only as private as the
+  // store: refused on an address beyond loopback unless allow_insecure (CDT_ALLOW_INSECURE=1).
   std::string secret;
-  std::string bind_host = "0.0.0.0";
+  bool allow_insecure = false;
+  std::string bind_host;                     // where to listen; empty = advertise_host only
   std::string advertise_host = "127.0.0.1";  // the address peers dial (CDT_NODE_ADDR)
+  // Seal every byte sent over TCP (--encrypt, CDT_ENCRYPT=1): AES-256-GCM or ChaCha20-Poly1305
+  // under keys from the handshake; a changed byte fails the operation with kProtocol naming the
+  // peer. Same-node shared memory is not affected. Every rank must agree.
+  bool encrypt = false;
   std::string host_id;  // node identity for hierarchical collectives; empty = this machine's
   // A peer that moves no byte for this long is declared silent (kTimeout). Also bounds set-up.
   std::chrono::milliseconds timeout{30000};

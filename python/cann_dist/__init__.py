@@ -62,6 +62,8 @@ def _create_process_group(store, rank, size, timeout):
         job_id=os.environ.get("CDT_JOB_ID", "cdt"),
         advertise_host=os.environ.get("CDT_NODE_ADDR", "127.0.0.1"),
         shared_memory=os.environ.get("CDT_SHM", "1") != "0",
+        encrypt=os.environ.get("CDT_ENCRYPT", "0") == "1",
+        allow_insecure=os.environ.get("CDT_ALLOW_INSECURE", "0") == "1",
     )
 
 

@@ -372,6 +372,8 @@ def _config_from_environment():
     c.master_port = int(e.get("MASTER_PORT", "0"))
     c.secret = e.get("CDT_JOB_SECRET", "")
     c.node_addr = e.get("CDT_NODE_ADDR", "127.0.0.1")
+    c.encrypt = e.get("CDT_ENCRYPT", "0") == "1"
+    c.allow_insecure = e.get("CDT_ALLOW_INSECURE", "0") == "1"
     c.timeout_s = float(e.get("CDT_TIMEOUT", "30"))
     c.last_call_s = float(e.get("CDT_RDZV_LAST_CALL", "0.5"))
     c.pause_timeout_s = float(e.get("CDT_PAUSE_TIMEOUT", "3600"))

@@ -68,15 +68,16 @@ Environment Environment::FromProcess() {
   e.segment_bytes = Get("CDT_SEGMENT_BYTES");
   e.shm = Get("CDT_SHM");
   e.shm_slot_bytes = Get("CDT_SHM_SLOT_BYTES");
+  e.encrypt = Get("CDT_ENCRYPT");
+  e.allow_insecure = Get("CDT_ALLOW_INSECURE");
   e.live = Get("CDT_LIVE").value_or("1") != "0";
   e.master_addr = Get("MASTER_ADDR");
   e.master_port = Get("MASTER_PORT");
   if (auto level = Get("CDT_LOG_LEVEL")) {
     const std::optional<LogLevel> l = ParseLogLevel(*level);
     if (!l)
-      throw Error(ErrorCode::kInvalidArgument,
-                  "environment variable CDT_LOG_LEVEL='" + *level +
-                      "': use error, warning, info or debug");
+      throw Error(ErrorCode::kInvalidArgument, "environment variable CDT_LOG_LEVEL='" + *level +
+                                                   "': use error, warning, info or debug");
     e.log_level = *l;
   }
   e.store_hosted = Get("CDT_STORE_HOSTED").value_or("") == "1";

@@ -41,6 +41,9 @@ struct Environment {
   // CDT_SHM=0: same-node ranks talk over TCP only; CDT_SHM_SLOT_BYTES: the shared-memory slot
   // size (comm/node_arena_setup.h).
   std::optional<std::string> shm, shm_slot_bytes;
+  // CDT_ENCRYPT=1: seal every byte between ranks (--encrypt); CDT_ALLOW_INSECURE=1: let a job
+  // without a secret listen beyond loopback (docs/security.md).
+  std::optional<std::string> encrypt, allow_insecure;
   // CDT_LIVE=0: workers publish no live metrics for the dashboard (cli/live_publisher.h).
   bool live = true;
   // Default strategy cache: $XDG_CACHE_HOME/cann-dist-train/strategies, else

@@ -64,6 +64,8 @@ void AddLaunchOptions(CLI::App* cmd, LaunchOptions* o, const Environment& env) {
   o->job_id = env.job_id.value_or("cdt");
   o->job_secret = env.job_secret.value_or("");
   o->node_addr = env.node_addr.value_or("");
+  o->encrypt = ToIntIn(env.encrypt, 0, "CDT_ENCRYPT", 0, 1) == 1;
+  o->allow_insecure = ToIntIn(env.allow_insecure, 0, "CDT_ALLOW_INSECURE", 0, 1) == 1;
   if (env.timeout) {
     try {
       o->timeout_s = std::stod(*env.timeout);
@@ -104,6 +106,10 @@ void AddLaunchOptions(CLI::App* cmd, LaunchOptions* o, const Environment& env) {
       ->capture_default_str();
   cmd->add_option("--node-addr", o->node_addr,
                   "address this node's workers bind and advertise (CDT_NODE_ADDR)");
+  cmd->add_flag("--encrypt", o->encrypt,
+                "seal every byte between ranks over TCP: AES-256-GCM or ChaCha20-Poly1305 under "
+                "keys from the peer handshake; a changed byte stops the job naming the peer "
+                "(CDT_ENCRYPT=1; docs/security.md)");
 }
 
 void ValidateLaunchOptions(const LaunchOptions& o) {
@@ -137,6 +143,8 @@ AgentConfig ToAgentConfig(const LaunchOptions& o) {
   c.job_id = o.job_id;
   c.job_secret = o.job_secret;
   c.node_addr = o.node_addr;
+  c.encrypt = o.encrypt;
+  c.allow_insecure = o.allow_insecure;
   c.rdzv_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(std::max(60.0, o.timeout_s) * 1000));
   c.elastic = o.elastic;
@@ -185,6 +193,8 @@ CommunicatorOptions CommunicatorOptionsFor(const Environment& env, const LaunchO
   co.size = id.world_size;
   co.job_id = o.job_id;
   co.secret = o.job_secret;
+  co.encrypt = o.encrypt;
+  co.allow_insecure = o.allow_insecure;
   co.timeout = timeout;
   co.host_id = "";  // this machine's identity: hostname + network namespace + boot id
   if (!o.node_addr.empty()) co.advertise_host = o.node_addr;

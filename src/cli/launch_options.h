@@ -32,9 +32,11 @@ struct LaunchOptions {
   double timeout_s = 30;
   std::string backend = "auto";  // tcp | mpi | auto (mpi under mpirun/srun when built with MPI)
   std::string node_addr;
-  bool elastic = false;  // set by the verb (`train --elastic`, `elastic`): the agent's mode
-  int spares = 0;        // elastic: hot spares per node
-  std::string job_file;  // node 0's agent leaves the store's address here (fault-inject)
+  bool encrypt = false;         // --encrypt / CDT_ENCRYPT=1: sealed frames between ranks
+  bool allow_insecure = false;  // CDT_ALLOW_INSECURE=1: no secret beyond loopback, loudly
+  bool elastic = false;         // set by the verb (`train --elastic`, `elastic`): the agent's mode
+  int spares = 0;               // elastic: hot spares per node
+  std::string job_file;         // node 0's agent leaves the store's address here (fault-inject)
 };
 
 // Warns (stderr) about a secret given on the command line, or one short enough to guess offline.

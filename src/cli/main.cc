@@ -209,7 +209,7 @@ int RunTrainVerb(TrainVerb& v, const Environment& env, int argc, char** argv) {
     std::fflush(stdout);
   }
   ValidateLaunchOptions(launch);
-  ParseFaults(elastic.inject);  // bad specs fail here, before any worker starts
+  ParseFaults(elastic.inject);                    // bad specs fail here, before any worker starts
   train::ValidateTrainOptions(train_opts.train);  // as do bad train options (once, not per worker)
   if (!elastic.inject.empty() && !elastic.enabled)
     throw Error(ErrorCode::kInvalidArgument,
@@ -238,8 +238,10 @@ int RunTrainVerb(TrainVerb& v, const Environment& env, int argc, char** argv) {
     train_opts.train.reduction.planned_bucket_bytes =
         topology::RecommendedBucketBytes(d.planner->model());
   }
+#ifdef CDT_HAVE_TORCH  // without libtorch RunTrainCommand says how to get it
   if (env.live && s.store)
     train_opts.train.metrics.publish = LivePublisher(*s.store, launch.job_id);
+#endif
   return RunTrainCommand(*s.comm, s.priority_comm.get(), train_opts, local);
 }
 

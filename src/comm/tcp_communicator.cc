@@ -503,6 +503,8 @@ std::unique_ptr<Communicator> ConnectTcpCommunicator(Store& store, const Communi
   m.generation = o.generation;
   m.key_prefix = o.job_id + "/gen" + std::to_string(o.generation);
   m.secret = o.secret;
+  m.allow_insecure = o.allow_insecure;
+  m.encrypt = o.encrypt;
   m.bind_host = o.bind_host;
   m.advertise_host = o.advertise_host;
   m.host_id = o.host_id;

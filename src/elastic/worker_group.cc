@@ -167,10 +167,10 @@ class SupervisedSignals {
 
 // Which worker ids this node runs and how large the job is.
 struct Placement {
-  int base = 0;       // this node's first worker id
-  int world = 0;      // the first generation's workers
-  int target = 0;     // the most workers the job takes
-  int min_nodes = 0;  // the nodes of the first generation
+  int base = 0;         // this node's first worker id
+  int world = 0;        // the first generation's workers
+  int target = 0;       // the most workers the job takes
+  int min_nodes = 0;    // the nodes of the first generation
   bool joiner = false;  // this node joins a running job
 };
 
@@ -210,10 +210,9 @@ class JobFile {
     if (c.node_rank != 0 || c.job_file.empty()) return;
     EnsurePrivateDirectory(std::filesystem::path(c.job_file).parent_path().string());
     CheckPrivateFile(c.job_file);
-    WriteFileAtomically(c.job_file,
-                        c.rdzv_backend + "\n" + r.addr.ToString() + "\n" + r.job + "\n" +
-                            r.secret + "\n",
-                        0600);
+    WriteFileAtomically(
+        c.job_file,
+        c.rdzv_backend + "\n" + r.addr.ToString() + "\n" + r.job + "\n" + r.secret + "\n", 0600);
     path_ = c.job_file;
   }
   ~JobFile() {
@@ -244,6 +243,8 @@ std::map<std::string, std::string> WorkerEnvironment(const AgentConfig& c, const
   env["CDT_NNODES"] = std::to_string(c.nnodes);
   env["CDT_NODE_RANK"] = std::to_string(c.node_rank);
   if (!c.node_addr.empty()) env["CDT_NODE_ADDR"] = c.node_addr;
+  if (c.encrypt) env["CDT_ENCRYPT"] = "1";
+  if (c.allow_insecure) env["CDT_ALLOW_INSECURE"] = "1";
   return env;
 }
 
@@ -418,8 +419,8 @@ class Supervisor {
 };
 
 // Node 0 keeps the store up until every node's workers are done with it.
-void AnnounceDone(const AgentConfig& c, const Placement& p, Store& store,
-                  const std::string& prefix, bool hosts_store, int exit_code) {
+void AnnounceDone(const AgentConfig& c, const Placement& p, Store& store, const std::string& prefix,
+                  bool hosts_store, int exit_code) {
   try {
     store.Set(prefix + "node/" + std::to_string(c.node_rank) + "/done", std::to_string(exit_code));
     if (!hosts_store) return;

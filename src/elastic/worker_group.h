@@ -36,8 +36,10 @@ struct AgentConfig {
   std::string rdzv_backend =
       "tcp";  // tcp (node 0's agent hosts the store) | etcd (at rdzv_endpoint)
   std::string job_id = "cdt";
-  std::string job_secret;  // empty on a single node = a random one
-  std::string node_addr;   // CDT_NODE_ADDR handed to workers (what they bind and advertise)
+  std::string job_secret;       // empty on a single node = a random one
+  std::string node_addr;        // CDT_NODE_ADDR handed to workers (what they bind and advertise)
+  bool encrypt = false;         // CDT_ENCRYPT=1 handed to workers (sealed frames)
+  bool allow_insecure = false;  // CDT_ALLOW_INSECURE=1 handed to workers
   std::chrono::milliseconds rdzv_timeout{60000};
   std::chrono::milliseconds stop_grace{3000};  // SIGTERM -> SIGKILL delay when stopping workers
   bool elastic = false;

@@ -28,8 +28,8 @@ std::chrono::milliseconds Ms(double seconds) {
 }
 
 std::unique_ptr<Store> OpenStore(const ElasticRunConfig& c) {
-  const net::HostPort hp = net::ParseHostPort(
-      c.master_addr + ":" + std::to_string(c.master_port), "MASTER_ADDR:MASTER_PORT");
+  const net::HostPort hp = net::ParseHostPort(c.master_addr + ":" + std::to_string(c.master_port),
+                                              "MASTER_ADDR:MASTER_PORT");
   if (c.rdzv_backend == "etcd") return std::make_unique<EtcdStore>(hp, Ms(c.timeout_s));
   if (c.secret.empty())
     throw Error(ErrorCode::kInvalidArgument,
@@ -89,8 +89,7 @@ class PythonState : public elastic::ElasticState {
       info.clear();
     }
     Release(g, pg);
-    if (regroup)
-      throw Error(ErrorCode::kAborted, "regroup: workers are waiting to join the group");
+    if (regroup) throw Error(ErrorCode::kAborted, "regroup: workers are waiting to join the group");
     if (failure) throw *failure;
     return code;
   }
@@ -159,6 +158,8 @@ int RunElasticFromPython(const ElasticRunConfig& c, py::object driven) {
     co.secret = c.secret;
     co.timeout = Ms(c.timeout_s);
     co.advertise_host = c.node_addr;
+    co.encrypt = c.encrypt;
+    co.allow_insecure = c.allow_insecure;
     co.log = log.ForRank(m.rank);
     elastic::Channels ch;
     ch.comm = ConnectTcpCommunicator(s, co);

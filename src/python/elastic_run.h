@@ -30,6 +30,8 @@ struct ElasticRunConfig : elastic::WorkerLaunch {
   int master_port = 0;
   std::string secret;                   // CDT_JOB_SECRET
   std::string node_addr = "127.0.0.1";  // CDT_NODE_ADDR
+  bool encrypt = false;                 // CDT_ENCRYPT=1
+  bool allow_insecure = false;          // CDT_ALLOW_INSECURE=1
   std::string log_level = "info";       // CDT_LOG_LEVEL
 };
 

@@ -35,18 +35,21 @@ void BindProcessGroup(py::module_& m) {
       .def(py::init([](const c10::intrusive_ptr<::c10d::Store>& store, int rank, int size,
                        std::chrono::milliseconds timeout, const std::string& secret,
                        const std::string& job_id, const std::string& advertise_host,
-                       bool shared_memory) {
+                       bool shared_memory, bool encrypt, bool allow_insecure) {
              cdt::python::ProcessGroupOptions o;
              o.secret = secret;
              o.job_id = job_id;
              o.advertise_host = advertise_host;
              o.shared_memory = shared_memory;
+             o.encrypt = encrypt;
+             o.allow_insecure = allow_insecure;
              return c10::make_intrusive<cdt::python::ProcessGroupCDT>(store, rank, size, timeout,
                                                                       o);
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
            py::arg("secret") = "", py::arg("job_id") = "cdt",
            py::arg("advertise_host") = "127.0.0.1", py::arg("shared_memory") = true,
+           py::arg("encrypt") = false, py::arg("allow_insecure") = false,
            py::call_guard<py::gil_scoped_release>(),
            "Forms the group through `store` (every rank at once); "
            "torch.distributed.init_process_group(\"cdt\") calls this.");
@@ -166,6 +169,8 @@ void BindElastic(py::module_& m) {
       .def_readwrite("master_port", &ElasticRunConfig::master_port)
       .def_readwrite("secret", &ElasticRunConfig::secret)
       .def_readwrite("node_addr", &ElasticRunConfig::node_addr)
+      .def_readwrite("encrypt", &ElasticRunConfig::encrypt)
+      .def_readwrite("allow_insecure", &ElasticRunConfig::allow_insecure)
       .def_readwrite("timeout_s", &ElasticRunConfig::timeout_s)
       .def_readwrite("last_call_s", &ElasticRunConfig::last_call_s)
       .def_readwrite("pause_timeout_s", &ElasticRunConfig::pause_timeout_s)

@@ -105,6 +105,8 @@ ProcessGroupCDT::ProcessGroupCDT(const c10::intrusive_ptr<::c10d::Store>& store,
   co.advertise_host = o.advertise_host;
   co.bind_host = o.bind_host;
   co.shared_memory = o.shared_memory;
+  co.encrypt = o.encrypt;
+  co.allow_insecure = o.allow_insecure;
   co.timeout = timeout;
   try {
     owned_ = ConnectTcpCommunicator(*store_, co);

@@ -12,8 +12,9 @@
 //
 // Supported: allreduce (sum, avg, max, min), broadcast, allgather, _allgather_base,
 // reduce_scatter, _reduce_scatter_base, barrier, send, recv, on dense CPU tensors; reductions on
-// float32, float64, float16, bfloat16, int32, int64 and int8, data movement on any dtype. Anything else raises a clear error naming the
-// call (the base class does so for the collectives not overridden here).
+// float32, float64, float16, bfloat16, int32, int64 and int8, data movement on any dtype. Anything
+// else raises a clear error naming the call (the base class does so for the collectives not
+// overridden here).
 #pragma once
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -38,11 +39,13 @@ namespace cdt::python {
 void DrainWithoutGil(std::unique_ptr<SerialQueue>& queue);
 
 struct ProcessGroupOptions {
-  std::string secret;         // CDT_JOB_SECRET ("" = the store's generation token alone)
+  std::string secret;          // CDT_JOB_SECRET ("" = the store's generation token alone)
   std::string job_id = "cdt";  // store namespace
   std::string advertise_host = "127.0.0.1";  // what peers dial (CDT_NODE_ADDR)
-  std::string bind_host = "0.0.0.0";
-  bool shared_memory = true;  // same-node ranks share memory (CDT_SHM=0: TCP only)
+  std::string bind_host;                     // empty: the advertised address only
+  bool shared_memory = true;                 // same-node ranks share memory (CDT_SHM=0: TCP only)
+  bool encrypt = false;                      // CDT_ENCRYPT=1: sealed frames between ranks
+  bool allow_insecure = false;               // CDT_ALLOW_INSECURE=1: no secret beyond loopback
 };
 
 class ProcessGroupCDT : public ::c10d::ProcessGroup {

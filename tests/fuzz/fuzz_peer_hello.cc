@@ -9,10 +9,17 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace cdt::handshake;
   if (size < sizeof(Hello)) return 0;
-  static const std::string key = GenerationKey("fuzz secret", "job/gen3", "0123456789abcdef");
+  static const RankKeys dialer = RankKeys::Generate(), listener = RankKeys::Generate();
+  static const std::string key =
+      *LinkKey(GenerationKey("fuzz secret", "job/gen3", "0123456789abcdef"), dialer.secret_key,
+               listener.public_key, dialer.public_key, listener.public_key);
   Hello hello;
   std::memcpy(&hello, data, sizeof hello);
-  CheckHello(hello, static_cast<int>(hello.to_rank % 8), 8, 2);
+  CheckHello(hello, static_cast<int>(hello.to_rank % 8), 8, 2, (hello.flags & kSealed) != 0);
+  // A published public key is outside input too: whatever 32 bytes, no crash, and a point of
+  // small order yields no key.
+  LinkKey(key, listener.secret_key, std::string(hello.nonce, kPublicKeyBytes), dialer.public_key,
+          listener.public_key);
   if (size < sizeof(Hello) + sizeof(Challenge)) return 0;
   Challenge challenge;
   std::memcpy(&challenge, data + sizeof hello, sizeof challenge);

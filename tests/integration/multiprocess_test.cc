@@ -224,13 +224,28 @@ TEST(Launcher, BenchAllreduceAllAlgorithmsChecked) {
 
 // Same-node ranks share memory unless CDT_SHM=0: topo-scan shows the measured "shm" level (and
 // the plan's hierarchical allreduce) only then, and `bench --check` is exact either way.
+// --encrypt across processes: every algorithm, every element checked, over sealed TCP (shared
+// memory off, so every byte crosses a sealed connection).
+TEST(Launcher, EncryptedBenchAllreduceIsExactForEveryAlgorithm) {
+  std::string out = TempPath("bench_sealed"), json = TempPath("bench_sealed.json");
+  Proc p =
+      Spawn({CDT_CLI, "bench", "allreduce", "--nproc-per-node", "3", "--algo", "all", "--min-bytes",
+             "4", "--max-bytes", "1M", "--iters", "2", "--check", "--encrypt", "--json", json},
+            {{"CDT_SHM", "0"}}, out);
+  ASSERT_EQ(WaitFor(p.pid, std::chrono::seconds(180)), 0) << ReadFile(out);
+  const std::string doc = ReadFile(json);
+  EXPECT_EQ(doc.find("WRONG"), std::string::npos) << doc;
+  for (const char* algo : {"ring", "rd", "rhd", "tree", "auto"})
+    EXPECT_NE(doc.find(std::string("\"algo\": \"") + algo + "\""), std::string::npos) << algo;
+}
+
 TEST(Launcher, TopoScanShowsTheSharedMemoryLevelUnlessTurnedOff) {
   for (const char* shm : {"1", "0"}) {
     std::string out = TempPath(std::string("toposcan") + shm);
     std::string json = TempPath(std::string("toposcan") + shm + ".json");
-    Proc p = Spawn({CDT_CLI, "topo-scan", "--nproc-per-node", "3", "--cache-dir", "none", "--json",
-                    json},
-                   {{"CDT_SHM", shm}}, out);
+    Proc p = Spawn(
+        {CDT_CLI, "topo-scan", "--nproc-per-node", "3", "--cache-dir", "none", "--json", json},
+        {{"CDT_SHM", shm}}, out);
     ASSERT_EQ(WaitFor(p.pid, std::chrono::seconds(120)), 0) << ReadFile(out);
     const auto doc = nlohmann::json::parse(ReadFile(json));
     bool has_shm = false;
@@ -246,10 +261,10 @@ TEST(Launcher, TopoScanShowsTheSharedMemoryLevelUnlessTurnedOff) {
       EXPECT_NE(ReadFile(out).find("level     : shm"), std::string::npos) << ReadFile(out);
     }
     std::string bench = TempPath(std::string("shmbench") + shm);
-    Proc b = Spawn({CDT_CLI, "bench", "allreduce", "--nproc-per-node", "3", "--algo", "auto",
-                    "--min-bytes", "4", "--max-bytes", "4M", "--iters", "3", "--warmup", "2",
-                    "--check"},
-                   {{"CDT_SHM", shm}}, bench);
+    Proc b =
+        Spawn({CDT_CLI, "bench", "allreduce", "--nproc-per-node", "3", "--algo", "auto",
+               "--min-bytes", "4", "--max-bytes", "4M", "--iters", "3", "--warmup", "2", "--check"},
+              {{"CDT_SHM", shm}}, bench);
     ASSERT_EQ(WaitFor(b.pid, std::chrono::seconds(120)), 0) << ReadFile(bench);
     EXPECT_NE(ReadFile(bench).find("every element of every size matched"), std::string::npos)
         << ReadFile(bench);

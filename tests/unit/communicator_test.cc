@@ -294,6 +294,16 @@ TEST(Communicator, AbortUnblocksWaitersAtOnceAndNextGenerationWorks) {
       setup, &store);
 }
 
+// The X25519 public key in a rank's address record (tcp_mesh.h: its third line, hex).
+std::string PublicKeyIn(const std::string& record) {
+  const size_t a = record.find('\n'), b = record.find('\n', a + 1), c = record.find('\n', b + 1);
+  const std::string hex = record.substr(b + 1, c - b - 1);
+  std::string key;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2)
+    key += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+  return key;
+}
+
 TEST(Communicator, StaleGenerationAndForeignConnectionsAreRefused) {
   MemoryStore store;
   std::thread real;
@@ -304,8 +314,14 @@ TEST(Communicator, StaleGenerationAndForeignConnectionsAreRefused) {
     std::string v = store.Get("t/gen1/addr/0", milliseconds(5000));
     std::string token = store.Get("t/gen1/token", milliseconds(5000));
     auto hp = net::ParseHostPort(v.substr(0, v.find('\n')), "addr");
-    const std::string keys[2] = {handshake::GenerationKey("job secret", "t/gen0", token),
-                                 handshake::GenerationKey("a guess", "t/gen1", token)};
+    // Keyed as rank 1 would be, but with a key pair of its own (it does not hold rank 1's).
+    const std::string pk0 = PublicKeyIn(v);
+    const handshake::RankKeys own = handshake::RankKeys::Generate();
+    const std::string keys[2] = {
+        *handshake::LinkKey(handshake::GenerationKey("job secret", "t/gen0", token), own.secret_key,
+                            pk0, own.public_key, pk0),
+        *handshake::LinkKey(handshake::GenerationKey("a guess", "t/gen1", token), own.secret_key,
+                            pk0, own.public_key, pk0)};
     // Rank 0 answers only once every rank has published its address, so queue both intruders in
     // its backlog first, then let the real rank 1 join, then play the handshake.
     handshake::Hello h{handshake::kMagic, handshake::kVersion, 1, 0, 0, 0, {}};

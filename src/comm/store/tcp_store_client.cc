@@ -1,6 +1,10 @@
 #include "comm/store/tcp_store_client.h"
 
+#include <sodium.h>
+
+#include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "cdt/error.h"
 #include "comm/auth.h"
@@ -26,6 +30,29 @@ TcpStoreClient::TcpStoreClient(const net::HostPort& server, const std::string& s
 }
 
 void TcpStoreClient::Connect(net::Deadline deadline, std::chrono::milliseconds handshake_timeout) {
+  // A store full of connections that have not authenticated (a flood: tcp_store_server.h) closes
+  // one to make room, and a client slow to answer — a loaded machine — may be the one: a
+  // connection closed before its handshake completed is tried again, with a growing pause, until
+  // the deadline. A wrong secret is answered, not closed on (kAuthFailed): it is not retried.
+  auto pause = std::chrono::milliseconds(10);
+  for (int attempts = 1;; ++attempts) {
+    try {
+      ConnectOnce(deadline, handshake_timeout);
+      return;
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kPeerLost) throw;
+      if (net::Clock::now() + pause >= deadline)
+        throw Error(ErrorCode::kAuth, where_ + " closed the connection during authentication (" +
+                                          e.what() + "; " + std::to_string(attempts) +
+                                          " attempt(s)); is the job secret right?");
+    }
+    std::this_thread::sleep_for(pause + std::chrono::milliseconds(randombytes_uniform(10)));
+    pause = std::min(2 * pause, std::chrono::milliseconds(200));
+  }
+}
+
+void TcpStoreClient::ConnectOnce(net::Deadline deadline,
+                                 std::chrono::milliseconds handshake_timeout) {
   try {
     sock_ = net::ConnectUntil(server_, deadline);
   } catch (const Error& e) {
@@ -81,11 +108,8 @@ void TcpStoreClient::Connect(net::Deadline deadline, std::chrono::milliseconds h
                       "(another service on that port, or an impostor); check --rdzv-endpoint "
                       "and CDT_JOB_SECRET");
     frames_ = store::FrameAuthenticator(std::move(h.session_key), /*server=*/false);
-  } catch (const Error& e) {
+  } catch (const Error&) {
     sock_.Close();
-    if (e.code() == ErrorCode::kPeerLost)
-      throw Error(ErrorCode::kAuth, where_ + " closed the connection during authentication (" +
-                                        e.what() + "); is the job secret right?");
     throw;
   }
 }

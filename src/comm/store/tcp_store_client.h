@@ -38,6 +38,8 @@ class TcpStoreClient : public Store {
  private:
   // Connects and authenticates (sock_ invalid before). Throws kTimeout / kAuth / kProtocol.
   void Connect(net::Deadline connect_deadline, std::chrono::milliseconds handshake_timeout);
+  // One connection and handshake; kPeerLost if the store closed it before the handshake ended.
+  void ConnectOnce(net::Deadline connect_deadline, std::chrono::milliseconds handshake_timeout);
   // Sends one frame and reads the reply frame; returns (type, payload).
   std::pair<store::MsgType, std::string> Request(store::MsgType type, const std::string& payload,
                                                  net::Deadline deadline);

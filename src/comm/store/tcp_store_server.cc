@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <list>
@@ -19,6 +20,7 @@
 #include "comm/refusal_log.h"
 #include "comm/store/store_protocol.h"
 #include "comm/store/store_requests.h"
+#include "comm/transport/admission.h"
 #include "common/bytes.h"
 #include "common/thread_name.h"
 
@@ -270,16 +272,22 @@ class TcpStoreServer::State {
         log_.Say("refused a connection: " + std::to_string(kMaxClients) + " clients already");
         continue;  // closes sock
       }
-      size_t waiting = 0;
-      Client* oldest = nullptr;
-      for (Client& c : clients_)
-        if (AwaitingAuthentication(c) && waiting++ == 0) oldest = &c;
+      const size_t waiting =
+          static_cast<size_t>(std::count_if(clients_.begin(), clients_.end(), [](const Client& c) {
+            return AwaitingAuthentication(c);
+          }));
       if (waiting >= kMaxUnauthenticated) {
-        // Make room: the oldest has had the longest to prove itself.
+        // Make room: the oldest of the address holding the most unauthenticated connections (a
+        // flooding host evicts its own first: comm/transport/admission.h).
+        auto victim = net::ChooseEviction(
+            clients_.begin(), clients_.end(),
+            [](const Client& c) -> const std::string& { return c.peer; },
+            [](const Client& c) { return AwaitingAuthentication(c); });
         rejected_->fetch_add(1);
         log_.Say("dropped the oldest of " + std::to_string(waiting) +
-                 " unauthenticated connections (from " + oldest->peer + ") to make room");
-        Close(*oldest, /*flush=*/false);
+                 " unauthenticated connections from " + std::string(net::SourceHost(victim->peer)) +
+                 ", the address holding the most, to make room");
+        Close(*victim, /*flush=*/false);
       }
       net::SetNoDelay(sock.fd());
       Client& c = clients_.emplace_back();

@@ -7,7 +7,8 @@
 //    any key is read or written (store_protocol.h); every later frame carries a MAC.
 //  * Before that proof a peer controls nothing that grows: the only frame read is the fixed-size
 //    auth frame, at most kMaxUnauthenticated connections wait for theirs (a newer one drops the
-//    oldest) and each gets kAuthWindow.
+//    oldest of the source address holding the most: a flood evicts its own, not a slow client
+//    elsewhere; comm/transport/admission.h) and each gets kAuthWindow.
 //  * After it, a connection's buffers are bounded: one frame in (<= kMaxFrameBytes), and no new
 //    request is read while a reply is still being sent.
 //  * Running out of descriptors or memory refuses or drops connections and says so; it never stops

@@ -1,6 +1,7 @@
 #include "comm/transport/peer_handshake.h"
 
 #include <poll.h>
+#include <sodium.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -11,12 +12,40 @@
 #include "cdt/error.h"
 #include "comm/auth.h"
 #include "comm/refusal_log.h"
+#include "comm/transport/admission.h"
 
 namespace cdt::handshake {
 
+RankKeys RankKeys::Generate() {
+  RankKeys k;
+  k.secret_key = auth::RandomBytes(kSecretKeyBytes);
+  k.public_key.resize(kPublicKeyBytes);
+  crypto_scalarmult_base(reinterpret_cast<unsigned char*>(k.public_key.data()),
+                         reinterpret_cast<const unsigned char*>(k.secret_key.data()));
+  return k;
+}
+
 std::string GenerationKey(const std::string& secret, const std::string& key_prefix,
                           const std::string& token) {
-  return auth::Hmac(auth::KeyFromSecret(secret), {"cdt-mesh-v3", key_prefix, token});
+  return auth::Hmac(auth::KeyFromSecret(secret), {"cdt-mesh-v4", key_prefix, token});
+}
+
+std::optional<std::string> LinkKey(const std::string& generation_key, const std::string& my_secret,
+                                   const std::string& peer_public, const std::string& dialer_public,
+                                   const std::string& listener_public) {
+  if (my_secret.size() != kSecretKeyBytes || peer_public.size() != kPublicKeyBytes)
+    return std::nullopt;
+  unsigned char shared[crypto_scalarmult_BYTES];
+  // Fails (-1) for a point of small order: the agreement would be all zeros, known to anyone.
+  if (crypto_scalarmult(shared, reinterpret_cast<const unsigned char*>(my_secret.data()),
+                        reinterpret_cast<const unsigned char*>(peer_public.data())) != 0)
+    return std::nullopt;
+  std::string key =
+      auth::Hmac(generation_key,
+                 {"cdt-link-v4", std::string_view(reinterpret_cast<char*>(shared), sizeof shared),
+                  dialer_public, listener_public});
+  sodium_memzero(shared, sizeof shared);
+  return key;
 }
 
 namespace {
@@ -33,6 +62,8 @@ const char* StatusText(uint32_t status) {
       return "bad rank, channel or a duplicate";
     case kBadVersion:
       return "bad magic or version";
+    case kBadMode:
+      return "one side runs with --encrypt, the other without";
   }
   return "unknown status";
 }
@@ -46,12 +77,18 @@ std::string DialerProof(const std::string& key, const Hello& hello, const char* 
   return auth::Hmac(key, {"dialer", Bytes(hello), std::string_view(listener_nonce, kNonceBytes)});
 }
 
-Status CheckHello(const Hello& h, int rank, int size, int channels) {
+std::string DataKey(const std::string& link_key, const Hello& hello, const char* listener_nonce) {
+  return auth::Hmac(link_key,
+                    {"cdt-data-v1", Bytes(hello), std::string_view(listener_nonce, kNonceBytes)});
+}
+
+Status CheckHello(const Hello& h, int rank, int size, int channels, bool sealed) {
   if (h.magic != kMagic || h.version != kVersion) return kBadVersion;
   if (h.to_rank != static_cast<uint32_t>(rank) || h.from_rank == h.to_rank ||
       h.from_rank >= static_cast<uint32_t>(size) || h.channel >= static_cast<uint32_t>(channels) ||
-      h.reserved != 0)
+      (h.flags & ~kKnownFlags) != 0)
     return kBadRank;
+  if (((h.flags & kSealed) != 0) != sealed) return kBadMode;
   return kOk;
 }
 
@@ -128,15 +165,17 @@ class HandshakeLoop {
         listener_(listener),
         slots_(static_cast<size_t>(links.channels) * static_cast<size_t>(links.size)),
         expected_(links.channels * (links.size - 1)),
-        accepted_(slots_),
         claimed_(slots_, 0),
         log_("cdt " + links.who, links.log) {
+    done_.accepted.resize(slots_);
+    done_.send_keys.resize(slots_);
+    done_.recv_keys.resize(slots_);
     for (size_t slot = 0; slot < slots_; ++slot)
       if (dialed[slot].valid()) Dial(slot, &dialed[slot]);
     net::SetNonBlocking(listener_.fd(), true);  // accepted until EAGAIN
   }
 
-  std::vector<net::Socket> Run(net::Deadline deadline) {
+  Handshaken Run(net::Deadline deadline) {
     while (done_in_ < expected_ || done_out_ < out_.size()) {
       const auto now = net::Clock::now();
       if (now >= deadline) ThrowTimeout();
@@ -158,13 +197,15 @@ class HandshakeLoop {
       }
       if (pfds_[0].revents & POLLIN) AcceptNew();
     }
-    return std::move(accepted_);
+    return std::move(done_);
   }
 
  private:
   struct Outgoing {
     int peer = -1;
+    size_t slot = 0;
     Hello hello{};
+    std::string link_key;
     Conn io;
     enum { kAwaitChallenge, kAwaitAck, kDone } state = kAwaitChallenge;
   };
@@ -172,6 +213,7 @@ class HandshakeLoop {
     net::Socket sock;
     std::string from;
     Hello hello{};
+    std::string link_key;
     char nonce[kNonceBytes] = {};
     Conn io;
     enum { kAwaitHello, kAwaitProof, kClosing, kAccepted } state = kAwaitHello;
@@ -188,12 +230,21 @@ class HandshakeLoop {
   void Dial(size_t slot, net::Socket* sock) {
     Outgoing& o = out_.emplace_back();
     o.peer = static_cast<int>(slot % static_cast<size_t>(l_.size));
+    o.slot = slot;
+    const std::string& theirs = l_.public_keys[static_cast<size_t>(o.peer)];
+    std::optional<std::string> link =
+        LinkKey(l_.key, l_.mine.secret_key, theirs, l_.mine.public_key, theirs);
+    if (!link)
+      Fail(ErrorCode::kProtocol, o.peer,
+           "published a public key no connection can be keyed with (" +
+               std::to_string(theirs.size()) + " bytes, or a point of small order)");
+    o.link_key = std::move(*link);
     o.hello = Hello{kMagic,
                     kVersion,
                     static_cast<uint32_t>(l_.rank),
                     static_cast<uint32_t>(o.peer),
                     static_cast<uint32_t>(slot / static_cast<size_t>(l_.size)),
-                    0,
+                    l_.sealed ? kSealed : 0u,
                     {}};
     const std::string nonce = auth::RandomBytes(kNonceBytes);
     std::memcpy(o.hello.nonce, nonce.data(), kNonceBytes);
@@ -235,9 +286,14 @@ class HandshakeLoop {
     std::memcpy(&ch, o.io.in, sizeof ch);
     std::string proof;
     uint32_t refused = kOk;
-    const Status verdict = AnswerChallenge(l_.key, o.hello, ch, &proof, &refused);
+    const Status verdict = AnswerChallenge(o.link_key, o.hello, ch, &proof, &refused);
     if (verdict == kBadVersion)
       Fail(ErrorCode::kProtocol, o.peer, "is not a cann-dist-train peer (bad magic)");
+    if (verdict == kBadRank && refused == kBadMode)
+      Fail(ErrorCode::kProtocol, o.peer,
+           std::string("refused our hello: this rank runs ") + (l_.sealed ? "with" : "without") +
+               " --encrypt (CDT_ENCRYPT) and that rank " + (l_.sealed ? "without" : "with") +
+               " it; give every rank the same setting");
     if (verdict == kBadRank)
       Fail(ErrorCode::kAuth, o.peer,
            std::string("refused our hello (") + StatusText(refused) +
@@ -250,6 +306,7 @@ class HandshakeLoop {
     o.io.Queue(proof.data(), proof.size());
     if (!o.io.Flush())
       Fail(ErrorCode::kPeerLost, o.peer, "reset the connection during the handshake");
+    if (l_.sealed) done_.send_keys[o.slot] = DataKey(o.link_key, o.hello, ch.nonce);
     o.state = Outgoing::kAwaitAck;
   }
 
@@ -278,12 +335,20 @@ class HandshakeLoop {
     c.io.have = 0;
     if (c.state == Incoming::kAwaitHello) {
       std::memcpy(&c.hello, c.io.in, sizeof c.hello);
-      Challenge ch{kMagic, CheckHello(c.hello, l_.rank, l_.size, l_.channels), {}, {}};
+      Challenge ch{kMagic, CheckHello(c.hello, l_.rank, l_.size, l_.channels, l_.sealed), {}, {}};
+      std::optional<std::string> link;
       if (ch.status == kOk) {
+        // Keyed by the public key the claimed rank published: only that rank can prove it.
+        const std::string& theirs = l_.public_keys[c.hello.from_rank];
+        link = LinkKey(l_.key, l_.mine.secret_key, theirs, theirs, l_.mine.public_key);
+        if (!link) ch.status = kBadRank;
+      }
+      if (ch.status == kOk) {
+        c.link_key = std::move(*link);
         const std::string nonce = auth::RandomBytes(kNonceBytes);
         std::memcpy(c.nonce, nonce.data(), kNonceBytes);
         std::memcpy(ch.nonce, c.nonce, kNonceBytes);
-        const std::string proof = ListenerProof(l_.key, c.hello, c.nonce);
+        const std::string proof = ListenerProof(c.link_key, c.hello, c.nonce);
         std::memcpy(ch.proof, proof.data(), kProofBytes);
         c.state = Incoming::kAwaitProof;
       } else {
@@ -295,14 +360,18 @@ class HandshakeLoop {
     }
     Ack ack{kMagic, kOk};
     const size_t slot = SlotOf(c.hello);
-    if (CheckProof(l_.key, c.hello, c.nonce, c.io.in) != kOk) {
+    if (CheckProof(c.link_key, c.hello, c.nonce, c.io.in) != kOk) {
       ack.status = kBadProof;
-      Refuse(c, "its proof does not match (another generation or job, or not ours)");
+      Refuse(c,
+             "its proof does not match (another generation or job, not ours, or not the "
+             "holder of rank " +
+                 std::to_string(c.hello.from_rank) + "'s key)");
     } else if (claimed_[slot]) {  // a proven connection holds its slot from then on
       ack.status = kBadRank;
       Refuse(c, "a second connection from rank " + std::to_string(c.hello.from_rank));
     } else {
       claimed_[slot] = 1;
+      if (l_.sealed) done_.recv_keys[slot] = DataKey(c.link_key, c.hello, c.nonce);
       c.state = Incoming::kAccepted;
     }
     c.io.Queue(&ack, sizeof ack);
@@ -315,7 +384,7 @@ class HandshakeLoop {
     if (!c.io.flushed() || (c.state != Incoming::kAccepted && c.state != Incoming::kClosing))
       return std::next(it);
     if (c.state == Incoming::kAccepted) {
-      accepted_[SlotOf(c.hello)] = std::move(c.sock);
+      done_.accepted[SlotOf(c.hello)] = std::move(c.sock);
       ++done_in_;
     }
     return in_.erase(it);
@@ -333,18 +402,23 @@ class HandshakeLoop {
         }
         return;
       }
-      // Unproven connections are capped: the oldest makes room (a silent one has had longest).
+      // Unproven connections are capped: the oldest of the source holding the most makes room
+      // (comm/transport/admission.h), so a flooding host pushes out its own connections first.
       auto unproven = [](const Incoming& c) {
         return c.state == Incoming::kAwaitHello || c.state == Incoming::kAwaitProof;
       };
       const size_t waiting = static_cast<size_t>(std::count_if(in_.begin(), in_.end(), unproven));
-      if (waiting >= kMaxPendingIncoming + static_cast<size_t>(expected_ - done_in_))
-        for (auto& c : in_)
-          if (unproven(c)) {
-            Refuse(c, "too many unproven connections; dropped the oldest");
-            c.io.out.clear();
-            break;
-          }
+      if (waiting >= kMaxPendingIncoming + static_cast<size_t>(expected_ - done_in_)) {
+        auto victim = net::ChooseEviction(
+            in_.begin(), in_.end(), [](const Incoming& c) -> const std::string& { return c.from; },
+            unproven);
+        if (victim != in_.end()) {
+          Refuse(*victim, "too many unproven connections; dropped the oldest from " +
+                              std::string(net::SourceHost(victim->from)) +
+                              ", the address holding the most");
+          victim->io.out.clear();
+        }
+      }
       Incoming& c = in_.emplace_back();
       c.sock = net::Socket(fd);
       c.from = net::PeerAddress(fd);
@@ -378,8 +452,8 @@ class HandshakeLoop {
   const MeshLinks& l_;
   const net::Socket& listener_;
   const size_t slots_;
-  const int expected_;  // connections from the peers
-  std::vector<net::Socket> accepted_;
+  const int expected_;         // connections from the peers
+  Handshaken done_;            // what Run returns
   std::vector<char> claimed_;  // per slot: a proven connection took it
   std::vector<Outgoing> out_;
   std::list<Incoming> in_;  // stable addresses: each Conn points at its own socket
@@ -392,8 +466,8 @@ class HandshakeLoop {
 
 }  // namespace
 
-std::vector<net::Socket> RunHandshakes(const MeshLinks& links, std::vector<net::Socket>& dialed,
-                                       const net::Socket& listener, net::Deadline deadline) {
+Handshaken RunHandshakes(const MeshLinks& links, std::vector<net::Socket>& dialed,
+                         const net::Socket& listener, net::Deadline deadline) {
   return HandshakeLoop(links, dialed, listener).Run(deadline);
 }
 

@@ -4,6 +4,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sched.h>
+#include <sodium.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include "cdt/error.h"
 #include "comm/auth.h"
 #include "comm/transport/peer_handshake.h"
+#include "comm/transport/sealed_stream.h"
 #include "comm/transport/send_pacing.h"
 #include "common/check.h"
 
@@ -48,6 +50,53 @@ std::string ReadFirstLine(const char* path) {
   std::string line;
   std::getline(in, line);
   return line;
+}
+
+// What each rank publishes under addr/<rank> (tcp_mesh.h): its listener, its node, its public key
+// for the generation and whether it can run AES-256-GCM.
+struct PeerRecord {
+  std::string address, host_id, public_key;
+  bool aes = false;
+};
+
+std::string EncodeRecord(const PeerRecord& r) {
+  std::string hex(2 * r.public_key.size() + 1, '\0');
+  sodium_bin2hex(hex.data(), hex.size(),
+                 reinterpret_cast<const unsigned char*>(r.public_key.data()), r.public_key.size());
+  hex.pop_back();
+  return r.address + "\n" + r.host_id + "\n" + hex + "\n" + (r.aes ? "aes" : "chacha");
+}
+
+PeerRecord ParseRecord(const std::string& v, int rank, const std::string& who) {
+  std::vector<std::string> lines;
+  for (size_t at = 0;;) {
+    const size_t nl = v.find('\n', at);
+    lines.push_back(v.substr(at, nl == std::string::npos ? std::string::npos : nl - at));
+    if (nl == std::string::npos) break;
+    at = nl + 1;
+  }
+  PeerRecord r;
+  std::string key(handshake::kPublicKeyBytes, '\0');
+  size_t decoded = 0;
+  if (lines.size() != 4 ||
+      sodium_hex2bin(reinterpret_cast<unsigned char*>(key.data()), key.size(), lines[2].data(),
+                     lines[2].size(), nullptr, &decoded, nullptr) != 0 ||
+      decoded != key.size() || (lines[3] != "aes" && lines[3] != "chacha"))
+    throw Error(ErrorCode::kProtocol,
+                who + ": the store's record of rank " + std::to_string(rank) +
+                    " is not \"host:port, host id, public key, cipher\" (" +
+                    std::to_string(v.size()) +
+                    " bytes): a process of another version, or someone else wrote it",
+                {-1, rank, "", "connect", 0});
+  r.address = lines[0];
+  r.host_id = lines[1];
+  r.public_key = std::move(key);
+  r.aes = lines[3] == "aes";
+  return r;
+}
+
+bool IsLoopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
 }
 
 }  // namespace
@@ -96,35 +145,36 @@ std::unique_ptr<TcpMesh> TcpMesh::Connect(Store& store, const MeshOptions& o) {
   const std::string& prefix = o.key_prefix;
   const std::string who = "rank " + std::to_string(o.rank);
   net::Deadline deadline = net::DeadlineAfter(o.timeout);
+  if (o.secret.empty() && !IsLoopback(o.advertise_host)) {
+    if (!o.allow_insecure)
+      throw Error(ErrorCode::kInvalidArgument,
+                  who + ": no job secret, and this rank would take connections on " +
+                      o.advertise_host +
+                      " beyond loopback: whoever can write the rendezvous store could then stand "
+                      "in for a rank. Give every rank the same CDT_JOB_SECRET (`cann-dist-train "
+                      "secret`), or accept the risk with CDT_ALLOW_INSECURE=1",
+                  {o.rank, -1, "", "connect", 0});
+    o.log.Warning(
+        "cann-dist-train: {}: WARNING: no job secret and CDT_ALLOW_INSECURE=1: this "
+        "group's connections on {} are only as private as its rendezvous store",
+        who, o.advertise_host);
+  }
 
+  // Listen where we are reached, nowhere else (a 0.0.0.0 listener answers on every interface).
   net::HostPort bound;
-  net::Socket listener = net::Listen(o.bind_host, 0, &bound, std::max(128, o.size));
-  std::string my_addr = net::HostPort{o.advertise_host, bound.port}.ToString();
-  std::string my_host = o.host_id.empty() ? LocalHostId() : o.host_id;
+  net::Socket listener = net::Listen(o.bind_host.empty() ? o.advertise_host : o.bind_host, 0,
+                                     &bound, std::max(128, o.size));
+  const handshake::RankKeys mine = handshake::RankKeys::Generate();
+  const bool my_aes = o.encrypt && sealed::Aes256GcmAvailable();
+  PeerRecord me{net::HostPort{o.advertise_host, bound.port}.ToString(),
+                o.host_id.empty() ? LocalHostId() : o.host_id, mine.public_key, my_aes};
 
   if (o.rank == 0) store.Set(prefix + "/token", auth::RandomBytes(handshake::kTokenBytes));
-  store.Set(prefix + "/addr/" + std::to_string(o.rank), my_addr + "\n" + my_host);
+  store.Set(prefix + "/addr/" + std::to_string(o.rank), EncodeRecord(me));
   std::string token = store.Get(prefix + "/token", o.timeout);
-  std::vector<std::string> keys;
-  for (int r = 0; r < o.size; ++r) keys.push_back(prefix + "/addr/" + std::to_string(r));
-  try {
-    store.Wait(keys, o.timeout);
-  } catch (const Error& e) {
-    std::string missing;
-    for (int r = 0; r < o.size; ++r)
-      if (!store.Check(keys[r])) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-    throw Error(ErrorCode::kTimeout,
-                who + ": ranks [" + missing + "] did not join generation " +
-                    std::to_string(o.generation) + " within " + std::to_string(o.timeout.count()) +
-                    " ms",
-                {o.rank, -1, "", "connect", 0});
-  }
-  for (int r = 0; r < o.size; ++r) {
-    std::string v = store.Get(keys[r], o.timeout);
-    size_t nl = v.find('\n');
-    mesh->addresses_[r] = v.substr(0, nl);
-    mesh->host_ids_[r] = nl == std::string::npos ? "" : v.substr(nl + 1);
-  }
+  std::vector<std::string> public_keys;
+  std::vector<char> aes;
+  mesh->ReadPeers(store, o, &public_keys, &aes);
 
   // Dial every other rank once per channel (our sending connections to it), then run every
   // handshake, ours and theirs, at once (peer_handshake.h): the accepted connections are our
@@ -142,28 +192,44 @@ std::unique_ptr<TcpMesh> TcpMesh::Connect(Store& store, const MeshOptions& o) {
   links.size = o.size;
   links.channels = kChannels;
   links.key = handshake::GenerationKey(o.secret, prefix, token);
+  links.mine = mine;
+  links.public_keys = std::move(public_keys);
+  links.sealed = o.encrypt;
   links.who = who;
   links.label = "generation " + std::to_string(o.generation) + " (" + prefix + ")";
   links.addresses = mesh->addresses_;
   links.log = o.log;
-  mesh->recv_socks_ = handshake::RunHandshakes(links, mesh->send_socks_, listener, deadline);
+  handshake::Handshaken done =
+      handshake::RunHandshakes(links, mesh->send_socks_, listener, deadline);
+  mesh->recv_socks_ = std::move(done.accepted);
+  if (o.encrypt) {
+    mesh->SealLinks(done, aes, my_aes);
+    // A receive batch (SO_RCVLOWAT) counts wire bytes, not a transfer's: with frames in between
+    // it could wait for bytes that never come. Sealed receives wake for any byte.
+    mesh->remote_receive_batch_ = 0;
+  }
   mesh->remote_.assign(static_cast<size_t>(o.size), 0);
   for (int peer = 0; peer < o.size; ++peer)
     mesh->remote_[peer] = mesh->host_ids_[peer] != mesh->host_ids_[o.rank];
-  mesh->receive_lowat_.assign(mesh->recv_socks_.size(), 1);
-  mesh->yield_floor_ = o.yield_send_buffer_min_bytes;
-  mesh->yield_cap_ = o.yield_send_buffer_bytes;
-  mesh->paced_send_buffer_.assign(mesh->send_socks_.size(), 0);
-  mesh->next_pacing_.assign(mesh->send_socks_.size(), std::chrono::steady_clock::time_point{});
-  for (size_t slot = 0; slot < mesh->send_socks_.size(); ++slot) {
+  mesh->TuneSockets(o);
+  return mesh;
+}
+
+void TcpMesh::TuneSockets(const MeshOptions& o) {
+  receive_lowat_.assign(recv_socks_.size(), 1);
+  yield_floor_ = o.yield_send_buffer_min_bytes;
+  yield_cap_ = o.yield_send_buffer_bytes;
+  paced_send_buffer_.assign(send_socks_.size(), 0);
+  next_pacing_.assign(send_socks_.size(), std::chrono::steady_clock::time_point{});
+  for (size_t slot = 0; slot < send_socks_.size(); ++slot) {
     const int peer = static_cast<int>(slot % static_cast<size_t>(o.size));
     if (peer == o.rank) continue;
-    const bool same_host = mesh->host_ids_[peer] == mesh->host_ids_[o.rank];
+    const bool same_host = host_ids_[peer] == host_ids_[o.rank];
     const bool bulk = slot / static_cast<size_t>(o.size) == static_cast<size_t>(kBulkChannel);
     int buffer = !same_host ? o.remote_socket_buffer_bytes
                  : bulk     ? o.local_bulk_socket_buffer_bytes
                             : o.local_latency_socket_buffer_bytes;
-    for (net::Socket* sock : {&mesh->send_socks_[slot], &mesh->recv_socks_[slot]}) {
+    for (net::Socket* sock : {&send_socks_[slot], &recv_socks_[slot]}) {
       int fd = sock->fd();
       net::SetNonBlocking(fd, true);
       net::SetNoDelay(fd);
@@ -174,16 +240,59 @@ std::unique_ptr<TcpMesh> TcpMesh::Connect(Store& store, const MeshOptions& o) {
     }
     if (o.traffic_gate && !o.urgent) {
       // Bytes queued in the kernel and the network would still go out ahead of the urgent side's.
-      const int fd = mesh->send_socks_[slot].fd();
+      const int fd = send_socks_[slot].fd();
       int sndbuf = o.yield_send_buffer_bytes, lowat = o.yield_unsent_bytes;
       ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
       ::setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof lowat);
       if (!same_host && o.yield_send_buffer_min_bytes > 0 &&
           o.yield_send_buffer_min_bytes < o.yield_send_buffer_bytes)
-        mesh->paced_send_buffer_[slot] = sndbuf;
+        paced_send_buffer_[slot] = sndbuf;
     }
   }
-  return mesh;
+}
+
+void TcpMesh::ReadPeers(Store& store, const MeshOptions& o, std::vector<std::string>* public_keys,
+                        std::vector<char>* aes) {
+  const std::string who = "rank " + std::to_string(o.rank);
+  std::vector<std::string> keys;
+  for (int r = 0; r < o.size; ++r) keys.push_back(o.key_prefix + "/addr/" + std::to_string(r));
+  try {
+    store.Wait(keys, o.timeout);
+  } catch (const Error& e) {
+    std::string missing;
+    for (int r = 0; r < o.size; ++r)
+      if (!store.Check(keys[r])) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    throw Error(ErrorCode::kTimeout,
+                who + ": ranks [" + missing + "] did not join generation " +
+                    std::to_string(o.generation) + " within " + std::to_string(o.timeout.count()) +
+                    " ms",
+                {o.rank, -1, "", "connect", 0});
+  }
+  public_keys->resize(static_cast<size_t>(o.size));
+  aes->assign(static_cast<size_t>(o.size), 0);
+  for (int r = 0; r < o.size; ++r) {
+    PeerRecord rec = ParseRecord(store.Get(keys[r], o.timeout), r, who);
+    addresses_[r] = std::move(rec.address);
+    host_ids_[r] = std::move(rec.host_id);
+    (*public_keys)[static_cast<size_t>(r)] = std::move(rec.public_key);
+    (*aes)[static_cast<size_t>(r)] = rec.aes ? 1 : 0;
+  }
+}
+
+void TcpMesh::SealLinks(const handshake::Handshaken& links, const std::vector<char>& aes,
+                        bool my_aes) {
+  senders_.resize(send_socks_.size());
+  receivers_.resize(recv_socks_.size());
+  for (size_t slot = 0; slot < send_socks_.size(); ++slot) {
+    const int peer = static_cast<int>(slot % static_cast<size_t>(size_));
+    if (peer == rank_) continue;
+    // AES-256-GCM where both ends have the instructions for it, else ChaCha20-Poly1305.
+    const sealed::Cipher cipher = my_aes && aes[static_cast<size_t>(peer)]
+                                      ? sealed::Cipher::kAes256Gcm
+                                      : sealed::Cipher::kChaCha20Poly1305;
+    senders_[slot] = std::make_unique<sealed::SealedSender>(cipher, links.send_keys[slot]);
+    receivers_[slot] = std::make_unique<sealed::SealedReceiver>(cipher, links.recv_keys[slot]);
+  }
 }
 
 // A send found the buffer full: the moment the buffer, or the path behind it, limits.
@@ -211,12 +320,18 @@ void TcpMesh::ShutdownAll() {
 
 void TcpMesh::ThrowPeerError(ErrorCode code, int peer, const std::string& what,
                              const OpLabel& label) const {
-  std::string msg = "rank " + std::to_string(rank_) + " (this process) " +
-                    (code == ErrorCode::kTimeout ? "timed out on" : "lost") + " rank " +
+  const char* verb = code == ErrorCode::kTimeout    ? "timed out on"
+                     : code == ErrorCode::kProtocol ? "refused the data of"
+                                                    : "lost";
+  std::string msg = "rank " + std::to_string(rank_) + " (this process) " + verb + " rank " +
                     std::to_string(peer) + " at " + addresses_[peer] + " during " + label.name +
                     " #" + std::to_string(label.seq) + ": " + what;
   if (code == ErrorCode::kTimeout)
     msg += "; that rank is stopped, hung, slower than --timeout, or its link is cut";
+  else if (code == ErrorCode::kProtocol)
+    msg +=
+        "; something between the two ranks changes their traffic — the group stops rather "
+        "than reduce altered data";
   else
     msg += "; that process died or its connection was reset — rebuild the group without it";
   throw Error(code, msg, {rank_, peer, addresses_[peer], label.name, label.seq});
@@ -253,6 +368,29 @@ void TcpMesh::CountCompleted(const Transfer* t, size_t n) {
     auto& counter = t[i].kind == Transfer::Kind::kSend ? sent_ : received_;
     counter[static_cast<size_t>(t[i].peer)].fetch_add(t[i].bytes, std::memory_order_relaxed);
   }
+}
+
+ssize_t TcpMesh::Move(Transfer& x, size_t slot, int fd, bool* moved, const OpLabel& label) {
+  char* p = static_cast<char*>(x.data) + x.done;
+  const size_t left = x.bytes - x.done;
+  if (senders_.empty()) {
+    const ssize_t r = x.kind == Transfer::Kind::kSend
+                          ? ::send(fd, p, left, MSG_DONTWAIT | MSG_NOSIGNAL)
+                          : ::recv(fd, p, left, MSG_DONTWAIT);
+    *moved = r > 0;
+    return r;
+  }
+  if (x.kind == Transfer::Kind::kSend) {
+    sealed::SealedSender& s = *senders_[slot];
+    const ssize_t r = s.Send(fd, p, left);
+    *moved = s.moved() || r > 0;
+    return r;
+  }
+  sealed::SealedReceiver& s = *receivers_[slot];
+  const ssize_t r = s.Recv(fd, p, left);
+  *moved = s.moved() || r > 0;
+  if (r == -2) ThrowPeerError(ErrorCode::kProtocol, x.peer, s.failure(), label);
+  return r;
 }
 
 void TcpMesh::Exchange(Transfer* t, size_t n, const OpLabel& label) {
@@ -303,10 +441,10 @@ void TcpMesh::Exchange(Transfer* t, size_t n, const OpLabel& label) {
       pending = true;
       const size_t slot = Slot(channel_, x.peer);
       int fd = (x.kind == Transfer::Kind::kSend ? send_socks_ : recv_socks_)[slot].fd();
-      char* p = static_cast<char*>(x.data) + x.done;
       size_t left = x.bytes - x.done;
-      ssize_t r = x.kind == Transfer::Kind::kSend ? ::send(fd, p, left, MSG_DONTWAIT | MSG_NOSIGNAL)
-                                                  : ::recv(fd, p, left, MSG_DONTWAIT);
+      bool moved = false;
+      const ssize_t r = Move(x, slot, fd, &moved, label);
+      if (moved && r <= 0) progressed = true;  // part of a sealed frame: not silence
       if (r > 0) {
         x.done += static_cast<size_t>(r);
         progressed = true;

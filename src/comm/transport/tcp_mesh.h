@@ -14,11 +14,14 @@
 //
 // Connection set-up (Connect) goes through the store, under options.key_prefix:
 //   token           16 random bytes chosen by rank 0 for this generation
-//   addr/<rank>     "host:port\nhost_id" of each rank's listener
-// Every rank dials every other rank (its send channel); both ends of every connection prove the
-// generation key, derived from the job secret, the key prefix and the token (peer_handshake.h), so
-// neither a process of an older generation nor one without the secret can join, and a silent
-// connection cannot hold up the others. The accepted connection is the receive channel.
+//   addr/<rank>     "host:port\nhost_id\n<X25519 public key, hex>\n<aes|chacha>" of each rank
+// Every rank listens on the address it advertises only, and dials every other rank (its send
+// channel); both ends of every connection prove a key derived from the job secret, the key
+// prefix, the token and both ranks' published keys (peer_handshake.h), so neither a process of an
+// older generation, nor one without the secret, nor one that read the store but does not hold the
+// rank's key can join, and a silent connection cannot hold up the others. The accepted connection
+// is the receive channel. With MeshOptions::encrypt every byte of data then travels in sealed
+// frames (comm/transport/sealed_stream.h): a changed byte fails the operation, naming the peer.
 #pragma once
 
 #include <atomic>
@@ -35,6 +38,8 @@
 #include "cdt/log.h"
 #include "cdt/store.h"
 #include "cdt/traffic_gate.h"
+#include "comm/transport/peer_handshake.h"
+#include "comm/transport/sealed_stream.h"
 #include "comm/transport/socket.h"
 
 namespace cdt {
@@ -76,10 +81,15 @@ struct MeshOptions {
   uint64_t generation = 0;
   std::string key_prefix = "cdt";  // store namespace of this communicator
   // The job secret every rank holds: keys the peer handshake (with the generation's token). Empty
-  // = the token alone, which is only as private as the store (etcd without TLS: not at all).
+  // = the token and the ranks' published keys alone: only as private as the store — so it is
+  // refused on an address beyond loopback unless allow_insecure says the risk is taken.
   std::string secret;
-  std::string bind_host = "0.0.0.0";         // where this rank listens
+  bool allow_insecure = false;
+  std::string bind_host;                     // where this rank listens; empty = advertise_host
   std::string advertise_host = "127.0.0.1";  // what peers dial
+  // Seal every data byte (AES-256-GCM or ChaCha20-Poly1305 per connection, keys from the
+  // handshake): --encrypt / CDT_ENCRYPT=1. Every rank must agree (the handshake refuses a mix).
+  bool encrypt = false;
   std::string host_id;  // node identity; empty = this machine's (hostname+netns+boot)
   std::chrono::milliseconds timeout{30000};
   // SO_SNDBUF/SO_RCVBUF (0 = kernel autotuning) of the two channels to ranks on the same host.
@@ -137,6 +147,7 @@ class TcpMesh {
   const std::string& peer_address(int rank) const { return addresses_[rank]; }
   const std::vector<std::string>& host_ids() const { return host_ids_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
+  bool sealed() const { return !senders_.empty(); }
 
   // Two connections per direction and peer, tuned differently (MeshOptions): every operation runs
   // entirely on one channel, chosen by the communicator from its size.
@@ -203,6 +214,19 @@ class TcpMesh {
   std::vector<std::string> host_ids_;
   std::vector<char> remote_;        // per rank: on another host
   std::vector<int> receive_lowat_;  // per receiving socket: SO_RCVLOWAT last set (1 = Linux's)
+  // With MeshOptions::encrypt, by slot (invalid at our own rank): the sealed side of each
+  // connection we send on and receive on. Empty otherwise.
+  std::vector<std::unique_ptr<sealed::SealedSender>> senders_;
+  std::vector<std::unique_ptr<sealed::SealedReceiver>> receivers_;
+  // One non-blocking send or receive of transfer `x` on its socket: bytes done (> 0), 0 for a
+  // closed peer, or -1 with errno; sets *moved when any byte moved on the socket.
+  ssize_t Move(Transfer& x, size_t slot, int fd, bool* moved, const OpLabel& label);
+  // Connect's steps: the address records, and the sealed sides once the handshakes are done.
+  void ReadPeers(Store& store, const MeshOptions& o, std::vector<std::string>* public_keys,
+                 std::vector<char>* aes);
+  void SealLinks(const handshake::Handshaken& links, const std::vector<char>& aes, bool my_aes);
+  // Socket buffers, non-blocking mode and the yielding side's limits, once the mesh has formed.
+  void TuneSockets(const MeshOptions& o);
   int wake_fd_ = -1;
 
   std::atomic<bool> aborted_{false};
