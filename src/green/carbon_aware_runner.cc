@@ -174,12 +174,15 @@ void Runner::MakeThePlan() {
   double power_kw = 0;
   size_t runs = 1;
   for (int round = 0; round < 4; ++round) {
+    // The share of the job's time spent around steps (start-ups, exits, evaluation), for power.
     const double extra_s = static_cast<double>(runs) * run_overhead_s + b.eval_s;
-    const double share = extra_s / (stepping_s + extra_s);  // of the job's time spent around steps
+    const double share = extra_s / (stepping_s + extra_s);
     auto kw = [&](const Calibration& c) {
       return ((1 - share) * c.train_w + share * c.overhead_w) * o_.pue / 1000;
     };
-    const double job_hours = (stepping_s + extra_s) / o_.time_scale;
+    // The first run's start-up and exit are the job's; the planner adds one restart for each
+    // further stretch it plans (spec_.restart_work).
+    const double job_hours = (stepping_s + run_overhead_s + b.eval_s) / o_.time_scale;
     const double deadline_h = std::ceil(o_.deadline_hours > 0 ? o_.deadline_hours : 3 * job_hours);
     if (!(deadline_h <= kMaxPlanHours))  // also NaN
       throw Error(ErrorCode::kInvalidArgument,
@@ -193,6 +196,7 @@ void Runner::MakeThePlan() {
     spec_.base_workers = o_.base_workers;
     spec_.deadline_hours = std::max(1, deadline);
     spec_.carbon_cap_kg = o_.carbon_cap_kg;
+    spec_.restart_work = run_overhead_s / o_.time_scale;  // trace hours, as spec_.work
     spec_.work = job_hours;
     power_kw = kw(b);
     // Measured, not modelled: samples per second relative to the base count.

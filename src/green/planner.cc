@@ -105,6 +105,96 @@ Plan Agnostic(const JobSpec& job, const std::vector<double>& I) {
   return plan;
 }
 
+// suspend-resume with a known restart cost r (JobSpec::restart_work, in base hours): the job's
+// first stretch is the caller's; each further stretch adds r to the work, and an hour that joins
+// two stretches saves one. Cleanest hours first, whole, while more than an hour is left; the last
+// partial goes next to a stretch, or alone into a cleaner hour when that emits less restart
+// included (taken whole, and on, when the partial and its restart do not fit in it).
+void PlaceWithRestarts(const JobSpec& job, const std::vector<double>& I,
+                       const std::vector<int>& order, double* left, Plan* plan) {
+  const WorkerPoint& b = Base(job);
+  const int n = job.deadline_hours;
+  const double r = job.restart_work / b.work_per_hour;
+  std::vector<bool> chosen(static_cast<size_t>(n), false);
+  auto is = [&](int h) { return h >= 0 && h < n && chosen[static_cast<size_t>(h)]; };
+  auto take = [&](int h, double offset, double f) {
+    plan->slots.push_back(Slot(h, offset, f, b, I[static_cast<size_t>(h)]));
+    chosen[static_cast<size_t>(h)] = true;
+  };
+  // Work an hour adds when taken whole: a new stretch costs a restart; joining two saves one.
+  auto gain = [&](int h) {
+    if (plan->slots.empty()) return 1.0;
+    const int neighbours = (is(h - 1) ? 1 : 0) + (is(h + 1) ? 1 : 0);
+    return neighbours == 0 ? 1 - r : neighbours == 2 ? 1 + r : 1.0;
+  };
+  // The share of hour h the remaining work needs there (a new stretch carries its restart).
+  auto need = [&](int h) { return *left + (gain(h) < 1 ? r : 0); };
+  auto finish_in = [&](int h) {
+    const bool at_end = !plan->slots.empty() && !is(h - 1) && is(h + 1);
+    const double f = need(h);
+    take(h, at_end ? 1 - f : 0, f);
+    *left = 0;
+  };
+  while (*left > kEps) {
+    int alone = -1, next_to = -1;
+    for (int h : order) {
+      if (is(h)) continue;
+      if (alone < 0) alone = h;
+      if (next_to < 0 && !plan->slots.empty() && (is(h - 1) || is(h + 1))) next_to = h;
+    }
+    if (alone < 0) return;  // no hour left before the deadline
+    const bool fits = need(alone) <= 1;
+    if (*left < 1 && next_to >= 0 && next_to != alone) {
+      // The cleanest free hour starts a stretch of its own; the partial could join one instead.
+      const double a = I[static_cast<size_t>(alone)], j = I[static_cast<size_t>(next_to)];
+      if (!(fits ? need(alone) * a < *left * j : r < 1 && a / (1 - r) < j)) return finish_in(next_to);
+    }
+    if (fits) return finish_in(alone);
+    const double g = gain(alone);
+    if (!(g > 0)) return;  // a restart of an hour or more: a stretch of its own adds no work
+    take(alone, 0, 1);
+    *left -= g;
+  }
+}
+
+// suspend-resume's cleanest hours first; with `contiguous_partial` the partial hour goes next to
+// a running stretch (each costs a restart when the cost is unknown), not the cheapest anywhere.
+void PlaceCheapestFirst(const JobSpec& job, const std::vector<double>& I,
+                        const std::vector<int>& order, bool contiguous_partial, double* left,
+                        Plan* plan) {
+  const WorkerPoint& b = Base(job);
+  std::vector<bool> chosen(order.size(), false);
+  for (int h : order) {
+    if (*left <= kEps) break;
+    const double f = std::min(1.0, *left);
+    if (f < 1.0 && contiguous_partial) break;
+    plan->slots.push_back(Slot(h, 0, f, b, I[static_cast<size_t>(h)]));
+    chosen[static_cast<size_t>(h)] = true;
+    *left -= f;
+  }
+  if (*left > kEps && *left < 1.0 && contiguous_partial) {
+    // The cheapest free hour next to a chosen one; the partial runs against that neighbour.
+    const int n = job.deadline_hours;
+    int best = -1;
+    for (int h : order) {
+      if (chosen[static_cast<size_t>(h)]) continue;
+      const bool after = h > 0 && chosen[static_cast<size_t>(h) - 1];
+      const bool before = h + 1 < n && chosen[static_cast<size_t>(h) + 1];
+      if (after || before || plan->slots.empty()) {
+        best = h;
+        break;
+      }
+    }
+    if (best >= 0) {
+      const bool before_only = !(best > 0 && chosen[static_cast<size_t>(best) - 1]) &&
+                               best + 1 < n && chosen[static_cast<size_t>(best) + 1];
+      plan->slots.push_back(
+          Slot(best, before_only ? 1 - *left : 0, *left, b, I[static_cast<size_t>(best)]));
+      *left = 0;
+    }
+  }
+}
+
 Plan SuspendResume(const JobSpec& job, const std::vector<double>& I, bool contiguous_partial) {
   const WorkerPoint& b = Base(job);
   Plan plan;
@@ -116,36 +206,10 @@ Plan SuspendResume(const JobSpec& job, const std::vector<double>& I, bool contig
     return I[static_cast<size_t>(a)] < I[static_cast<size_t>(c)];
   });
   double left = hours;
-  std::vector<bool> chosen(order.size(), false);
-  for (int h : order) {
-    if (left <= kEps) break;
-    const double f = std::min(1.0, left);
-    if (f < 1.0 && contiguous_partial) break;
-    plan.slots.push_back(Slot(h, 0, f, b, I[static_cast<size_t>(h)]));
-    chosen[static_cast<size_t>(h)] = true;
-    left -= f;
-  }
-  if (left > kEps && left < 1.0 && contiguous_partial) {
-    // The cheapest free hour next to a chosen one; the partial runs against that neighbour.
-    const int n = job.deadline_hours;
-    int best = -1;
-    for (int h : order) {
-      if (chosen[static_cast<size_t>(h)]) continue;
-      const bool after = h > 0 && chosen[static_cast<size_t>(h) - 1];
-      const bool before = h + 1 < n && chosen[static_cast<size_t>(h) + 1];
-      if (after || before || plan.slots.empty()) {
-        best = h;
-        break;
-      }
-    }
-    if (best >= 0) {
-      const bool before_only = !(best > 0 && chosen[static_cast<size_t>(best) - 1]) &&
-                               best + 1 < n && chosen[static_cast<size_t>(best) + 1];
-      plan.slots.push_back(
-          Slot(best, before_only ? 1 - left : 0, left, b, I[static_cast<size_t>(best)]));
-      left = 0;
-    }
-  }
+  if (contiguous_partial && job.restart_work >= 0)
+    PlaceWithRestarts(job, I, order, &left, &plan);
+  else
+    PlaceCheapestFirst(job, I, order, contiguous_partial, &left, &plan);
   if (left > kEps) {
     plan.feasible = false;
     plan.reason = "the job needs " + Num(hours) + " h on " + std::to_string(b.workers) +

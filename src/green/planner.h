@@ -42,6 +42,11 @@ struct JobSpec {
   int base_workers = 1;              // agnostic and suspend-resume run on this many
   int deadline_hours = 24;           // from the start
   double carbon_cap_kg = 0;          // 0 = none
+  // What one more running stretch costs (start-up and exit), in job units at the base count;
+  // < 0 = unknown. With PlanOptions::contiguous_partial and a known cost, the partial hour goes
+  // into the cheapest free hour as a stretch of its own when that, restart included, emits less
+  // than running it next to a stretch.
+  double restart_work = -1;
 };
 
 // Throughput w^(1 + log2 e) (efficiency e per doubling, concave for e <= 1), power linear in w:

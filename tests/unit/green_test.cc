@@ -305,6 +305,44 @@ TEST(Planner, ContiguousPartialHourJoinsAStretch) {
   EXPECT_NEAR(p.finish_hours, 3, 1e-12);
 }
 
+TEST(Planner, APartialHourRunsAloneInACleanHourWhenItsRestartCostsLess) {
+  // Hour 1 is clean and taken whole; 0.9 h are left. Next to it: hours 0 and 2 (600). Alone: hour
+  // 3 (100), which costs a restart of 0.05 h: (0.9 + 0.05) x 100 < 0.9 x 600.
+  JobSpec job;
+  job.scaling = {{1, 1, 1.0}};
+  job.work = 1.9;
+  job.deadline_hours = 5;
+  job.restart_work = 0.05;
+  PlanOptions o;
+  o.contiguous_partial = true;
+  const std::vector<double> I = {900, 100, 600, 100, 600};
+  Plan p = MakePlan(Strategy::kSuspendResume, job, I, o);
+  ASSERT_EQ(p.slots.size(), 2u);
+  EXPECT_EQ(p.slots[0].hour, 1);
+  EXPECT_EQ(p.slots[1].hour, 3);
+  EXPECT_DOUBLE_EQ(p.slots[1].offset, 0);
+  EXPECT_NEAR(p.slots[1].fraction, 0.95, 1e-12);  // the second stretch carries its restart
+  EXPECT_NEAR(p.work, 1.95, 1e-12);
+  // A restart that does not fit with the partial in the clean hour: hour 3 whole (0.8 h of work
+  // in it), the last 0.1 h next to hour 1 — not 0.9 h in the dirty hour.
+  job.restart_work = 0.2;
+  p = MakePlan(Strategy::kSuspendResume, job, I, o);
+  ASSERT_EQ(p.slots.size(), 3u);
+  EXPECT_EQ(p.slots[1].hour, 2);
+  EXPECT_NEAR(p.slots[1].fraction, 0.1, 1e-12);
+  EXPECT_EQ(p.slots[2].hour, 3);
+  EXPECT_NEAR(p.carbon_kg * 1000, 100 + 60 + 100, 1e-9);
+  // Unknown: the partial joins the stretch.
+  job.restart_work = -1;
+  p = MakePlan(Strategy::kSuspendResume, job, I, o);
+  EXPECT_EQ(p.slots.back().hour, 2);
+  // A restart dearer than the difference: (0.9 + 0.5) x 100 > 0.9 x 150.
+  job.work = 1.5;
+  job.restart_work = 0.5;
+  p = MakePlan(Strategy::kSuspendResume, job, {900, 100, 150, 100, 600}, o);
+  EXPECT_EQ(p.slots.back().hour, 2);
+}
+
 TEST(Planner, ElasticIsNeverWorseThanSuspendResumeAndUsesCleanHoursHarder) {
   std::mt19937 rng(11);
   for (int trial = 0; trial < 200; ++trial) {
