@@ -125,6 +125,26 @@ class Communicator {
   virtual std::shared_ptr<Work> ReduceScatter(const void* input, void* output,
                                               const std::vector<size_t>& counts, DataType dtype,
                                               ReduceOp op) = 0;
+  // `count` elements reduced into `data` at `root`; the other ranks' `data` is left as it was.
+  virtual std::shared_ptr<Work> Reduce(void* data, size_t count, DataType dtype, ReduceOp op,
+                                       int root) = 0;
+  // Rank r contributes counts[r] elements (every rank passes the same counts); at `root`,
+  // `output` receives them all in rank order (sum(counts) elements). Elsewhere `output` is unused.
+  virtual std::shared_ptr<Work> Gatherv(const void* input, void* output,
+                                        const std::vector<size_t>& counts, DataType dtype,
+                                        int root) = 0;
+  // At `root`, `input` holds sum(counts) elements; rank r receives its slice (counts[r] elements
+  // at offset sum(counts[0..r))) into `output`. Elsewhere `input` is unused.
+  virtual std::shared_ptr<Work> Scatterv(const void* input, void* output,
+                                         const std::vector<size_t>& counts, DataType dtype,
+                                         int root) = 0;
+  // send_counts[p] elements of `input` (blocks in rank order) go to rank p; recv_counts[p]
+  // elements from rank p land in `output` (blocks in rank order). What rank p sends here must be
+  // what this rank expects from it (send_counts[me] == recv_counts[me] here); `input` and
+  // `output` must not overlap.
+  virtual std::shared_ptr<Work> Alltoallv(const void* input, const std::vector<size_t>& send_counts,
+                                          void* output, const std::vector<size_t>& recv_counts,
+                                          DataType dtype) = 0;
   virtual std::shared_ptr<Work> Barrier() = 0;
   // Point to point: bytes are matched in submission order per (sender, receiver) pair.
   virtual std::shared_ptr<Work> Send(const void* data, size_t bytes, int dst) = 0;

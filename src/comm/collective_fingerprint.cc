@@ -25,6 +25,14 @@ const char* OpKindName(uint8_t op) {
       return "send";
     case OpKind::kRecv:
       return "recv";
+    case OpKind::kReduce:
+      return "reduce";
+    case OpKind::kGather:
+      return "gather";
+    case OpKind::kScatter:
+      return "scatter";
+    case OpKind::kAlltoall:
+      return "alltoall";
   }
   return "?";
 }
@@ -35,7 +43,8 @@ std::string DescribeFingerprint(const Fingerprint& f) {
   if (f.op == static_cast<uint8_t>(OpKind::kBarrier)) return s;
   s += " " + std::to_string(f.count) + " x " + DataTypeName(static_cast<DataType>(f.dtype));
   if (f.op == static_cast<uint8_t>(OpKind::kAllreduce) ||
-      f.op == static_cast<uint8_t>(OpKind::kReduceScatter))
+      f.op == static_cast<uint8_t>(OpKind::kReduceScatter) ||
+      f.op == static_cast<uint8_t>(OpKind::kReduce))
     s += std::string(" ") + ReduceOpName(static_cast<ReduceOp>(f.reduce));
   if (f.root >= 0) s += " root " + std::to_string(f.root);
   return s;

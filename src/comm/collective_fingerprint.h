@@ -15,7 +15,7 @@ namespace cdt {
 struct Fingerprint {
   uint64_t seq = 0;
   uint64_t count = 0;  // elements (bytes for send/recv)
-  int32_t root = -1;   // broadcast root, -1 otherwise
+  int32_t root = -1;   // broadcast, reduce, gather and scatter root, -1 otherwise
   uint8_t op = 0;      // OpKind
   uint8_t dtype = 0;
   uint8_t reduce = 0;
@@ -31,6 +31,10 @@ enum class OpKind : uint8_t {
   kBarrier,
   kSend,
   kRecv,
+  kReduce,
+  kGather,
+  kScatter,
+  kAlltoall,  // count 0: each rank's counts are its own
 };
 
 std::string DescribeFingerprint(const Fingerprint& f);

@@ -4,6 +4,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <condition_variable>
@@ -214,6 +215,75 @@ class TcpCommunicator : public Communicator {
     });
   }
 
+  std::shared_ptr<Work> Reduce(void* data, size_t count, DataType dtype, ReduceOp op,
+                               int root) override {
+    CheckRank(root, "reduce root");
+    Fingerprint fp{0,
+                   count,
+                   root,
+                   static_cast<uint8_t>(OpKind::kReduce),
+                   static_cast<uint8_t>(dtype),
+                   static_cast<uint8_t>(op)};
+    const size_t bytes = count * ElementSize(dtype);
+    return Submit("reduce", fp, bytes, [=, this](CollectiveContext& ctx) {
+      // Off the root the reduction runs in a copy: the caller's buffer is left as it was.
+      void* work = data;
+      if (rank() != root && bytes > 0) {
+        work = staging_.Get(bytes);
+        std::memcpy(work, data, bytes);
+      }
+      cdt::Reduce(ctx, Group::World(rank(), size()), ReduceBuffer{work, count, dtype, op}, root);
+      if (rank() == root && op == ReduceOp::kAvg) FinishAverage(data, count, dtype, size());
+    });
+  }
+
+  std::shared_ptr<Work> Gatherv(const void* input, void* output, const std::vector<size_t>& counts,
+                                DataType dtype, int root) override {
+    CheckRank(root, "gather root");
+    const std::vector<size_t> offsets = BlockOffsets(counts, "gatherv");
+    Fingerprint fp{0,      offsets.back(), root, static_cast<uint8_t>(OpKind::kGather),
+                   static_cast<uint8_t>(dtype), 0};
+    const size_t elem = ElementSize(dtype);
+    return Submit("gather", fp, offsets.back() * elem, [=, this](CollectiveContext& ctx) {
+      cdt::Gatherv(ctx, Group::World(rank(), size()), input, output, elem, offsets, root);
+    });
+  }
+
+  std::shared_ptr<Work> Scatterv(const void* input, void* output, const std::vector<size_t>& counts,
+                                 DataType dtype, int root) override {
+    CheckRank(root, "scatter root");
+    const std::vector<size_t> offsets = BlockOffsets(counts, "scatterv");
+    Fingerprint fp{0,      offsets.back(), root, static_cast<uint8_t>(OpKind::kScatter),
+                   static_cast<uint8_t>(dtype), 0};
+    const size_t elem = ElementSize(dtype);
+    return Submit("scatter", fp, offsets.back() * elem, [=, this](CollectiveContext& ctx) {
+      cdt::Scatterv(ctx, Group::World(rank(), size()), input, output, elem, offsets, root);
+    });
+  }
+
+  std::shared_ptr<Work> Alltoallv(const void* input, const std::vector<size_t>& send_counts,
+                                  void* output, const std::vector<size_t>& recv_counts,
+                                  DataType dtype) override {
+    const std::vector<size_t> send = BlockOffsets(send_counts, "alltoallv send_counts");
+    const std::vector<size_t> recv = BlockOffsets(recv_counts, "alltoallv recv_counts");
+    const size_t me = static_cast<size_t>(rank());
+    if (send_counts[me] != recv_counts[me])
+      throw Error(ErrorCode::kInvalidArgument,
+                  "alltoallv on rank " + std::to_string(rank()) + ": it sends itself " +
+                      std::to_string(send_counts[me]) + " element(s) but expects " +
+                      std::to_string(recv_counts[me]) + " from itself");
+    Fingerprint fp{0, 0, -1, static_cast<uint8_t>(OpKind::kAlltoall), static_cast<uint8_t>(dtype),
+                   0};
+    const size_t elem = ElementSize(dtype);
+    // The size picks the channel, and each rank's counts are its own: every rank takes the bulk
+    // channel alike (one that took the other would wait on a socket its peer never writes).
+    return Submit("alltoall", fp, std::max<size_t>(options_.bulk_min_bytes, 1),
+                  [=, this](CollectiveContext& ctx) {
+                    cdt::Alltoallv(ctx, Group::World(rank(), size()), input, send, output, recv,
+                                   elem);
+                  });
+  }
+
   std::shared_ptr<Work> Barrier() override {
     Fingerprint fp{0, 0, -1, static_cast<uint8_t>(OpKind::kBarrier), 0, 0};
     return Submit("barrier", fp, 0, [this](CollectiveContext& ctx) {
@@ -331,7 +401,7 @@ class TcpCommunicator : public Communicator {
     const char* name;
     uint64_t seq;
     Fingerprint fp;
-    size_t bytes;  // payload size, picks the channel
+    size_t bytes;  // payload size, picks the channel: the same on every rank
     std::function<void(CollectiveContext&)> run;
     std::shared_ptr<WorkImpl> work;
   };

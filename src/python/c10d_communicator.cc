@@ -124,6 +124,96 @@ std::shared_ptr<Work> C10dCommunicator::ReduceScatter(const void* input, void* o
   return std::make_shared<DoneWork>();
 }
 
+std::shared_ptr<Work> C10dCommunicator::Reduce(void* data, size_t count, DataType dtype,
+                                               ReduceOp op, int root) {
+  // torch.distributed's reduce may write into the other ranks' tensors: reduce a copy there.
+  at::Tensor t = rank() == root ? View(data, count, dtype) : View(data, count, dtype).clone();
+  std::vector<at::Tensor> ts = {t};
+  ::c10d::ReduceOptions o;
+  o.reduceOp = C10dOp(op);
+  o.rootRank = root;
+  auto done = Finish(pg_->reduce(ts, o), "reduce");
+  if (op == ReduceOp::kAvg && rank() == root) {
+    if (at::isFloatingType(t.scalar_type()))
+      t.div_(size());
+    else
+      t.div_(size(), "trunc");
+  }
+  return done;
+}
+
+// Gather and scatter through torch.distributed's equal-size calls: every block padded to the
+// largest.
+std::shared_ptr<Work> C10dCommunicator::Gatherv(const void* input, void* output,
+                                                const std::vector<size_t>& counts, DataType dtype,
+                                                int root) {
+  const size_t most = counts.empty() ? 0 : *std::max_element(counts.begin(), counts.end());
+  const size_t elem = ElementSize(dtype);
+  const auto options = at::TensorOptions().dtype(ScalarTypeOf(dtype));
+  at::Tensor mine = at::zeros({static_cast<int64_t>(most)}, options);
+  std::memcpy(mine.data_ptr(), input, counts[static_cast<size_t>(rank())] * elem);
+  std::vector<at::Tensor> in = {mine};
+  std::vector<std::vector<at::Tensor>> out;
+  if (rank() == root) {
+    out.resize(1);
+    for (int r = 0; r < size(); ++r) out[0].push_back(at::empty_like(mine));
+  }
+  ::c10d::GatherOptions o;
+  o.rootRank = root;
+  auto done = Finish(pg_->gather(out, in, o), "gather");
+  if (rank() != root) return done;
+  char* dst = static_cast<char*>(output);
+  for (int r = 0; r < size(); ++r) {
+    const size_t bytes = counts[static_cast<size_t>(r)] * elem;
+    std::memcpy(dst, out[0][static_cast<size_t>(r)].data_ptr(), bytes);
+    dst += bytes;
+  }
+  return done;
+}
+
+std::shared_ptr<Work> C10dCommunicator::Scatterv(const void* input, void* output,
+                                                 const std::vector<size_t>& counts, DataType dtype,
+                                                 int root) {
+  const size_t most = counts.empty() ? 0 : *std::max_element(counts.begin(), counts.end());
+  const size_t elem = ElementSize(dtype);
+  const auto options = at::TensorOptions().dtype(ScalarTypeOf(dtype));
+  std::vector<at::Tensor> out = {at::zeros({static_cast<int64_t>(most)}, options)};
+  std::vector<std::vector<at::Tensor>> in;
+  if (rank() == root) {
+    in.resize(1);
+    const char* src = static_cast<const char*>(input);
+    for (int r = 0; r < size(); ++r) {
+      at::Tensor block = at::zeros({static_cast<int64_t>(most)}, options);
+      const size_t bytes = counts[static_cast<size_t>(r)] * elem;
+      std::memcpy(block.data_ptr(), src, bytes);
+      src += bytes;
+      in[0].push_back(block);
+    }
+  }
+  ::c10d::ScatterOptions o;
+  o.rootRank = root;
+  auto done = Finish(pg_->scatter(out, in, o), "scatter");
+  std::memcpy(output, out[0].data_ptr(), counts[static_cast<size_t>(rank())] * elem);
+  return done;
+}
+
+std::shared_ptr<Work> C10dCommunicator::Alltoallv(const void* input,
+                                                  const std::vector<size_t>& send_counts,
+                                                  void* output,
+                                                  const std::vector<size_t>& recv_counts,
+                                                  DataType dtype) {
+  auto total = [](const std::vector<size_t>& c) {
+    size_t n = 0;
+    for (size_t x : c) n += x;
+    return n;
+  };
+  at::Tensor in = View(input, total(send_counts), dtype);
+  at::Tensor out = View(output, total(recv_counts), dtype);
+  std::vector<int64_t> send(send_counts.begin(), send_counts.end());
+  std::vector<int64_t> recv(recv_counts.begin(), recv_counts.end());
+  return Finish(pg_->alltoall_base(out, in, recv, send), "alltoall");
+}
+
 std::shared_ptr<Work> C10dCommunicator::Barrier() {
   return Finish(pg_->barrier(::c10d::BarrierOptions()), "barrier");
 }

@@ -38,6 +38,15 @@ class C10dCommunicator : public Communicator {
   std::shared_ptr<Work> ReduceScatter(const void* input, void* output,
                                       const std::vector<size_t>& counts, DataType dtype,
                                       ReduceOp op) override;
+  std::shared_ptr<Work> Reduce(void* data, size_t count, DataType dtype, ReduceOp op,
+                               int root) override;
+  std::shared_ptr<Work> Gatherv(const void* input, void* output, const std::vector<size_t>& counts,
+                                DataType dtype, int root) override;
+  std::shared_ptr<Work> Scatterv(const void* input, void* output, const std::vector<size_t>& counts,
+                                 DataType dtype, int root) override;
+  std::shared_ptr<Work> Alltoallv(const void* input, const std::vector<size_t>& send_counts,
+                                  void* output, const std::vector<size_t>& recv_counts,
+                                  DataType dtype) override;
   std::shared_ptr<Work> Barrier() override;
   std::shared_ptr<Work> Send(const void* data, size_t bytes, int dst) override;
   std::shared_ptr<Work> Recv(void* data, size_t bytes, int src) override;

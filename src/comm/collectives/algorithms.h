@@ -36,4 +36,19 @@ void Broadcast(CollectiveContext& ctx, const Group& group, void* data, size_t by
                int root_index);
 void Barrier(CollectiveContext& ctx, const Group& group);
 
+// Rooted collectives (rooted.cc). Reduce: `buf` is working memory on every rank (kAvg reduced as a
+// sum); the reduction ends in it at group index root_index, the others' is scratch. Gatherv and
+// Scatterv: block i has (offsets[i + 1] - offsets[i]) elements of `elem` bytes; at the root,
+// `output` (gather) or `input` (scatter) holds all blocks at their offsets; elsewhere, one block.
+void Reduce(CollectiveContext& ctx, const Group& group, const ReduceBuffer& buf, int root_index);
+void Gatherv(CollectiveContext& ctx, const Group& group, const void* input, void* output,
+             size_t elem, const std::vector<size_t>& offsets, int root_index);
+void Scatterv(CollectiveContext& ctx, const Group& group, const void* input, void* output,
+              size_t elem, const std::vector<size_t>& offsets, int root_index);
+// All-to-all (alltoall.cc): send_offsets/recv_offsets have group.size() + 1 entries; block i of
+// `input` goes to group index i, block i of `output` comes from it.
+void Alltoallv(CollectiveContext& ctx, const Group& group, const void* input,
+               const std::vector<size_t>& send_offsets, void* output,
+               const std::vector<size_t>& recv_offsets, size_t elem);
+
 }  // namespace cdt

@@ -6,6 +6,7 @@
 #include <map>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cdt/allreduce_selector.h"
@@ -90,13 +91,7 @@ class MpiCommunicator : public Communicator {
   std::shared_ptr<Work> Allgatherv(const void* input, void* output,
                                    const std::vector<size_t>& counts, DataType dtype) override {
     return Run("allgather", [&] {
-      std::vector<int> c, d;
-      int off = 0;
-      for (size_t n : counts) {
-        c.push_back(Count(n));
-        d.push_back(off);
-        off += Count(n);
-      }
+      auto [c, d] = CountsAndDisplacements(counts);
       return MPI_Allgatherv(input, c[static_cast<size_t>(rank_)], Type(dtype), output, c.data(),
                             d.data(), Type(dtype), comm_);
     });
@@ -111,6 +106,44 @@ class MpiCommunicator : public Communicator {
       if (rc == MPI_SUCCESS && op == ReduceOp::kAvg)
         FinishAverage(output, counts[static_cast<size_t>(rank_)], dtype, size_);
       return rc;
+    });
+  }
+  std::shared_ptr<Work> Reduce(void* data, size_t count, DataType dtype, ReduceOp op,
+                               int root) override {
+    return Run("reduce", [&] {
+      if (count == 0) return MPI_SUCCESS;
+      const bool at_root = rank_ == root;
+      int rc = MPI_Reduce(at_root ? MPI_IN_PLACE : data, at_root ? data : nullptr, Count(count),
+                          Type(dtype), Op(dtype, op), root, comm_);
+      if (rc == MPI_SUCCESS && at_root && op == ReduceOp::kAvg)
+        FinishAverage(data, count, dtype, size_);
+      return rc;
+    });
+  }
+  std::shared_ptr<Work> Gatherv(const void* input, void* output, const std::vector<size_t>& counts,
+                                DataType dtype, int root) override {
+    return Run("gather", [&] {
+      auto [c, d] = CountsAndDisplacements(counts);
+      return MPI_Gatherv(input, c[static_cast<size_t>(rank_)], Type(dtype), output, c.data(),
+                         d.data(), Type(dtype), root, comm_);
+    });
+  }
+  std::shared_ptr<Work> Scatterv(const void* input, void* output, const std::vector<size_t>& counts,
+                                 DataType dtype, int root) override {
+    return Run("scatter", [&] {
+      auto [c, d] = CountsAndDisplacements(counts);
+      return MPI_Scatterv(input, c.data(), d.data(), Type(dtype), output,
+                          c[static_cast<size_t>(rank_)], Type(dtype), root, comm_);
+    });
+  }
+  std::shared_ptr<Work> Alltoallv(const void* input, const std::vector<size_t>& send_counts,
+                                  void* output, const std::vector<size_t>& recv_counts,
+                                  DataType dtype) override {
+    return Run("alltoall", [&] {
+      auto [sc, sd] = CountsAndDisplacements(send_counts);
+      auto [rc, rd] = CountsAndDisplacements(recv_counts);
+      return MPI_Alltoallv(input, sc.data(), sd.data(), Type(dtype), output, rc.data(), rd.data(),
+                           Type(dtype), comm_);
     });
   }
   std::shared_ptr<Work> Barrier() override {
@@ -133,6 +166,18 @@ class MpiCommunicator : public Communicator {
   void Abort() override { MPI_Abort(comm_, 1); }
 
  private:
+  // MPI's int counts and displacements for per-rank element counts.
+  std::pair<std::vector<int>, std::vector<int>> CountsAndDisplacements(
+      const std::vector<size_t>& counts) const {
+    std::vector<int> c, d;
+    size_t off = 0;
+    for (size_t n : counts) {
+      c.push_back(Count(n));
+      d.push_back(Count(off));
+      off += n;
+    }
+    return {c, d};
+  }
   int Count(size_t n) const {
     if (n > static_cast<size_t>(INT32_MAX))
       throw Error(ErrorCode::kInvalidArgument,
