@@ -59,10 +59,10 @@ TEST(Green, PlanOnlyWritesThePlanAgainstTheCarbonAgnosticBaseline) {
 
 TEST(Green, CarbonAwareRunPausesThroughDirtyHoursAndMatchesTheUnpausedRun) {
   // Clean odd hours between dirty even ones (hour 0 the dirtiest): the job runs in hour 1, pauses
-  // through hour 2, runs in hour 3 ... That needs a job longer than two trace hours (a partial
-  // hour is planned next to a running one) whatever the calibration measures: 1000 steps at
-  // --time-scale 5 are ~2.3 trace hours at 8 ms a step, ~3.6 at 13 (OpenBLAS here, a fast hour),
-  // and at 25 ms still end by hour 16 of the 22.
+  // through hour 2, runs in hour 3 ... Any job longer than one trace hour pauses: a partial hour
+  // costs less alone in clean hour 3, restart included, than beside hour 1 in dirty hour 2.
+  // 1000 steps at --time-scale 5 are ~1.6 trace hours at 7 ms a step (CI), ~3.6 at 13, and at
+  // 25 ms still end by hour 16 of the 22.
   const std::string trace = TempPath("trace.csv");
   {
     std::ofstream t(trace);
