@@ -16,6 +16,8 @@ enum class DataType : uint8_t {
   kInt32 = 4,
   kInt64 = 5,
   kInt8 = 6,  // wraps on overflow: the caller bounds the sum (gradient compression's int8)
+  kUInt8 = 7,  // wraps on overflow
+  kBool = 8,   // one byte, 0 or 1: kSum/kMax/kBor are "or", kProduct/kMin/kBand "and", kBxor "xor"
 };
 
 enum class ReduceOp : uint8_t {
@@ -23,11 +25,23 @@ enum class ReduceOp : uint8_t {
   kAvg = 1,  // sum divided by the number of ranks; integer division for integer types
   kMax = 2,
   kMin = 3,
+  kProduct = 4,
+  kBand = 5,  // bitwise and, or, xor: integer and bool types only
+  kBor = 6,
+  kBxor = 7,
 };
 
 size_t ElementSize(DataType dtype);
-const char* DataTypeName(DataType dtype);  // "f32", "f64", "f16", "bf16", "i32", "i64"
-const char* ReduceOpName(ReduceOp op);     // "sum", "avg", "max", "min"
+// "f32", "f64", "f16", "bf16", "i32", "i64", "i8", "u8", "bool"
+const char* DataTypeName(DataType dtype);
+// "sum", "avg", "max", "min", "prod", "band", "bor", "bxor"
+const char* ReduceOpName(ReduceOp op);
+
+// Whether `op` is defined on `dtype`: the bitwise ops need an integer or bool type, avg a number.
+bool ReduceOpApplies(ReduceOp op, DataType dtype);
+// Throws cdt::Error(kInvalidArgument) naming `call`, the op, the type and the ops that apply,
+// when `op` is not defined on `dtype` (every reducing collective checks at submission).
+void CheckReduceOp(ReduceOp op, DataType dtype, const char* call);
 
 // Parse the short names above; throw cdt::Error(kInvalidArgument) naming the accepted values.
 DataType ParseDataType(std::string_view name);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "common/half.h"
 #include "common/half_vector.h"
@@ -10,18 +11,67 @@ namespace cdt {
 
 namespace {
 
+// The type sums and products are computed in: unsigned for integers, whose wrapping is defined
+// there (torch's integer sums and products wrap too), the type itself for floats.
+template <typename T, bool = std::is_integral_v<T>>
+struct Wrapping {
+  using type = T;
+};
+template <typename T>
+struct Wrapping<T, true> {
+  using type = std::make_unsigned_t<T>;
+};
+
 template <typename T>
 void ReduceTyped(T* __restrict d, const T* __restrict s, size_t n, ReduceOp op) {
+  using W = typename Wrapping<T>::type;
   switch (op) {
     case ReduceOp::kSum:
     case ReduceOp::kAvg:
-      for (size_t i = 0; i < n; ++i) d[i] += s[i];
+      for (size_t i = 0; i < n; ++i)
+        d[i] = static_cast<T>(static_cast<W>(d[i]) + static_cast<W>(s[i]));
       return;
     case ReduceOp::kMax:
       for (size_t i = 0; i < n; ++i) d[i] = std::max(d[i], s[i]);
       return;
     case ReduceOp::kMin:
       for (size_t i = 0; i < n; ++i) d[i] = std::min(d[i], s[i]);
+      return;
+    case ReduceOp::kProduct:
+      for (size_t i = 0; i < n; ++i)
+        d[i] = static_cast<T>(static_cast<W>(d[i]) * static_cast<W>(s[i]));
+      return;
+    case ReduceOp::kBand:
+    case ReduceOp::kBor:
+    case ReduceOp::kBxor:
+      if constexpr (std::is_integral_v<T>) {
+        if (op == ReduceOp::kBand)
+          for (size_t i = 0; i < n; ++i) d[i] &= s[i];
+        else if (op == ReduceOp::kBor)
+          for (size_t i = 0; i < n; ++i) d[i] |= s[i];
+        else
+          for (size_t i = 0; i < n; ++i) d[i] ^= s[i];
+      }
+      return;  // floating types: refused at submission (CheckReduceOp)
+  }
+}
+
+// Bytes that are 0 or 1: sum, max and bor are "or"; product, min and band "and"; bxor "xor".
+void ReduceBool(uint8_t* __restrict d, const uint8_t* __restrict s, size_t n, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:
+    case ReduceOp::kMax:
+    case ReduceOp::kBor:
+      for (size_t i = 0; i < n; ++i) d[i] = static_cast<uint8_t>((d[i] | s[i]) != 0);
+      return;
+    case ReduceOp::kProduct:
+    case ReduceOp::kMin:
+    case ReduceOp::kBand:
+      for (size_t i = 0; i < n; ++i) d[i] = static_cast<uint8_t>(d[i] != 0 && s[i] != 0);
+      return;
+    case ReduceOp::kBxor:
+      for (size_t i = 0; i < n; ++i) d[i] = static_cast<uint8_t>((d[i] != 0) != (s[i] != 0));
       return;
   }
 }
@@ -31,9 +81,10 @@ void Reduce16(uint16_t* d, const uint16_t* s, size_t n, ReduceOp op) {
   for (size_t i = 0; i < n; ++i) {
     float a = ToF(d[i]);
     float b = ToF(s[i]);
-    float r = (op == ReduceOp::kMax)   ? std::max(a, b)
-              : (op == ReduceOp::kMin) ? std::min(a, b)
-                                       : a + b;
+    float r = (op == ReduceOp::kMax)       ? std::max(a, b)
+              : (op == ReduceOp::kMin)     ? std::min(a, b)
+              : (op == ReduceOp::kProduct) ? a * b
+                                           : a + b;
     d[i] = FromF(r);
   }
 }
@@ -63,6 +114,10 @@ void ReduceInto(void* dst, const void* src, size_t count, DataType dtype, Reduce
       return ReduceTyped(static_cast<int64_t*>(dst), static_cast<const int64_t*>(src), count, op);
     case DataType::kInt8:
       return ReduceTyped(static_cast<int8_t*>(dst), static_cast<const int8_t*>(src), count, op);
+    case DataType::kUInt8:
+      return ReduceTyped(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), count, op);
+    case DataType::kBool:
+      return ReduceBool(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), count, op);
     case DataType::kFloat16:
       if (op == ReduceOp::kSum || op == ReduceOp::kAvg)  // the gradient path: vectorised
         return SumHalfs(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), count);
@@ -87,6 +142,10 @@ void FinishAverage(void* data, size_t count, DataType dtype, int divisor) {
       return DivideTyped(static_cast<int64_t*>(data), count, divisor);
     case DataType::kInt8:
       return DivideTyped(static_cast<int8_t*>(data), count, divisor);
+    case DataType::kUInt8:
+      return DivideTyped(static_cast<uint8_t*>(data), count, divisor);
+    case DataType::kBool:
+      return;  // avg is refused on bool at submission
     case DataType::kFloat16:
       return Divide16<HalfToFloat, FloatToHalf>(static_cast<uint16_t*>(data), count, divisor);
     case DataType::kBFloat16:

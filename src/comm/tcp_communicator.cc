@@ -118,6 +118,7 @@ class TcpCommunicator : public Communicator {
                                   AllreduceOptions opt) override {
     // kAuto is resolved when the operation runs, not when it is queued: the autotuner's decision
     // may land between the two.
+    CheckReduceOp(op, dtype, "allreduce");
     const AllreduceAlgorithm requested =
         opt.algorithm != AllreduceAlgorithm::kAuto ? opt.algorithm : options_.default_algorithm;
     const size_t elem = ElementSize(dtype);
@@ -188,13 +189,18 @@ class TcpCommunicator : public Communicator {
       const size_t me = static_cast<size_t>(rank());
       if (counts[me] > 0)  // empty vectors may hand us null pointers
         std::memmove(static_cast<char*>(output) + offsets[me] * elem, input, counts[me] * elem);
-      RingAllgatherPhase(ctx, Group::World(rank(), size()), output, elem, offsets);
+      const Group world = Group::World(rank(), size());
+      if (ArenaSpansGroup(ctx, world))
+        AllgathervShm(ctx, world, output, elem, offsets);
+      else
+        RingAllgatherPhase(ctx, world, output, elem, offsets);
     });
   }
 
   std::shared_ptr<Work> ReduceScatter(const void* input, void* output,
                                       const std::vector<size_t>& counts, DataType dtype,
                                       ReduceOp op) override {
+    CheckReduceOp(op, dtype, "reduce_scatter");
     const std::vector<size_t> offsets = BlockOffsets(counts, "reduce_scatter");
     Fingerprint fp{0,
                    offsets.back(),
@@ -204,12 +210,18 @@ class TcpCommunicator : public Communicator {
                    static_cast<uint8_t>(op)};
     const size_t elem = ElementSize(dtype);
     return Submit("reduce_scatter", fp, offsets.back() * elem, [=, this](CollectiveContext& ctx) {
+      const size_t me = static_cast<size_t>(rank());
+      const Group world = Group::World(rank(), size());
+      if (ArenaSpansGroup(ctx, world)) {
+        ReduceScatterShm(ctx, world, input, output, offsets, dtype, op);
+        if (op == ReduceOp::kAvg) FinishAverage(output, counts[me], dtype, size());
+        return;
+      }
       // The ring works in place; stage the (const) input in memory of our own.
       void* staged = staging_.Get(offsets.back() * elem);
       if (offsets.back() > 0) std::memcpy(staged, input, offsets.back() * elem);
       ReduceBuffer buf{staged, offsets.back(), dtype, op};
-      RingReduceScatterPhase(ctx, Group::World(rank(), size()), buf, offsets);
-      const size_t me = static_cast<size_t>(rank());
+      RingReduceScatterPhase(ctx, world, buf, offsets);
       if (counts[me] > 0) std::memcpy(output, buf.at(offsets[me]), counts[me] * elem);
       if (op == ReduceOp::kAvg) FinishAverage(output, counts[me], dtype, size());
     });
@@ -218,6 +230,7 @@ class TcpCommunicator : public Communicator {
   std::shared_ptr<Work> Reduce(void* data, size_t count, DataType dtype, ReduceOp op,
                                int root) override {
     CheckRank(root, "reduce root");
+    CheckReduceOp(op, dtype, "reduce");
     Fingerprint fp{0,
                    count,
                    root,
@@ -279,8 +292,11 @@ class TcpCommunicator : public Communicator {
     // channel alike (one that took the other would wait on a socket its peer never writes).
     return Submit("alltoall", fp, std::max<size_t>(options_.bulk_min_bytes, 1),
                   [=, this](CollectiveContext& ctx) {
-                    cdt::Alltoallv(ctx, Group::World(rank(), size()), input, send, output, recv,
-                                   elem);
+                    const Group world = Group::World(rank(), size());
+                    if (ArenaSpansGroup(ctx, world))
+                      AlltoallvShm(ctx, world, input, send, output, recv, elem);
+                    else
+                      cdt::Alltoallv(ctx, world, input, send, output, recv, elem);
                   });
   }
 

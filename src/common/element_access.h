@@ -33,6 +33,12 @@ inline void StoreElement(void* base, DataType t, size_t i, double v) {
     case DataType::kInt8:
       static_cast<int8_t*>(base)[i] = static_cast<int8_t>(v);
       break;
+    case DataType::kUInt8:
+      static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(v);
+      break;
+    case DataType::kBool:
+      static_cast<uint8_t*>(base)[i] = v != 0 ? 1 : 0;
+      break;
   }
 }
 
@@ -52,6 +58,9 @@ inline double LoadElement(const void* base, DataType t, size_t i) {
       return static_cast<double>(static_cast<const int64_t*>(base)[i]);
     case DataType::kInt8:
       return static_cast<const int8_t*>(base)[i];
+    case DataType::kUInt8:
+    case DataType::kBool:
+      return static_cast<const uint8_t*>(base)[i];
   }
   return 0;
 }

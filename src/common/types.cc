@@ -21,6 +21,8 @@ size_t ElementSize(DataType dtype) {
     case DataType::kInt64:
       return 8;
     case DataType::kInt8:
+    case DataType::kUInt8:
+    case DataType::kBool:
       return 1;
   }
   throw Error(ErrorCode::kInvalidArgument,
@@ -43,6 +45,10 @@ const char* DataTypeName(DataType dtype) {
       return "i64";
     case DataType::kInt8:
       return "i8";
+    case DataType::kUInt8:
+      return "u8";
+    case DataType::kBool:
+      return "bool";
   }
   return "?";
 }
@@ -57,25 +63,73 @@ const char* ReduceOpName(ReduceOp op) {
       return "max";
     case ReduceOp::kMin:
       return "min";
+    case ReduceOp::kProduct:
+      return "prod";
+    case ReduceOp::kBand:
+      return "band";
+    case ReduceOp::kBor:
+      return "bor";
+    case ReduceOp::kBxor:
+      return "bxor";
   }
   return "?";
 }
 
+namespace {
+
+constexpr DataType kAllTypes[] = {DataType::kFloat32,  DataType::kFloat64, DataType::kFloat16,
+                                  DataType::kBFloat16, DataType::kInt32,   DataType::kInt64,
+                                  DataType::kInt8,     DataType::kUInt8,   DataType::kBool};
+constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kAvg,     ReduceOp::kMax,
+                                ReduceOp::kMin, ReduceOp::kProduct, ReduceOp::kBand,
+                                ReduceOp::kBor, ReduceOp::kBxor};
+
+bool IsFloating(DataType t) {
+  return t == DataType::kFloat32 || t == DataType::kFloat64 || t == DataType::kFloat16 ||
+         t == DataType::kBFloat16;
+}
+
+}  // namespace
+
+bool ReduceOpApplies(ReduceOp op, DataType dtype) {
+  switch (op) {
+    case ReduceOp::kBand:
+    case ReduceOp::kBor:
+    case ReduceOp::kBxor:
+      return !IsFloating(dtype);
+    case ReduceOp::kAvg:
+      return dtype != DataType::kBool;
+    default:
+      return true;
+  }
+}
+
+void CheckReduceOp(ReduceOp op, DataType dtype, const char* call) {
+  if (ReduceOpApplies(op, dtype)) return;
+  std::string ok;
+  for (ReduceOp o : kAllOps)
+    if (ReduceOpApplies(o, dtype)) ok += (ok.empty() ? "" : ", ") + std::string(ReduceOpName(o));
+  throw Error(ErrorCode::kInvalidArgument,
+              std::string(call) + ": reduce op '" + ReduceOpName(op) + "' is not defined on " +
+                  DataTypeName(dtype) + " elements (" + DataTypeName(dtype) + " takes " + ok + ")");
+}
+
 DataType ParseDataType(std::string_view name) {
-  for (DataType d : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
-                     DataType::kBFloat16, DataType::kInt32, DataType::kInt64, DataType::kInt8}) {
+  for (DataType d : kAllTypes) {
     if (name == DataTypeName(d)) return d;
   }
-  throw Error(ErrorCode::kInvalidArgument, "unknown dtype '" + std::string(name) +
-                                               "' (use f32, f64, f16, bf16, i32, i64 or i8)");
+  throw Error(ErrorCode::kInvalidArgument,
+              "unknown dtype '" + std::string(name) +
+                  "' (use f32, f64, f16, bf16, i32, i64, i8, u8 or bool)");
 }
 
 ReduceOp ParseReduceOp(std::string_view name) {
-  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin}) {
+  for (ReduceOp op : kAllOps) {
     if (name == ReduceOpName(op)) return op;
   }
   throw Error(ErrorCode::kInvalidArgument,
-              "unknown reduce op '" + std::string(name) + "' (use sum, avg, max or min)");
+              "unknown reduce op '" + std::string(name) +
+                  "' (use sum, avg, max, min, prod, band, bor or bxor)");
 }
 
 const char* AllreduceAlgorithmName(AllreduceAlgorithm algo) {

@@ -20,6 +20,8 @@ at::ScalarType ScalarTypeOf(DataType t) {
     case DataType::kInt32: return at::kInt;
     case DataType::kInt64: return at::kLong;
     case DataType::kInt8: return at::kChar;
+    case DataType::kUInt8: return at::kByte;
+    case DataType::kBool: return at::kBool;
   }
   return at::kFloat;
 }
@@ -52,6 +54,10 @@ std::shared_ptr<Work> Finish(const c10::intrusive_ptr<::c10d::Work>& w, const ch
     case ReduceOp::kAvg: return ::c10d::ReduceOp::SUM;  // AVG: divided after (Gloo has none)
     case ReduceOp::kMax: return ::c10d::ReduceOp::MAX;
     case ReduceOp::kMin: return ::c10d::ReduceOp::MIN;
+    case ReduceOp::kProduct: return ::c10d::ReduceOp::PRODUCT;
+    case ReduceOp::kBand: return ::c10d::ReduceOp::BAND;
+    case ReduceOp::kBor: return ::c10d::ReduceOp::BOR;
+    case ReduceOp::kBxor: return ::c10d::ReduceOp::BXOR;
   }
   return ::c10d::ReduceOp::SUM;
 }

@@ -123,8 +123,12 @@ TEST(Green, CarbonAwareRunPausesThroughDirtyHoursAndMatchesTheUnpausedRun) {
     planned_hours += hours;
   }
   EXPECT_LE(r["actual"].size(), stretches) << out;
-  if (planned_hours > 1) EXPECT_GE(stretches, 2u) << out;
-  if (stretches > 1) EXPECT_GE(r["actual"].size(), 2u) << out;
+  if (planned_hours > 1) {
+    EXPECT_GE(stretches, 2u) << out;
+  }
+  if (stretches > 1) {
+    EXPECT_GE(r["actual"].size(), 2u) << out;
+  }
   EXPECT_NE(out.find("paused"), std::string::npos) << out;
   EXPECT_GT(r["energy_kwh"].get<double>(), 0);
   EXPECT_TRUE(r["energy_modelled"].get<bool>() ||

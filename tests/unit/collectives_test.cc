@@ -43,60 +43,68 @@ TEST_P(CollectivesTest, AllreduceEveryAlgorithmTypeAndCount) {
       setup);
 }
 
+// Twice: through the node's shared memory (small slots: many rounds), and over TCP alone.
 TEST_P(CollectivesTest, BroadcastAllgatherReduceScatterBarrierSendRecv) {
   const int p = GetParam();
-  testing::RankSetup setup;
-  setup.base.segment_bytes = 4096;
-  RunRanks(
-      p,
-      [&](Communicator& comm) {
-        const int me = comm.rank();
-        for (size_t count : {size_t{0}, size_t{1}, size_t{1031}, size_t{300000}}) {
-          for (int root = 0; root < p; root += (p > 3 ? p / 2 : 1)) {
-            std::vector<int32_t> b(count, me == root ? 0 : -1);
-            for (size_t i = 0; i < count && me == root; ++i)
-              b[i] = static_cast<int32_t>(i * 3 + root);
-            comm.Broadcast(b.data(), count, DataType::kInt32, root)->Wait();
-            for (size_t i = 0; i < count; ++i) ASSERT_EQ(b[i], static_cast<int32_t>(i * 3 + root));
+  for (bool shm : {true, false}) {
+    SCOPED_TRACE(shm ? "shared memory" : "TCP");
+    testing::RankSetup setup;
+    setup.base.segment_bytes = 4096;
+    setup.base.shared_memory = shm;
+    setup.base.shm_slot_bytes = 8192;
+    RunRanks(
+        p,
+        [&](Communicator& comm) {
+          const int me = comm.rank();
+          ASSERT_EQ(comm.shares_memory(), shm && p > 1);
+          for (size_t count : {size_t{0}, size_t{1}, size_t{1031}, size_t{300000}}) {
+            for (int root = 0; root < p; root += (p > 3 ? p / 2 : 1)) {
+              std::vector<int32_t> b(count, me == root ? 0 : -1);
+              for (size_t i = 0; i < count && me == root; ++i)
+                b[i] = static_cast<int32_t>(i * 3 + root);
+              comm.Broadcast(b.data(), count, DataType::kInt32, root)->Wait();
+              for (size_t i = 0; i < count; ++i)
+                ASSERT_EQ(b[i], static_cast<int32_t>(i * 3 + root));
+            }
+            // Allgatherv with unequal counts: rank r contributes count + r elements.
+            std::vector<size_t> counts;
+            for (int r = 0; r < p; ++r) counts.push_back(count + static_cast<size_t>(r));
+            std::vector<int64_t> in(count + static_cast<size_t>(me));
+            for (size_t i = 0; i < in.size(); ++i) in[i] = me * 1000000 + static_cast<int64_t>(i);
+            size_t total = 0;
+            for (size_t c : counts) total += c;
+            std::vector<int64_t> out(total, -7);
+            comm.Allgatherv(in.data(), out.data(), counts, DataType::kInt64)->Wait();
+            size_t k = 0;
+            for (int r = 0; r < p; ++r)
+              for (size_t i = 0; i < counts[r]; ++i)
+                ASSERT_EQ(out[k++], r * 1000000 + static_cast<int64_t>(i));
+            // Reduce-scatter with the same unequal counts.
+            std::vector<float> rs_in(total);
+            for (size_t i = 0; i < total; ++i) rs_in[i] = static_cast<float>(Input(me, i));
+            std::vector<float> rs_out(counts[me] + 1, -1.0f);
+            comm.ReduceScatter(rs_in.data(), rs_out.data(), counts, DataType::kFloat32,
+                               ReduceOp::kSum)
+                ->Wait();
+            size_t base = 0;
+            for (int r = 0; r < me; ++r) base += counts[r];
+            for (size_t i = 0; i < counts[me]; ++i)
+              ASSERT_EQ(rs_out[i], Expected(ReduceOp::kSum, p, base + i, DataType::kFloat32));
+            ASSERT_EQ(rs_out[counts[me]], -1.0f) << "reduce_scatter wrote past its slice";
           }
-          // Allgatherv with unequal counts: rank r contributes count + r elements.
-          std::vector<size_t> counts;
-          for (int r = 0; r < p; ++r) counts.push_back(count + static_cast<size_t>(r));
-          std::vector<int64_t> in(count + static_cast<size_t>(me));
-          for (size_t i = 0; i < in.size(); ++i) in[i] = me * 1000000 + static_cast<int64_t>(i);
-          size_t total = 0;
-          for (size_t c : counts) total += c;
-          std::vector<int64_t> out(total, -7);
-          comm.Allgatherv(in.data(), out.data(), counts, DataType::kInt64)->Wait();
-          size_t k = 0;
-          for (int r = 0; r < p; ++r)
-            for (size_t i = 0; i < counts[r]; ++i)
-              ASSERT_EQ(out[k++], r * 1000000 + static_cast<int64_t>(i));
-          // Reduce-scatter with the same unequal counts.
-          std::vector<float> rs_in(total);
-          for (size_t i = 0; i < total; ++i) rs_in[i] = static_cast<float>(Input(me, i));
-          std::vector<float> rs_out(counts[me] + 1, -1.0f);
-          comm.ReduceScatter(rs_in.data(), rs_out.data(), counts, DataType::kFloat32,
-                             ReduceOp::kSum)
-              ->Wait();
-          size_t base = 0;
-          for (int r = 0; r < me; ++r) base += counts[r];
-          for (size_t i = 0; i < counts[me]; ++i)
-            ASSERT_EQ(rs_out[i], Expected(ReduceOp::kSum, p, base + i, DataType::kFloat32));
-          ASSERT_EQ(rs_out[counts[me]], -1.0f) << "reduce_scatter wrote past its slice";
-        }
-        comm.Barrier()->Wait();
-        // Ring of send/recv: each rank sends to the next and receives from the previous.
-        if (p > 1) {
-          std::vector<char> out(70000, static_cast<char>(me)), in(70000, -1);
-          auto s = comm.Send(out.data(), out.size(), (me + 1) % p);
-          auto r = comm.Recv(in.data(), in.size(), (me + p - 1) % p);
-          s->Wait();
-          r->Wait();
-          for (char c : in) ASSERT_EQ(c, static_cast<char>((me + p - 1) % p));
-        }
-      },
-      setup);
+          comm.Barrier()->Wait();
+          // Ring of send/recv: each rank sends to the next and receives from the previous.
+          if (p > 1) {
+            std::vector<char> out(70000, static_cast<char>(me)), in(70000, -1);
+            auto s = comm.Send(out.data(), out.size(), (me + 1) % p);
+            auto r = comm.Recv(in.data(), in.size(), (me + p - 1) % p);
+            s->Wait();
+            r->Wait();
+            for (char c : in) ASSERT_EQ(c, static_cast<char>((me + p - 1) % p));
+          }
+        },
+        setup);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, CollectivesTest, ::testing::Values(1, 2, 3, 4, 5, 7, 8),

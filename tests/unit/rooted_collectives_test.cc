@@ -105,36 +105,43 @@ TEST_P(RootedCollectivesTest, GathervAndScattervWithUnequalCountsAtEveryRoot) {
       setup);
 }
 
+// Twice: through the node's shared memory (small slots: many rounds), and over TCP alone.
 TEST_P(RootedCollectivesTest, AlltoallvUnevenSplitsSmallAndLarge) {
   const int p = GetParam();
-  RankSetup setup;
-  RunRanks(
-      p,
-      [&](Communicator& comm) {
-        const int me = comm.rank();
-        // Rank s sends (s + 2 d) * scale elements to rank d (some blocks empty when scale is 0).
-        for (size_t scale : {size_t{0}, size_t{1}, size_t{37}, size_t{20000}}) {
-          auto n = [&](int s, int d) { return static_cast<size_t>(s + 2 * d) * scale + (d % 2); };
-          std::vector<size_t> send, recv;
-          for (int d = 0; d < p; ++d) send.push_back(n(me, d));
-          for (int s = 0; s < p; ++s) recv.push_back(n(s, me));
-          std::vector<float> in(std::accumulate(send.begin(), send.end(), size_t{0}));
-          size_t k = 0;
-          for (int d = 0; d < p; ++d)
-            for (size_t i = 0; i < send[d]; ++i)
-              in[k++] = static_cast<float>(me * 100000 + d * 1000) + static_cast<float>(i % 997);
-          std::vector<float> out(std::accumulate(recv.begin(), recv.end(), size_t{0}) + 1, -1);
-          comm.Alltoallv(in.data(), send, out.data(), recv, DataType::kFloat32)->Wait();
-          k = 0;
-          for (int s = 0; s < p; ++s)
-            for (size_t i = 0; i < recv[s]; ++i)
-              ASSERT_EQ(out[k++],
-                        static_cast<float>(s * 100000 + me * 1000) + static_cast<float>(i % 997))
-                  << "from rank " << s << " scale " << scale;
-          ASSERT_EQ(out.back(), -1) << "alltoall wrote past the buffer";
-        }
-      },
-      setup);
+  for (bool shm : {true, false}) {
+    SCOPED_TRACE(shm ? "shared memory" : "TCP");
+    RankSetup setup;
+    setup.base.shared_memory = shm;
+    setup.base.shm_slot_bytes = 8192;
+    RunRanks(
+        p,
+        [&](Communicator& comm) {
+          const int me = comm.rank();
+          ASSERT_EQ(comm.shares_memory(), shm && p > 1);
+          // Rank s sends (s + 2 d) * scale elements to rank d (some blocks empty when scale is 0).
+          for (size_t scale : {size_t{0}, size_t{1}, size_t{37}, size_t{20000}}) {
+            auto n = [&](int s, int d) { return static_cast<size_t>(s + 2 * d) * scale + (d % 2); };
+            std::vector<size_t> send, recv;
+            for (int d = 0; d < p; ++d) send.push_back(n(me, d));
+            for (int s = 0; s < p; ++s) recv.push_back(n(s, me));
+            std::vector<float> in(std::accumulate(send.begin(), send.end(), size_t{0}));
+            size_t k = 0;
+            for (int d = 0; d < p; ++d)
+              for (size_t i = 0; i < send[d]; ++i)
+                in[k++] = static_cast<float>(me * 100000 + d * 1000) + static_cast<float>(i % 997);
+            std::vector<float> out(std::accumulate(recv.begin(), recv.end(), size_t{0}) + 1, -1);
+            comm.Alltoallv(in.data(), send, out.data(), recv, DataType::kFloat32)->Wait();
+            k = 0;
+            for (int s = 0; s < p; ++s)
+              for (size_t i = 0; i < recv[s]; ++i)
+                ASSERT_EQ(out[k++],
+                          static_cast<float>(s * 100000 + me * 1000) + static_cast<float>(i % 997))
+                    << "from rank " << s << " scale " << scale;
+            ASSERT_EQ(out.back(), -1) << "alltoall wrote past the buffer";
+          }
+        },
+        setup);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, RootedCollectivesTest, ::testing::Values(1, 2, 3, 4, 5, 7, 8),

@@ -51,4 +51,18 @@ void Alltoallv(CollectiveContext& ctx, const Group& group, const void* input,
                const std::vector<size_t>& send_offsets, void* output,
                const std::vector<size_t>& recv_offsets, size_t elem);
 
+// Among ranks that all share one node's arena (node_shm.cc): whether ctx.arena holds exactly
+// `group` (the world, every rank on this node), and the collectives that then go through it.
+// Offsets as above; ReduceScatterShm leaves the reduction of block group.me in `output` (kAvg
+// reduced as a sum). ArenaBarrier: the arena's barrier with the operation's label and deadline.
+bool ArenaSpansGroup(const CollectiveContext& ctx, const Group& group);
+void ArenaBarrier(CollectiveContext& ctx, shm::NodeArena& arena);
+void AllgathervShm(CollectiveContext& ctx, const Group& group, void* data, size_t elem,
+                   const std::vector<size_t>& offsets);
+void ReduceScatterShm(CollectiveContext& ctx, const Group& group, const void* input, void* output,
+                      const std::vector<size_t>& offsets, DataType dtype, ReduceOp op);
+void AlltoallvShm(CollectiveContext& ctx, const Group& group, const void* input,
+                  const std::vector<size_t>& send_offsets, void* output,
+                  const std::vector<size_t>& recv_offsets, size_t elem);
+
 }  // namespace cdt

@@ -34,12 +34,6 @@ namespace {
 // reads of the chunk cost less than a second barrier's wake-ups.
 constexpr size_t kOneBarrierBytes = 64 << 10;
 
-void Barrier(CollectiveContext& ctx, shm::NodeArena& arena) {
-  const uint64_t step = arena.NextStep();
-  arena.Arrive(step);
-  arena.WaitAll(step, ctx.mesh.timeout(), ctx.label.name, ctx.label.seq);
-}
-
 // dst = slots[0] + slots[1] + ... over `count` elements at byte `offset` of every slot, in member
 // order; dst already holds member 0's data when `dst_is_first`.
 void ReduceSlots(const shm::NodeArena& arena, int set, size_t offset, char* dst, size_t count,
@@ -57,7 +51,7 @@ void ShmChunk(CollectiveContext& ctx, const Group& group, const NodeSplit& split
   const size_t bytes = buf.count * elem;
   const int set = arena.NextSet();
   std::memcpy(arena.slot(set, arena.me()), buf.data, bytes);
-  Barrier(ctx, arena);
+  ArenaBarrier(ctx, arena);
   if (split.nodes.size() == 1 && bytes <= kOneBarrierBytes) {
     ReduceSlots(arena, set, 0, static_cast<char*>(buf.data), buf.count, buf, arena.me() == 0);
     return;
@@ -70,7 +64,7 @@ void ShmChunk(CollectiveContext& ctx, const Group& group, const NodeSplit& split
   for (int s = split.my_local; s < split.P; s += split.k)
     std::memcpy(arena.slot(set, arena.me()) + shard[s] * elem, buf.at(shard[s]),
                 (shard[s + 1] - shard[s]) * elem);
-  Barrier(ctx, arena);
+  ArenaBarrier(ctx, arena);
   for (int s = 0; s < split.P; ++s)
     if (!split.owns(s))
       std::memcpy(buf.at(shard[s]), arena.slot(set, s % split.k) + shard[s] * elem,

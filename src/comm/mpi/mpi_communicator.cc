@@ -20,11 +20,18 @@ namespace cdt {
 
 namespace {
 
-template <float (*ToF)(uint16_t), uint16_t (*FromF)(float), int kOp>
+// f16 / bf16 reductions (MPI has no such types): ReduceInto as a user-defined MPI_Op, one per
+// (type, op) for sum, avg, max, min and product (the bitwise ops are refused on floats).
+template <DataType kType, int kOp>
 void Reduce16(void* in, void* inout, int* len, MPI_Datatype*) {
-  ReduceInto(inout, in, static_cast<size_t>(*len),
-             ToF == HalfToFloat ? DataType::kFloat16 : DataType::kBFloat16,
-             static_cast<ReduceOp>(kOp));
+  ReduceInto(inout, in, static_cast<size_t>(*len), kType, static_cast<ReduceOp>(kOp));
+}
+
+constexpr int kOps16 = 5;
+
+template <DataType kType, int... kOp>
+void CreateOps16(MPI_Op (&ops)[kOps16], std::integer_sequence<int, kOp...>) {
+  (MPI_Op_create(&Reduce16<kType, kOp>, 1, &ops[kOp]), ...);
 }
 
 class MpiCommunicator : public Communicator {
@@ -41,13 +48,8 @@ class MpiCommunicator : public Communicator {
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
-    // f16 / bf16 reductions.
-    MPI_Op_create(&Reduce16<HalfToFloat, FloatToHalf, 0>, 1, &ops16_[0][0]);
-    MPI_Op_create(&Reduce16<HalfToFloat, FloatToHalf, 2>, 1, &ops16_[0][1]);
-    MPI_Op_create(&Reduce16<HalfToFloat, FloatToHalf, 3>, 1, &ops16_[0][2]);
-    MPI_Op_create(&Reduce16<BFloat16ToFloat, FloatToBFloat16, 0>, 1, &ops16_[1][0]);
-    MPI_Op_create(&Reduce16<BFloat16ToFloat, FloatToBFloat16, 2>, 1, &ops16_[1][1]);
-    MPI_Op_create(&Reduce16<BFloat16ToFloat, FloatToBFloat16, 3>, 1, &ops16_[1][2]);
+    CreateOps16<DataType::kFloat16>(ops16_[0], std::make_integer_sequence<int, kOps16>());
+    CreateOps16<DataType::kBFloat16>(ops16_[1], std::make_integer_sequence<int, kOps16>());
     // Node layout from host ids.
     std::string id = LocalHostId();
     id.resize(256, '\0');
@@ -197,6 +199,10 @@ class MpiCommunicator : public Communicator {
         return MPI_INT64_T;
       case DataType::kInt8:
         return MPI_INT8_T;
+      case DataType::kUInt8:
+        return MPI_UINT8_T;
+      case DataType::kBool:
+        return MPI_C_BOOL;
       case DataType::kFloat16:
       case DataType::kBFloat16:
         return MPI_UINT16_T;
@@ -204,12 +210,30 @@ class MpiCommunicator : public Communicator {
     return MPI_BYTE;
   }
   MPI_Op Op(DataType t, ReduceOp op) const {
-    if (t == DataType::kFloat16 || t == DataType::kBFloat16) {
-      int row = t == DataType::kFloat16 ? 0 : 1;
-      int col = op == ReduceOp::kMax ? 1 : op == ReduceOp::kMin ? 2 : 0;
-      return ops16_[row][col];
+    CheckReduceOp(op, t, "mpi");
+    if (t == DataType::kFloat16 || t == DataType::kBFloat16)
+      return ops16_[t == DataType::kFloat16 ? 0 : 1][static_cast<int>(op)];
+    if (t == DataType::kBool) {
+      if (op == ReduceOp::kBxor) return MPI_LXOR;
+      return (op == ReduceOp::kProduct || op == ReduceOp::kMin || op == ReduceOp::kBand) ? MPI_LAND
+                                                                                         : MPI_LOR;
     }
-    return op == ReduceOp::kMax ? MPI_MAX : op == ReduceOp::kMin ? MPI_MIN : MPI_SUM;
+    switch (op) {
+      case ReduceOp::kMax:
+        return MPI_MAX;
+      case ReduceOp::kMin:
+        return MPI_MIN;
+      case ReduceOp::kProduct:
+        return MPI_PROD;
+      case ReduceOp::kBand:
+        return MPI_BAND;
+      case ReduceOp::kBor:
+        return MPI_BOR;
+      case ReduceOp::kBxor:
+        return MPI_BXOR;
+      default:
+        return MPI_SUM;  // kSum, kAvg (divided after)
+    }
   }
   template <typename F>
   std::shared_ptr<Work> Run(const char* name, F&& f) {
@@ -237,7 +261,7 @@ class MpiCommunicator : public Communicator {
   int rank_ = 0;
   int size_ = 1;
   bool owns_init_ = false;
-  MPI_Op ops16_[2][3];
+  MPI_Op ops16_[2][kOps16];
   NodeLayout layout_;
   uint64_t seq_ = 0;
   std::shared_ptr<AllreduceSelector> selector_;
