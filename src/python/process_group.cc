@@ -8,66 +8,9 @@
 #include "cdt/error.h"
 #include "cdt/tcp_communicator.h"
 #include "python/c10d_store.h"
+#include "python/tensor_args.h"
 
 namespace cdt::python {
-
-namespace {
-
-DataType ToDataType(const at::Tensor& t, const char* call) {
-  switch (t.scalar_type()) {
-    case at::kFloat: return DataType::kFloat32;
-    case at::kDouble: return DataType::kFloat64;
-    case at::kHalf: return DataType::kFloat16;
-    case at::kBFloat16: return DataType::kBFloat16;
-    case at::kInt: return DataType::kInt32;
-    case at::kLong: return DataType::kInt64;
-    case at::kChar: return DataType::kInt8;
-    default:
-      TORCH_CHECK(false, "cdt backend: ", call, ": tensors of ", t.scalar_type(),
-                  " are not supported (float32, float64, float16, bfloat16, int32, int64, int8)");
-  }
-  return DataType::kFloat32;
-}
-
-ReduceOp ToReduceOp(const ::c10d::ReduceOp& op, const char* call) {
-  switch (op.op_) {
-    case ::c10d::ReduceOp::SUM: return ReduceOp::kSum;
-    case ::c10d::ReduceOp::AVG: return ReduceOp::kAvg;
-    case ::c10d::ReduceOp::MAX: return ReduceOp::kMax;
-    case ::c10d::ReduceOp::MIN: return ReduceOp::kMin;
-    default:
-      TORCH_CHECK(false, "cdt backend: ", call,
-                  ": this reduce op is not supported (SUM, AVG, MAX, MIN)");
-  }
-  return ReduceOp::kSum;
-}
-
-// Data movement (broadcast, allgather) needs no arithmetic: any dtype travels as its bytes.
-constexpr DataType kBytes = DataType::kInt8;
-
-void CheckDense(const at::Tensor& t, const char* call) {
-  TORCH_CHECK(t.device().is_cpu(), "cdt backend: ", call, ": tensors must be on the CPU, not ",
-              t.device());
-  TORCH_CHECK(t.layout() == at::kStrided, "cdt backend: ", call, ": sparse tensors are not supported");
-}
-
-const at::Tensor& One(const std::vector<at::Tensor>& tensors, const char* call) {
-  TORCH_CHECK(tensors.size() == 1, "cdt backend: ", call, ": one tensor per call (got ",
-              tensors.size(), ")");
-  CheckDense(tensors[0], call);
-  return tensors[0];
-}
-
-// The tensor the engine works in: `t` itself when contiguous, else a contiguous copy that
-// `after` writes back.
-at::Tensor Contiguous(const at::Tensor& t, std::function<void()>* after) {
-  if (t.is_contiguous()) return t;
-  at::Tensor c = t.contiguous();
-  *after = [t, c]() mutable { t.copy_(c); };
-  return c;
-}
-
-}  // namespace
 
 class ProcessGroupCDT::WorkCDT : public ::c10d::Work {
  public:
@@ -199,11 +142,12 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::allreduce(std::vector<at::Tens
                                                             const ::c10d::AllreduceOptions& opts) {
   std::lock_guard<std::mutex> lock(mu_);  // against Detach()
   const at::Tensor& t = One(tensors, "allreduce");
-  const ReduceOp op = ToReduceOp(opts.reduceOp, "allreduce");
+  const DataType dtype = ToDataType(t, "allreduce");
+  const ReduceOp op = ToReduceOp(opts.reduceOp, dtype, "allreduce");
   std::function<void()> after;
   at::Tensor c = Contiguous(t, &after);
-  auto work = Comm("allreduce").Allreduce(c.data_ptr(), static_cast<size_t>(c.numel()),
-                               ToDataType(c, "allreduce"), op);
+  auto work =
+      Comm("allreduce").Allreduce(c.data_ptr(), static_cast<size_t>(c.numel()), dtype, op);
   return Track(::c10d::OpType::ALLREDUCE, std::move(work), tensors, std::move(after));
 }
 
@@ -269,9 +213,11 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::reduce_scatter(
   const at::Tensor flat = at::cat(flat_inputs);
   std::function<void()> after;
   at::Tensor o = Contiguous(out, &after);
-  auto work = Comm("reduce_scatter").ReduceScatter(
-      flat.data_ptr(), o.data_ptr(), std::vector<size_t>(getSize(), out.numel()),
-      ToDataType(out, "reduce_scatter"), ToReduceOp(opts.reduceOp, "reduce_scatter"));
+  const DataType dtype = ToDataType(out, "reduce_scatter");
+  auto work = Comm("reduce_scatter")
+                  .ReduceScatter(flat.data_ptr(), o.data_ptr(),
+                                 std::vector<size_t>(getSize(), out.numel()), dtype,
+                                 ToReduceOp(opts.reduceOp, dtype, "reduce_scatter"));
   auto keep = [after, flat]() {
     if (after) after();
   };
@@ -289,10 +235,11 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::_reduce_scatter_base(
   const at::Tensor src = input.contiguous();
   std::function<void()> after;
   at::Tensor o = Contiguous(output, &after);
-  auto work = Comm("reduce_scatter").ReduceScatter(src.data_ptr(), o.data_ptr(),
-                                   std::vector<size_t>(getSize(), output.numel()),
-                                   ToDataType(output, "_reduce_scatter_base"),
-                                   ToReduceOp(opts.reduceOp, "_reduce_scatter_base"));
+  const DataType dtype = ToDataType(output, "_reduce_scatter_base");
+  auto work = Comm("reduce_scatter")
+                  .ReduceScatter(src.data_ptr(), o.data_ptr(),
+                                 std::vector<size_t>(getSize(), output.numel()), dtype,
+                                 ToReduceOp(opts.reduceOp, dtype, "_reduce_scatter_base"));
   auto keep = [after, src]() {
     if (after) after();
   };

@@ -10,11 +10,13 @@
 // operation — and `wait()` raises it in Python as a RuntimeError; the communicator's timeout
 // bounds every wait, so a dead or stopped peer never hangs a rank.
 //
-// Supported: allreduce (sum, avg, max, min), broadcast, allgather, _allgather_base,
-// reduce_scatter, _reduce_scatter_base, barrier, send, recv, on dense CPU tensors; reductions on
-// float32, float64, float16, bfloat16, int32, int64 and int8, data movement on any dtype. Anything
-// else raises a clear error naming the call (the base class does so for the collectives not
-// overridden here).
+// Supported: allreduce, allreduce_coalesced, reduce, reduce_scatter, _reduce_scatter_base (SUM,
+// AVG, PRODUCT, MIN, MAX; BAND, BOR, BXOR on integers and bool), broadcast, allgather,
+// _allgather_base, allgather_coalesced, gather, scatter, alltoall, alltoall_base (uneven splits),
+// barrier, send, recv, on dense CPU tensors; reductions on float32, float64, float16, bfloat16,
+// int32, int64, int8, uint8 and bool, data movement on any dtype. Anything else raises a clear
+// error naming the call (the base class does so for the calls not overridden here). The calls
+// beyond DDP's are in process_group_ops.cc.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -88,6 +90,28 @@ class ProcessGroupCDT : public ::c10d::ProcessGroup {
   c10::intrusive_ptr<::c10d::Work> _reduce_scatter_base(
       at::Tensor& output, at::Tensor& input, const ::c10d::ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<::c10d::Work> barrier(const ::c10d::BarrierOptions& opts) override;
+
+  // process_group_ops.cc
+  c10::intrusive_ptr<::c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const ::c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<::c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                          const ::c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<::c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& output_lists, std::vector<at::Tensor>& inputs,
+      const ::c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<::c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const ::c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<::c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                           std::vector<std::vector<at::Tensor>>& inputs,
+                                           const ::c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<::c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                                 std::vector<int64_t>& output_splits,
+                                                 std::vector<int64_t>& input_splits,
+                                                 const ::c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<::c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                            std::vector<at::Tensor>& inputs,
+                                            const ::c10d::AllToAllOptions& opts) override;
   c10::intrusive_ptr<::c10d::Work> send(std::vector<at::Tensor>& tensors, int dst,
                                         int tag) override;
   c10::intrusive_ptr<::c10d::Work> recv(std::vector<at::Tensor>& tensors, int src,
@@ -103,6 +127,8 @@ class ProcessGroupCDT : public ::c10d::ProcessGroup {
 
   // The communicator to submit to, under mu_; raises once detached.
   Communicator& Comm(const char* call);
+  // A root or peer rank of this group, or a torch error naming `call`.
+  void CheckRoot(int64_t root, const char* call) const;
 
   std::unique_ptr<Store> store_;
   std::unique_ptr<Communicator> owned_;

@@ -125,6 +125,9 @@ def main():
             result.update(collectives(rank, world))
         elif mode == "ddp":
             result.update(ddp(rank, world, int(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else None))
+        elif mode == "ops":
+            import ops_cases
+            result.update(ops_cases.ops(rank, world))
         elif mode == "topology":
             result.update(topology(backend))
         elif mode == "die":
@@ -143,15 +146,20 @@ def main():
         elif mode == "unsupported":
             try:
                 t = torch.ones(4)
-                dist.all_reduce(t, op=dist.ReduceOp.PRODUCT)
-                result["product"] = None
+                dist.all_reduce(t, op=dist.ReduceOp.BAND)
+                result["band"] = None
             except RuntimeError as e:
-                result["product"] = str(e)
+                result["band"] = str(e)
             try:
-                dist.all_to_all_single(torch.zeros(world), torch.ones(world))
-                result["alltoall"] = None
+                dist.send(torch.ones(1), dst=(rank + 1) % world, tag=7)
+                result["tag"] = None
             except RuntimeError as e:
-                result["alltoall"] = str(e)
+                result["tag"] = str(e)
+            try:
+                dist.all_reduce(torch.ones(2, dtype=torch.int16))
+                result["int16"] = None
+            except RuntimeError as e:
+                result["int16"] = str(e)
             dist.barrier()
     finally:
         print(json.dumps(result), flush=True)

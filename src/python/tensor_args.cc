@@ -1,0 +1,113 @@
+#include "python/tensor_args.h"
+
+#include <c10/util/Exception.h>
+
+#include <string>
+
+#include "cdt/error.h"
+
+namespace cdt::python {
+
+DataType ToDataType(const at::Tensor& t, const char* call) {
+  switch (t.scalar_type()) {
+    case at::kFloat:
+      return DataType::kFloat32;
+    case at::kDouble:
+      return DataType::kFloat64;
+    case at::kHalf:
+      return DataType::kFloat16;
+    case at::kBFloat16:
+      return DataType::kBFloat16;
+    case at::kInt:
+      return DataType::kInt32;
+    case at::kLong:
+      return DataType::kInt64;
+    case at::kChar:
+      return DataType::kInt8;
+    case at::kByte:
+      return DataType::kUInt8;
+    case at::kBool:
+      return DataType::kBool;
+    default:
+      TORCH_CHECK(false, "cdt backend: ", call, ": tensors of ", t.scalar_type(),
+                  " cannot be reduced (float32, float64, float16, bfloat16, int32, int64, int8, "
+                  "uint8, bool can)");
+  }
+  return DataType::kFloat32;
+}
+
+ReduceOp ToReduceOp(const ::c10d::ReduceOp& op, DataType dtype, const char* call) {
+  ReduceOp r = ReduceOp::kSum;
+  switch (op.op_) {
+    case ::c10d::ReduceOp::SUM:
+      r = ReduceOp::kSum;
+      break;
+    case ::c10d::ReduceOp::AVG:
+      r = ReduceOp::kAvg;
+      break;
+    case ::c10d::ReduceOp::MAX:
+      r = ReduceOp::kMax;
+      break;
+    case ::c10d::ReduceOp::MIN:
+      r = ReduceOp::kMin;
+      break;
+    case ::c10d::ReduceOp::PRODUCT:
+      r = ReduceOp::kProduct;
+      break;
+    case ::c10d::ReduceOp::BAND:
+      r = ReduceOp::kBand;
+      break;
+    case ::c10d::ReduceOp::BOR:
+      r = ReduceOp::kBor;
+      break;
+    case ::c10d::ReduceOp::BXOR:
+      r = ReduceOp::kBxor;
+      break;
+    default:
+      TORCH_CHECK(false, "cdt backend: ", call,
+                  ": this reduce op is not supported (SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, "
+                  "BXOR)");
+  }
+  try {
+    CheckReduceOp(r, dtype, call);
+  } catch (const Error& e) {
+    TORCH_CHECK(false, "cdt backend: ", e.what());
+  }
+  return r;
+}
+
+void CheckDense(const at::Tensor& t, const char* call) {
+  TORCH_CHECK(t.device().is_cpu(), "cdt backend: ", call, ": tensors must be on the CPU, not ",
+              t.device());
+  TORCH_CHECK(t.layout() == at::kStrided, "cdt backend: ", call,
+              ": sparse tensors are not supported");
+}
+
+const at::Tensor& One(const std::vector<at::Tensor>& tensors, const char* call) {
+  TORCH_CHECK(tensors.size() == 1, "cdt backend: ", call, ": one tensor per call (got ",
+              tensors.size(), ")");
+  CheckDense(tensors[0], call);
+  return tensors[0];
+}
+
+at::Tensor Contiguous(const at::Tensor& t, std::function<void()>* after) {
+  if (t.is_contiguous()) return t;
+  at::Tensor c = t.contiguous();
+  *after = [t, c]() mutable { t.copy_(c); };
+  return c;
+}
+
+void CheckList(const std::vector<at::Tensor>& list, size_t count, const at::Tensor& like,
+               const char* call, const char* what) {
+  TORCH_CHECK(list.size() == count, "cdt backend: ", call, ": ", what, " must hold ", count,
+              " tensor(s), one per rank (got ", list.size(), ")");
+  for (const at::Tensor& t : list) {
+    CheckDense(t, call);
+    TORCH_CHECK(t.numel() == like.numel() && t.scalar_type() == like.scalar_type(),
+                "cdt backend: ", call, ": every tensor of ", what, " must have ", like.numel(),
+                " element(s) of ", like.scalar_type(), " (got ", t.numel(), " of ", t.scalar_type(),
+                ")");
+  }
+}
+
+}  // namespace cdt::python
