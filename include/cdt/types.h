@@ -18,6 +18,7 @@ enum class DataType : uint8_t {
   kInt8 = 6,  // wraps on overflow: the caller bounds the sum (gradient compression's int8)
   kUInt8 = 7,  // wraps on overflow
   kBool = 8,   // one byte, 0 or 1: kSum/kMax/kBor are "or", kProduct/kMin/kBand "and", kBxor "xor"
+  kInt16 = 9,  // wraps on overflow
 };
 
 enum class ReduceOp : uint8_t {
@@ -32,7 +33,7 @@ enum class ReduceOp : uint8_t {
 };
 
 size_t ElementSize(DataType dtype);
-// "f32", "f64", "f16", "bf16", "i32", "i64", "i8", "u8", "bool"
+// "f32", "f64", "f16", "bf16", "i32", "i64", "i8", "u8", "bool", "i16"
 const char* DataTypeName(DataType dtype);
 // "sum", "avg", "max", "min", "prod", "band", "bor", "bxor"
 const char* ReduceOpName(ReduceOp op);

@@ -116,6 +116,8 @@ void ReduceInto(void* dst, const void* src, size_t count, DataType dtype, Reduce
       return ReduceTyped(static_cast<int8_t*>(dst), static_cast<const int8_t*>(src), count, op);
     case DataType::kUInt8:
       return ReduceTyped(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), count, op);
+    case DataType::kInt16:
+      return ReduceTyped(static_cast<int16_t*>(dst), static_cast<const int16_t*>(src), count, op);
     case DataType::kBool:
       return ReduceBool(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), count, op);
     case DataType::kFloat16:
@@ -144,6 +146,8 @@ void FinishAverage(void* data, size_t count, DataType dtype, int divisor) {
       return DivideTyped(static_cast<int8_t*>(data), count, divisor);
     case DataType::kUInt8:
       return DivideTyped(static_cast<uint8_t*>(data), count, divisor);
+    case DataType::kInt16:
+      return DivideTyped(static_cast<int16_t*>(data), count, divisor);
     case DataType::kBool:
       return;  // avg is refused on bool at submission
     case DataType::kFloat16:

@@ -39,6 +39,9 @@ inline void StoreElement(void* base, DataType t, size_t i, double v) {
     case DataType::kBool:
       static_cast<uint8_t*>(base)[i] = v != 0 ? 1 : 0;
       break;
+    case DataType::kInt16:
+      static_cast<int16_t*>(base)[i] = static_cast<int16_t>(v);
+      break;
   }
 }
 
@@ -61,6 +64,8 @@ inline double LoadElement(const void* base, DataType t, size_t i) {
     case DataType::kUInt8:
     case DataType::kBool:
       return static_cast<const uint8_t*>(base)[i];
+    case DataType::kInt16:
+      return static_cast<const int16_t*>(base)[i];
   }
   return 0;
 }

@@ -13,6 +13,7 @@ size_t ElementSize(DataType dtype) {
     case DataType::kFloat64:
       return 8;
     case DataType::kFloat16:
+    case DataType::kInt16:
       return 2;
     case DataType::kBFloat16:
       return 2;
@@ -49,6 +50,8 @@ const char* DataTypeName(DataType dtype) {
       return "u8";
     case DataType::kBool:
       return "bool";
+    case DataType::kInt16:
+      return "i16";
   }
   return "?";
 }
@@ -79,7 +82,8 @@ namespace {
 
 constexpr DataType kAllTypes[] = {DataType::kFloat32,  DataType::kFloat64, DataType::kFloat16,
                                   DataType::kBFloat16, DataType::kInt32,   DataType::kInt64,
-                                  DataType::kInt8,     DataType::kUInt8,   DataType::kBool};
+                                  DataType::kInt8,     DataType::kUInt8,   DataType::kBool,
+                                  DataType::kInt16};
 constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kAvg,     ReduceOp::kMax,
                                 ReduceOp::kMin, ReduceOp::kProduct, ReduceOp::kBand,
                                 ReduceOp::kBor, ReduceOp::kBxor};
@@ -120,7 +124,7 @@ DataType ParseDataType(std::string_view name) {
   }
   throw Error(ErrorCode::kInvalidArgument,
               "unknown dtype '" + std::string(name) +
-                  "' (use f32, f64, f16, bf16, i32, i64, i8, u8 or bool)");
+                  "' (use f32, f64, f16, bf16, i32, i64, i8, u8, bool or i16)");
 }
 
 ReduceOp ParseReduceOp(std::string_view name) {

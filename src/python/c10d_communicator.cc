@@ -22,6 +22,7 @@ at::ScalarType ScalarTypeOf(DataType t) {
     case DataType::kInt8: return at::kChar;
     case DataType::kUInt8: return at::kByte;
     case DataType::kBool: return at::kBool;
+    case DataType::kInt16: return at::kShort;
   }
   return at::kFloat;
 }

@@ -14,7 +14,8 @@
 // AVG, PRODUCT, MIN, MAX; BAND, BOR, BXOR on integers and bool), broadcast, allgather,
 // _allgather_base, allgather_coalesced, gather, scatter, alltoall, alltoall_base (uneven splits),
 // barrier, send, recv, on dense CPU tensors; reductions on float32, float64, float16, bfloat16,
-// int32, int64, int8, uint8 and bool, data movement on any dtype. Anything else raises a clear
+// int64, int32, int16, int8, uint8 and bool (complex ones torch hands over as their real views),
+// data movement on any dtype. Anything else raises a clear
 // error naming the call (the base class does so for the calls not overridden here). The calls
 // beyond DDP's are in process_group_ops.cc.
 #pragma once

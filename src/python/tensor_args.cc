@@ -28,10 +28,12 @@ DataType ToDataType(const at::Tensor& t, const char* call) {
       return DataType::kUInt8;
     case at::kBool:
       return DataType::kBool;
-    default:
+    case at::kShort:
+      return DataType::kInt16;
+    default:  // complex tensors never get here: torch reduces them as their real views
       TORCH_CHECK(false, "cdt backend: ", call, ": tensors of ", t.scalar_type(),
-                  " cannot be reduced (float32, float64, float16, bfloat16, int32, int64, int8, "
-                  "uint8, bool can)");
+                  " cannot be reduced (float32, float64, float16, bfloat16, int64, int32, int16, "
+                  "int8, uint8, bool can)");
   }
   return DataType::kFloat32;
 }

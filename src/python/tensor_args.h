@@ -18,8 +18,8 @@ namespace cdt::python {
 // bytes.
 constexpr DataType kBytes = DataType::kInt8;
 
-// The engine's type for a tensor that is reduced: float32, float64, float16, bfloat16, int32,
-// int64, int8, uint8, bool.
+// The engine's type for a tensor that is reduced: float32, float64, float16, bfloat16, int64,
+// int32, int16, int8, uint8, bool.
 DataType ToDataType(const at::Tensor& t, const char* call);
 // The engine's op for `op` on elements of `dtype` (SUM, AVG, PRODUCT, MIN, MAX; BAND, BOR, BXOR
 // on integer and bool tensors).

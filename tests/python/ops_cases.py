@@ -10,7 +10,8 @@ import torch.distributed as dist
 
 DTYPES = {
     "f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16,
-    "i32": torch.int32, "i64": torch.int64, "i8": torch.int8, "u8": torch.uint8, "bool": torch.bool,
+    "i32": torch.int32, "i64": torch.int64, "i16": torch.int16, "i8": torch.int8, "u8": torch.uint8,
+    "bool": torch.bool,
 }
 FLOATS = {"f32", "f64", "f16", "bf16"}
 R = dist.ReduceOp
@@ -98,6 +99,20 @@ def reductions(rank, world, out):
             out[f"reduce/{dt}/{op}"]["oracle"] = tolist(
                 fold(op, dt, world) if rank == root else value(rank, dt))
 
+    def cplx(r):
+        return torch.complex(value(r, "f32"), -2 * value(r, "f32"))
+
+    def complex_sum():  # torch hands the backend the real view
+        t = cplx(rank)
+        dist.all_reduce(t)
+        return torch.view_as_real(t).tolist()
+
+    run(out, "all_reduce/f32/complex_sum", complex_sum)
+    acc = torch.view_as_real(cplx(0)).clone()
+    for r in range(1, world):
+        acc += torch.view_as_real(cplx(r))
+    out["all_reduce/f32/complex_sum"]["oracle"] = acc.tolist()
+
 
 def movement(rank, world, out):
     """Data movement: bitwise on every backend (results carry sender and receiver)."""
@@ -165,6 +180,20 @@ def movement(rank, world, out):
         b = [f"from {rank}"]
         dist.broadcast_object_list(b, src=world - 1)
         return [got, mine, b]
+
+    def subgroup():  # the even ranks in a group of their own, created on every rank
+        members = list(range(0, world, 2))
+        g = dist.new_group(members)
+        # torch 1.13's new_group ends in a store-based barrier that a rank may leave, finish
+        # and exit (taking the TCPStore it hosts) while another still polls: meet first.
+        dist.barrier()
+        if rank not in members:
+            return None
+        t = torch.tensor([float(rank + 1)])
+        dist.all_reduce(t, group=g)
+        lst = [torch.zeros(1) for _ in members]
+        dist.all_gather(lst, torch.tensor([float(rank)]), group=g)
+        return [t.tolist(), [x.tolist() for x in lst]]
 
     for name, f in list(locals().items()):
         if callable(f):

@@ -156,10 +156,10 @@ def main():
             except RuntimeError as e:
                 result["tag"] = str(e)
             try:
-                dist.all_reduce(torch.ones(2, dtype=torch.int16))
-                result["int16"] = None
+                dist.all_reduce(torch.ones(4).to_sparse())
+                result["sparse"] = None
             except RuntimeError as e:
-                result["int16"] = str(e)
+                result["sparse"] = str(e)
             dist.barrier()
     finally:
         print(json.dumps(result), flush=True)

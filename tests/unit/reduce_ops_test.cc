@@ -20,8 +20,8 @@ namespace {
 
 using namespace cdt::testing;
 
-const std::vector<DataType> kIntegerTypes = {DataType::kInt32, DataType::kInt64, DataType::kInt8,
-                                             DataType::kUInt8, DataType::kBool};
+const std::vector<DataType> kIntegerTypes = {DataType::kInt32, DataType::kInt64, DataType::kInt16,
+                                             DataType::kInt8,  DataType::kUInt8, DataType::kBool};
 const std::vector<ReduceOp> kAllOps = {ReduceOp::kSum, ReduceOp::kAvg,     ReduceOp::kMax,
                                        ReduceOp::kMin, ReduceOp::kProduct, ReduceOp::kBand,
                                        ReduceOp::kBor, ReduceOp::kBxor};

@@ -201,6 +201,8 @@ class MpiCommunicator : public Communicator {
         return MPI_INT8_T;
       case DataType::kUInt8:
         return MPI_UINT8_T;
+      case DataType::kInt16:
+        return MPI_INT16_T;
       case DataType::kBool:
         return MPI_C_BOOL;
       case DataType::kFloat16:
