@@ -43,6 +43,8 @@ def parse():
                    "--checkpoint-every steps (CheckpointManager: async, lz4, incremental); a "
                    "restarted job (torchrun) resumes from it")
     p.add_argument("--checkpoint-every", type=int, default=20)
+    p.add_argument("--hook", help="a compression hook registered in each generation "
+                   "(cann_dist.hooks.compress(HOOK): none, fp16, ..., adaptive)")
     return p.parse_args()
 
 
@@ -64,6 +66,8 @@ def main():
     @elastic.run
     def train(state):
         ddp = torch.nn.parallel.DistributedDataParallel(state.model)
+        if a.hook:
+            ddp.register_comm_hook(None, cann_dist.hooks.compress(a.hook))
         rank, world = dist.get_rank(), dist.get_world_size()
         while state.step < a.steps:
             if sampler.remaining() < a.batch_size * world:

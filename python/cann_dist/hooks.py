@@ -67,6 +67,16 @@ def compress(method="powersgd", *, ratio=0.0, powersgd_rank=2, seed=1, error_fee
                 fut.set_exception(RuntimeError(error))
 
         engine(process_group).reduce(bucket.index(), buffer, shapes, done)
+        if bucket.is_last():
+            # The engine reduces buckets on its own thread, and DDP's own collectives of this
+            # backward (find_unused_parameters' allreduce of the used map, right after this
+            # call) go to the same group: every rank must submit them after the hook's, or the
+            # ranks pair unlike collectives. Backward is over here (no compute left to overlap):
+            # wait for the bucket queue. An error stays in the future, where DDP raises it.
+            try:
+                fut.wait()
+            except RuntimeError:
+                pass
         return fut
 
     def state_dict():

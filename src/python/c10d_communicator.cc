@@ -13,16 +13,26 @@ namespace {
 
 at::ScalarType ScalarTypeOf(DataType t) {
   switch (t) {
-    case DataType::kFloat32: return at::kFloat;
-    case DataType::kFloat64: return at::kDouble;
-    case DataType::kFloat16: return at::kHalf;
-    case DataType::kBFloat16: return at::kBFloat16;
-    case DataType::kInt32: return at::kInt;
-    case DataType::kInt64: return at::kLong;
-    case DataType::kInt8: return at::kChar;
-    case DataType::kUInt8: return at::kByte;
-    case DataType::kBool: return at::kBool;
-    case DataType::kInt16: return at::kShort;
+    case DataType::kFloat32:
+      return at::kFloat;
+    case DataType::kFloat64:
+      return at::kDouble;
+    case DataType::kFloat16:
+      return at::kHalf;
+    case DataType::kBFloat16:
+      return at::kBFloat16;
+    case DataType::kInt32:
+      return at::kInt;
+    case DataType::kInt64:
+      return at::kLong;
+    case DataType::kInt8:
+      return at::kChar;
+    case DataType::kUInt8:
+      return at::kByte;
+    case DataType::kBool:
+      return at::kBool;
+    case DataType::kInt16:
+      return at::kShort;
   }
   return at::kFloat;
 }
@@ -52,13 +62,20 @@ std::shared_ptr<Work> Finish(const c10::intrusive_ptr<::c10d::Work>& w, const ch
 ::c10d::ReduceOp C10dOp(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAvg: return ::c10d::ReduceOp::SUM;  // AVG: divided after (Gloo has none)
-    case ReduceOp::kMax: return ::c10d::ReduceOp::MAX;
-    case ReduceOp::kMin: return ::c10d::ReduceOp::MIN;
-    case ReduceOp::kProduct: return ::c10d::ReduceOp::PRODUCT;
-    case ReduceOp::kBand: return ::c10d::ReduceOp::BAND;
-    case ReduceOp::kBor: return ::c10d::ReduceOp::BOR;
-    case ReduceOp::kBxor: return ::c10d::ReduceOp::BXOR;
+    case ReduceOp::kAvg:
+      return ::c10d::ReduceOp::SUM;  // AVG: divided after (Gloo has none)
+    case ReduceOp::kMax:
+      return ::c10d::ReduceOp::MAX;
+    case ReduceOp::kMin:
+      return ::c10d::ReduceOp::MIN;
+    case ReduceOp::kProduct:
+      return ::c10d::ReduceOp::PRODUCT;
+    case ReduceOp::kBand:
+      return ::c10d::ReduceOp::BAND;
+    case ReduceOp::kBor:
+      return ::c10d::ReduceOp::BOR;
+    case ReduceOp::kBxor:
+      return ::c10d::ReduceOp::BXOR;
   }
   return ::c10d::ReduceOp::SUM;
 }
@@ -73,7 +90,10 @@ C10dCommunicator::C10dCommunicator(c10::intrusive_ptr<::c10d::ProcessGroup> pg)
 
 std::shared_ptr<Work> C10dCommunicator::Allreduce(void* data, size_t count, DataType dtype,
                                                   ReduceOp op, AllreduceOptions) {
-  std::vector<at::Tensor> t = {View(data, count, dtype)};
+  CheckReduceOp(op, dtype, "allreduce");
+  at::Tensor view = View(data, count, dtype);
+  // bfloat16 is reduced in float32 and rounded back, as the engine does: Gloo has no bfloat16.
+  std::vector<at::Tensor> t = {dtype == DataType::kBFloat16 ? view.to(at::kFloat) : view};
   ::c10d::AllreduceOptions o;
   o.reduceOp = C10dOp(op);
   auto done = Finish(pg_->allreduce(t, o), "allreduce");
@@ -83,6 +103,7 @@ std::shared_ptr<Work> C10dCommunicator::Allreduce(void* data, size_t count, Data
     else
       t[0].div_(size(), "trunc");
   }
+  if (!t[0].is_same(view)) view.copy_(t[0]);
   return done;
 }
 
@@ -99,8 +120,8 @@ std::shared_ptr<Work> C10dCommunicator::Allgatherv(const void* input, void* outp
                                                    DataType dtype) {
   const size_t most = counts.empty() ? 0 : *std::max_element(counts.begin(), counts.end());
   const size_t elem = ElementSize(dtype);
-  at::Tensor mine = at::zeros({static_cast<int64_t>(most)},
-                              at::TensorOptions().dtype(ScalarTypeOf(dtype)));
+  at::Tensor mine =
+      at::zeros({static_cast<int64_t>(most)}, at::TensorOptions().dtype(ScalarTypeOf(dtype)));
   std::memcpy(mine.data_ptr(), input, counts[static_cast<size_t>(rank())] * elem);
   std::vector<at::Tensor> in = {mine};
   std::vector<std::vector<at::Tensor>> out(1);

@@ -13,8 +13,7 @@ namespace cdt::python {
 namespace {
 
 double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // Steps 0 and 1 go uncompressed (DDP rebuilds its buckets after step 0); the controller's first
@@ -75,10 +74,11 @@ compress::Compressor& CompressionHook::CompressorOf(
 void CompressionHook::Reduce(int64_t bucket, at::Tensor buffer,
                              const std::vector<std::pair<int64_t, int64_t>>& shapes,
                              std::function<void(std::exception_ptr)> done) {
-  TORCH_CHECK(buffer.scalar_type() == at::kFloat && buffer.is_contiguous() &&
-                  buffer.device().is_cpu(),
-              "cann_dist.hooks.compress: the bucket must be a contiguous float32 CPU tensor "
-              "(got ", buffer.scalar_type(), ")");
+  TORCH_CHECK(
+      buffer.scalar_type() == at::kFloat && buffer.is_contiguous() && buffer.device().is_cpu(),
+      "cann_dist.hooks.compress: the bucket must be a contiguous float32 CPU tensor "
+      "(got ",
+      buffer.scalar_type(), ")");
   int64_t total = 0;
   for (const auto& [rows, cols] : shapes) total += rows * cols;
   TORCH_CHECK(total == buffer.numel(), "cann_dist.hooks.compress: the shapes hold ", total,
@@ -99,6 +99,9 @@ void CompressionHook::Reduce(int64_t bucket, at::Tensor buffer,
       buffer.div_(pg_->getSize());
       if (adaptive_) AfterBucket(bucket, launched, started, n, wire);
       done(nullptr);
+    } catch (const Error& e) {
+      if (auto* cdt = dynamic_cast<ProcessGroupCDT*>(pg_.get())) cdt->NoteFailure(e);
+      done(std::current_exception());
     } catch (...) {
       done(std::current_exception());
     }
@@ -208,7 +211,8 @@ std::string CompressionHook::SetState(const std::map<int64_t, std::vector<float>
       continue;
     }
     const std::string why = it->second->SetState(s);
-    if (!why.empty()) left_out += (left_out.empty() ? "" : "; ") + ("bucket " + std::to_string(b) + ": " + why);
+    if (!why.empty())
+      left_out += (left_out.empty() ? "" : "; ") + ("bucket " + std::to_string(b) + ": " + why);
   }
   return left_out;
 }

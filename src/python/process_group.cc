@@ -36,9 +36,8 @@ class ProcessGroupCDT::WorkCDT : public ::c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
-ProcessGroupCDT::ProcessGroupCDT(const c10::intrusive_ptr<::c10d::Store>& store, int rank,
-                                 int size, std::chrono::milliseconds timeout,
-                                 const ProcessGroupOptions& o)
+ProcessGroupCDT::ProcessGroupCDT(const c10::intrusive_ptr<::c10d::Store>& store, int rank, int size,
+                                 std::chrono::milliseconds timeout, const ProcessGroupOptions& o)
     : ::c10d::ProcessGroup(rank, size), store_(std::make_unique<C10dStore>(store)) {
   CommunicatorOptions co;
   co.rank = rank;
@@ -69,6 +68,11 @@ ProcessGroupCDT::ProcessGroupCDT(Communicator* borrowed, int rank, int size)
 std::optional<Error> ProcessGroupCDT::failure() const {
   std::lock_guard<std::mutex> lock(mu_);
   return failure_;
+}
+
+void ProcessGroupCDT::NoteFailure(const Error& e) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!failure_) failure_ = e;
 }
 
 void ProcessGroupCDT::Detach() {
@@ -133,8 +137,9 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::broadcast(std::vector<at::Tens
               opts.rootRank, " is not a rank of this group of ", getSize());
   std::function<void()> after;
   at::Tensor c = Contiguous(t, &after);
-  auto work = Comm("broadcast").Broadcast(c.data_ptr(), static_cast<size_t>(c.nbytes()), kBytes,
-                               static_cast<int>(opts.rootRank));
+  auto work = Comm("broadcast")
+                  .Broadcast(c.data_ptr(), static_cast<size_t>(c.nbytes()), kBytes,
+                             static_cast<int>(opts.rootRank));
   return Track(::c10d::OpType::BROADCAST, std::move(work), tensors, std::move(after));
 }
 
@@ -146,8 +151,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::allreduce(std::vector<at::Tens
   const ReduceOp op = ToReduceOp(opts.reduceOp, dtype, "allreduce");
   std::function<void()> after;
   at::Tensor c = Contiguous(t, &after);
-  auto work =
-      Comm("allreduce").Allreduce(c.data_ptr(), static_cast<size_t>(c.numel()), dtype, op);
+  auto work = Comm("allreduce").Allreduce(c.data_ptr(), static_cast<size_t>(c.numel()), dtype, op);
   return Track(::c10d::OpType::ALLREDUCE, std::move(work), tensors, std::move(after));
 }
 
@@ -165,8 +169,9 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::allgather(
   }
   const at::Tensor src = in.contiguous();
   at::Tensor flat = at::empty({getSize() * in.numel()}, in.options());
-  auto work = Comm("allgather").Allgather(src.data_ptr(), flat.data_ptr(), static_cast<size_t>(in.nbytes()),
-                               kBytes);
+  auto work =
+      Comm("allgather")
+          .Allgather(src.data_ptr(), flat.data_ptr(), static_cast<size_t>(in.nbytes()), kBytes);
   std::vector<at::Tensor> outs = outputs[0];
   auto after = [outs, flat, src, n = in.numel()]() mutable {
     for (size_t r = 0; r < outs.size(); ++r)
@@ -181,14 +186,15 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::_allgather_base(at::Tensor& ou
   std::lock_guard<std::mutex> lock(mu_);  // against Detach()
   CheckDense(input, "_allgather_base");
   CheckDense(output, "_allgather_base");
-  TORCH_CHECK(output.numel() == getSize() * input.numel() &&
-                  output.scalar_type() == input.scalar_type(),
-              "cdt backend: _allgather_base: the output must hold world size x the input");
+  TORCH_CHECK(
+      output.numel() == getSize() * input.numel() && output.scalar_type() == input.scalar_type(),
+      "cdt backend: _allgather_base: the output must hold world size x the input");
   const at::Tensor src = input.contiguous();
   std::function<void()> after;
   at::Tensor out = Contiguous(output, &after);
-  auto work = Comm("allgather").Allgather(src.data_ptr(), out.data_ptr(), static_cast<size_t>(input.nbytes()),
-                               kBytes);
+  auto work =
+      Comm("allgather")
+          .Allgather(src.data_ptr(), out.data_ptr(), static_cast<size_t>(input.nbytes()), kBytes);
   auto keep = [after, src]() {
     if (after) after();
   };
@@ -214,10 +220,10 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::reduce_scatter(
   std::function<void()> after;
   at::Tensor o = Contiguous(out, &after);
   const DataType dtype = ToDataType(out, "reduce_scatter");
-  auto work = Comm("reduce_scatter")
-                  .ReduceScatter(flat.data_ptr(), o.data_ptr(),
-                                 std::vector<size_t>(getSize(), out.numel()), dtype,
-                                 ToReduceOp(opts.reduceOp, dtype, "reduce_scatter"));
+  auto work =
+      Comm("reduce_scatter")
+          .ReduceScatter(flat.data_ptr(), o.data_ptr(), std::vector<size_t>(getSize(), out.numel()),
+                         dtype, ToReduceOp(opts.reduceOp, dtype, "reduce_scatter"));
   auto keep = [after, flat]() {
     if (after) after();
   };
@@ -229,9 +235,9 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::_reduce_scatter_base(
   std::lock_guard<std::mutex> lock(mu_);  // against Detach()
   CheckDense(input, "_reduce_scatter_base");
   CheckDense(output, "_reduce_scatter_base");
-  TORCH_CHECK(input.numel() == getSize() * output.numel() &&
-                  output.scalar_type() == input.scalar_type(),
-              "cdt backend: _reduce_scatter_base: the input must hold world size x the output");
+  TORCH_CHECK(
+      input.numel() == getSize() * output.numel() && output.scalar_type() == input.scalar_type(),
+      "cdt backend: _reduce_scatter_base: the input must hold world size x the output");
   const at::Tensor src = input.contiguous();
   std::function<void()> after;
   at::Tensor o = Contiguous(output, &after);
@@ -255,8 +261,9 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::send(std::vector<at::Tensor>& 
                                                        int tag) {
   std::lock_guard<std::mutex> lock(mu_);  // against Detach()
   const at::Tensor& t = One(tensors, "send");
-  TORCH_CHECK(tag == 0, "cdt backend: send: tags are not supported (messages between two ranks "
-                        "arrive in the order sent); use tag 0");
+  TORCH_CHECK(tag == 0,
+              "cdt backend: send: tags are not supported (messages between two ranks "
+              "arrive in the order sent); use tag 0");
   TORCH_CHECK(dst >= 0 && dst < getSize() && dst != getRank(), "cdt backend: send: rank ", dst,
               " is not another rank of this group of ", getSize());
   const at::Tensor c = t.contiguous();
@@ -269,8 +276,9 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::recv(std::vector<at::Tensor>& 
                                                        int tag) {
   std::lock_guard<std::mutex> lock(mu_);  // against Detach()
   const at::Tensor& t = One(tensors, "recv");
-  TORCH_CHECK(tag == 0, "cdt backend: recv: tags are not supported (messages between two ranks "
-                        "arrive in the order sent); use tag 0");
+  TORCH_CHECK(tag == 0,
+              "cdt backend: recv: tags are not supported (messages between two ranks "
+              "arrive in the order sent); use tag 0");
   TORCH_CHECK(src >= 0 && src < getSize() && src != getRank(), "cdt backend: recv: rank ", src,
               " is not another rank of this group of ", getSize());
   std::function<void()> after;

@@ -72,6 +72,10 @@ class ProcessGroupCDT : public ::c10d::ProcessGroup {
   // The first collective that failed in the communicator (its engine error: kPeerLost, kTimeout,
   // kAborted ...), if one did: the group is broken.
   std::optional<Error> failure() const;
+  // Records `e` as the group's failure if none is yet: what else submits to the communicator
+  // (the compression hook) reports its engine errors here, so that elastic.run sees a peer lost
+  // inside a hook as a recoverable failure of the group, not as the user's error.
+  void NoteFailure(const Error& e);
   // Waits for what is pending (the communicator should be aborted first, so that it fails at
   // once), then lets go of the communicator: later calls raise "this group has ended".
   void Detach();

@@ -22,10 +22,10 @@ pytestmark = [
 ]
 
 
-def launch(tmp_path, launch_args, steps, timeout=180):
+def launch(tmp_path, launch_args, steps, timeout=180, script_args=()):
     out = tmp_path / "result.json"
     cmd = [CLI, "launch", "--elastic", *launch_args, "--", sys.executable, EXAMPLE,
-           "--steps", str(steps), "--json", str(out)]
+           "--steps", str(steps), "--json", str(out), *script_args]
     env = dict(os.environ, OMP_NUM_THREADS="1", CDT_AUTOTUNE="0")
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     result = json.loads(out.read_text()) if out.exists() else None
@@ -52,6 +52,18 @@ def test_a_spare_takes_the_place_of_a_killed_worker(tmp_path):
     (rec,) = r["recoveries"]
     assert rec["lost_workers"] == [0] and rec["world_after"] == 2
     assert "spare worker 2 joins" in p.stderr
+
+
+@pytest.mark.parametrize("hook", cann_dist.hooks.METHODS + ("adaptive",))
+def test_a_peer_lost_inside_a_compression_hook_is_recovered_like_any(tmp_path, hook):
+    # Issue 42: kill -9 of one of 4 workers surfaced in the hook's collective as the user's
+    # error and ended every worker; the hook's engine errors now mark the group failed.
+    p, r = launch(tmp_path, ["--nproc-per-node", "4", "--spares", "1", "--inject", "kill:1@12"],
+                  steps=24, script_args=["--hook", hook])
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert r["steps"] == 24 and r["world_size"] == 4  # the spare kept the world
+    (rec,) = r["recoveries"]
+    assert rec["lost_workers"] == [1] and rec["world_after"] == 4
 
 
 def test_a_hung_worker_is_left_behind_after_the_timeout(tmp_path):

@@ -90,6 +90,60 @@ def ddp(rank, world, steps, hook=None):
     return out
 
 
+class NewUserNet(torch.nn.Module):
+    """What a new user brings (issue 42): an embedding, BatchNorm, and a branch that
+    find_unused_parameters may leave out on odd steps."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(50, 8)
+        self.bn = torch.nn.BatchNorm1d(8)
+        self.head = torch.nn.Linear(8, 4)
+        self.branch = torch.nn.Linear(8, 4)
+
+    def forward(self, idx, use_branch=True):
+        h = self.bn(self.emb(idx).mean(1))
+        out = self.head(h)
+        return out + self.branch(h) if use_branch else out
+
+
+DDP_OPTIONS = {"plain": {}, "find_unused": {"find_unused_parameters": True},
+               "static_graph": {"static_graph": True},
+               "bucket_view": {"gradient_as_bucket_view": True}, "no_sync": {}}
+
+
+def hook_matrix(rank, world, steps=4):
+    """Every compressor's hook under every DDP option: the parameters after `steps` steps (equal
+    on every rank when nothing raced), or the error."""
+    out = {}
+    for method in cann_dist.hooks.METHODS + ("adaptive",):
+        for option, kwargs in DDP_OPTIONS.items():
+            torch.manual_seed(0)
+            model = torch.nn.parallel.DistributedDataParallel(NewUserNet(), bucket_cap_mb=0.0005,
+                                                              **kwargs)
+            extra = {"interval": 2} if method == "adaptive" else {}
+            model.register_comm_hook(None, cann_dist.hooks.compress(method, powersgd_rank=1,
+                                                                    **extra))
+            opt = torch.optim.SGD(model.parameters(), lr=0.05)
+            g = torch.Generator().manual_seed(100 + rank)
+            try:
+                for s in range(steps):
+                    opt.zero_grad()
+                    use_branch = option != "find_unused" or s % 2 == 0
+                    idx = torch.randint(0, 50, (8, 5), generator=g)
+                    if option == "no_sync":  # one micro-batch accumulated without a reduction
+                        with model.no_sync():
+                            model(idx).pow(2).mean().backward()
+                    model(idx, use_branch).pow(2).mean().backward()
+                    opt.step()
+                out[f"{method}/{option}"] = [float(p.detach().double().sum())
+                                             for p in model.parameters()]
+            except RuntimeError as e:
+                out[f"{method}/{option}"] = {"error": str(e)[:500]}
+                return out  # a group that failed cannot go on
+    return out
+
+
 def topology(backend):
     """TopologyMapper.scan() and CommunicationOptimizer.generate_plan() on this group."""
     from cann_dist import CommunicationOptimizer, TopologyMapper
@@ -125,6 +179,8 @@ def main():
             result.update(collectives(rank, world))
         elif mode == "ddp":
             result.update(ddp(rank, world, int(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else None))
+        elif mode == "hook_matrix":
+            result["cases"] = hook_matrix(rank, world)
         elif mode == "ops":
             import ops_cases
             result.update(ops_cases.ops(rank, world))
