@@ -9,12 +9,13 @@ under torchrun or `cann-dist-train launch` (RANK, WORLD_SIZE, MASTER_ADDR, MASTE
 backend runs the engine's collectives — topology-aware algorithm choice, shared memory between
 the ranks of a node, its TCP transport with authenticated connections — on CPU tensors. The
 environment it reads (here, never in the engine): CDT_JOB_SECRET (the job secret; without it the
-handshake is keyed by the store's token alone), CDT_NODE_ADDR (the address peers dial; default
-127.0.0.1), CDT_JOB_ID and CDT_SHM (0: no shared memory).
+handshake is keyed by the store's token alone), CDT_NODE_ADDR (the address peers dial; default:
+node_address() below), CDT_JOB_ID and CDT_SHM (0: no shared memory).
 """
 import datetime
 import importlib
 import os
+import socket
 import sys
 
 import torch.distributed as _dist
@@ -43,6 +44,28 @@ BACKEND = "cdt"
 ProcessGroupCDT = _C.ProcessGroupCDT
 
 
+def node_address(environ=None):
+    """The address the other ranks dial to reach this one: CDT_NODE_ADDR when set; 127.0.0.1 when
+    every rank is on this node (torchrun's WORLD_SIZE == LOCAL_WORLD_SIZE, or no MASTER_ADDR);
+    else this machine's end of the route to the rendezvous endpoint MASTER_ADDR — the interface
+    the kernel would send through, as Gloo and NCCL pick theirs by route (a UDP connect: no
+    packet leaves)."""
+    e = os.environ if environ is None else environ
+    if e.get("CDT_NODE_ADDR"):
+        return e["CDT_NODE_ADDR"]
+    master = e.get("MASTER_ADDR", "")
+    one_node = e.get("WORLD_SIZE") is not None and e.get("WORLD_SIZE") == e.get("LOCAL_WORLD_SIZE")
+    if not master or one_node:
+        return "127.0.0.1"
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((master, int(e.get("MASTER_PORT") or 29500)))
+            return s.getsockname()[0]
+    except (OSError, ValueError) as err:
+        raise RuntimeError(f"cann_dist: no route from this machine to MASTER_ADDR {master!r} ({err}); "
+                           "set CDT_NODE_ADDR to the address the other nodes reach this one at") from err
+
+
 def _create_process_group(store, rank, size, timeout):
     """torch.distributed's creator for "cdt": called on every rank by init_process_group/new_group.
     Inside cann_dist.elastic.run, the default group is the elastic generation's, formed already."""
@@ -60,7 +83,7 @@ def _create_process_group(store, rank, size, timeout):
         timeout_ms,
         secret=os.environ.get("CDT_JOB_SECRET", ""),
         job_id=os.environ.get("CDT_JOB_ID", "cdt"),
-        advertise_host=os.environ.get("CDT_NODE_ADDR", "127.0.0.1"),
+        advertise_host=node_address(),
         shared_memory=os.environ.get("CDT_SHM", "1") != "0",
         encrypt=os.environ.get("CDT_ENCRYPT", "0") == "1",
         allow_insecure=os.environ.get("CDT_ALLOW_INSECURE", "0") == "1",

@@ -141,6 +141,25 @@ def test_every_hook_composes_with_every_ddp_option(backend):
     assert len(r0) == expected, sorted(r0)
 
 
+def test_the_node_address_comes_from_the_route_to_the_rendezvous_endpoint():
+    node_address = cann_dist.node_address
+    assert node_address({"CDT_NODE_ADDR": "10.1.2.3", "MASTER_ADDR": "127.0.0.1"}) == "10.1.2.3"
+    assert node_address({}) == "127.0.0.1"
+    many = {"WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "4", "MASTER_PORT": "29500"}
+    assert node_address(dict(many, MASTER_ADDR="127.0.0.1")) == "127.0.0.1"
+    assert node_address(dict(many, MASTER_ADDR="localhost")) == "127.0.0.1"
+    # This machine's own non-loopback address, if it has one: the route to it starts at it.
+    ips = subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout.split()
+    ipv4 = [ip for ip in ips if ip.count(".") == 3 and not ip.startswith("127.")]
+    if ipv4:
+        assert node_address(dict(many, MASTER_ADDR=ipv4[0])) == ipv4[0]
+        # Every rank on one node: loopback, whatever MASTER_ADDR says (no secret needed).
+        one = {"WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4", "MASTER_ADDR": ipv4[0]}
+        assert node_address(one) == "127.0.0.1"
+    with pytest.raises(RuntimeError, match="set CDT_NODE_ADDR"):
+        node_address(dict(many, MASTER_ADDR="no-such-host.invalid"))
+
+
 def test_comm_hooks_run_on_gloo_too():
     steps = 40
     for method in ("powersgd", "topk"):
