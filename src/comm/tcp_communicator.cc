@@ -254,8 +254,9 @@ class TcpCommunicator : public Communicator {
                                 DataType dtype, int root) override {
     CheckRank(root, "gather root");
     const std::vector<size_t> offsets = BlockOffsets(counts, "gatherv");
-    Fingerprint fp{0,      offsets.back(), root, static_cast<uint8_t>(OpKind::kGather),
-                   static_cast<uint8_t>(dtype), 0};
+    Fingerprint fp{
+        0, offsets.back(), root, static_cast<uint8_t>(OpKind::kGather), static_cast<uint8_t>(dtype),
+        0};
     const size_t elem = ElementSize(dtype);
     return Submit("gather", fp, offsets.back() * elem, [=, this](CollectiveContext& ctx) {
       cdt::Gatherv(ctx, Group::World(rank(), size()), input, output, elem, offsets, root);
@@ -266,8 +267,12 @@ class TcpCommunicator : public Communicator {
                                  DataType dtype, int root) override {
     CheckRank(root, "scatter root");
     const std::vector<size_t> offsets = BlockOffsets(counts, "scatterv");
-    Fingerprint fp{0,      offsets.back(), root, static_cast<uint8_t>(OpKind::kScatter),
-                   static_cast<uint8_t>(dtype), 0};
+    Fingerprint fp{0,
+                   offsets.back(),
+                   root,
+                   static_cast<uint8_t>(OpKind::kScatter),
+                   static_cast<uint8_t>(dtype),
+                   0};
     const size_t elem = ElementSize(dtype);
     return Submit("scatter", fp, offsets.back() * elem, [=, this](CollectiveContext& ctx) {
       cdt::Scatterv(ctx, Group::World(rank(), size()), input, output, elem, offsets, root);
@@ -293,7 +298,8 @@ class TcpCommunicator : public Communicator {
     return Submit("alltoall", fp, std::max<size_t>(options_.bulk_min_bytes, 1),
                   [=, this](CollectiveContext& ctx) {
                     const Group world = Group::World(rank(), size());
-                    if (ArenaSpansGroup(ctx, world))
+                    if (ArenaSpansGroup(ctx, world) &&
+                        AlltoallvShmRegionBytes(ctx.arena->slot_bytes(), world.size()) > 0)
                       AlltoallvShm(ctx, world, input, send, output, recv, elem);
                     else
                       cdt::Alltoallv(ctx, world, input, send, output, recv, elem);

@@ -10,6 +10,7 @@
 
 #include "allreduce_check.h"
 #include "cdt/error.h"
+#include "comm/collectives/algorithms.h"
 #include "comm_test_util.h"
 
 namespace cdt {
@@ -146,6 +147,14 @@ TEST_P(RootedCollectivesTest, AlltoallvUnevenSplitsSmallAndLarge) {
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, RootedCollectivesTest, ::testing::Values(1, 2, 3, 4, 5, 7, 8),
                          [](const auto& info) { return "p" + std::to_string(info.param); });
+
+TEST(RootedCollectives, AllToAllTakesTcpWhereTheSlotsCannotHoldARegionPerRank) {
+  EXPECT_EQ(AlltoallvShmRegionBytes(1 << 20, 8), 131008u);  // (1 MiB - 64) / 8, to 64 bytes
+  EXPECT_EQ(AlltoallvShmRegionBytes(4096, 8), 448u);
+  EXPECT_EQ(AlltoallvShmRegionBytes(4096, 64), 0u);  // CDT_SHM_SLOT_BYTES=4096, 64 ranks a node
+  EXPECT_EQ(AlltoallvShmRegionBytes(64, 1), 0u);
+  EXPECT_EQ(AlltoallvShmRegionBytes(1 << 20, 0), 0u);
+}
 
 TEST(RootedCollectives, BadRootsAndCountsAreRefusedAtSubmission) {
   RunRanks(2, [&](Communicator& comm) {

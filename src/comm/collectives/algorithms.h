@@ -61,6 +61,9 @@ void AllgathervShm(CollectiveContext& ctx, const Group& group, void* data, size_
                    const std::vector<size_t>& offsets);
 void ReduceScatterShm(CollectiveContext& ctx, const Group& group, const void* input, void* output,
                       const std::vector<size_t>& offsets, DataType dtype, ReduceOp op);
+// The bytes each receiver's region of a slot holds in AlltoallvShm; 0 when the slots are too small
+// for `members` regions (then all-to-all goes over TCP: e.g. 4 KiB slots and 64 ranks a node).
+size_t AlltoallvShmRegionBytes(size_t slot_bytes, int members);
 void AlltoallvShm(CollectiveContext& ctx, const Group& group, const void* input,
                   const std::vector<size_t>& send_offsets, void* output,
                   const std::vector<size_t>& recv_offsets, size_t elem);

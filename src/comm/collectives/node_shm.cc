@@ -53,6 +53,11 @@ void ArenaBarrier(CollectiveContext& ctx, shm::NodeArena& arena) {
   arena.WaitAll(step, ctx.mesh.timeout(), ctx.label.name, ctx.label.seq);
 }
 
+size_t AlltoallvShmRegionBytes(size_t slot_bytes, int members) {
+  if (members < 1 || slot_bytes <= kHeaderBytes) return 0;
+  return (slot_bytes - kHeaderBytes) / static_cast<size_t>(members) / 64 * 64;
+}
+
 bool ArenaSpansGroup(const CollectiveContext& ctx, const Group& group) {
   if (ctx.arena == nullptr || ctx.arena->members() != group.size()) return false;
   // The arena's members are the node's world ranks in rank order: the group must be the world.
@@ -126,8 +131,8 @@ void AlltoallvShm(CollectiveContext& ctx, const Group& group, const void* input,
   CDT_CHECK_EQ(arena.me(), group.me);
   const int k = group.size();
   // Each slot: the header, then k regions of `region` bytes (cache-line multiples).
-  const size_t region = (arena.slot_bytes() - kHeaderBytes) / static_cast<size_t>(k) / 64 * 64;
-  CDT_CHECK(region > 0);
+  const size_t region = AlltoallvShmRegionBytes(arena.slot_bytes(), k);
+  CDT_CHECK(region > 0);  // the caller checked: AlltoallvShmRegionBytes
   auto block = [&](const std::vector<size_t>& offsets, int i) {
     return (offsets[static_cast<size_t>(i) + 1] - offsets[static_cast<size_t>(i)]) * elem;
   };
