@@ -14,6 +14,7 @@ node_address() below), CDT_JOB_ID and CDT_SHM (0: no shared memory).
 """
 import datetime
 import importlib
+import inspect
 import os
 import socket
 import sys
@@ -113,4 +114,9 @@ if _torch_env_rendezvous is not _launcher_store_rendezvous:
     _rdzv._rendezvous_handlers["env"] = _launcher_store_rendezvous
 
 if BACKEND.upper() not in _dist.Backend._plugins:
-    _dist.Backend.register_backend(BACKEND, _create_process_group)
+    if "devices" in inspect.signature(_dist.Backend.register_backend).parameters:
+        # PyTorch 2.x: the creator makes a c10d Backend, which torch's ProcessGroup holds for CPU
+        # tensors (a group of "cdt" never sends a CPU tensor to another backend).
+        _dist.Backend.register_backend(BACKEND, _create_process_group, devices=["cpu"])
+    else:
+        _dist.Backend.register_backend(BACKEND, _create_process_group)  # 1.13: the group itself

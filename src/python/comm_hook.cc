@@ -30,7 +30,7 @@ CompressionHook::CompressionHook(c10::intrusive_ptr<::c10d::ProcessGroup> pg,
       options_(options),
       adaptive_(adaptive),
       queue_(std::make_unique<SerialQueue>()) {
-  if (auto* cdt = dynamic_cast<ProcessGroupCDT*>(pg_.get())) {
+  if (auto* cdt = CdtBackendOf(pg_)) {
     comm_ = &cdt->communicator();
   } else {
     adapted_ = std::make_unique<C10dCommunicator>(pg_);
@@ -100,7 +100,7 @@ void CompressionHook::Reduce(int64_t bucket, at::Tensor buffer,
       if (adaptive_) AfterBucket(bucket, launched, started, n, wire);
       done(nullptr);
     } catch (const Error& e) {
-      if (auto* cdt = dynamic_cast<ProcessGroupCDT*>(pg_.get())) cdt->NoteFailure(e);
+      if (auto* cdt = CdtBackendOf(pg_)) cdt->NoteFailure(e);
       done(std::current_exception());
     } catch (...) {
       done(std::current_exception());

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/version.h>
 
 #include <chrono>
 #include <memory>
@@ -21,6 +22,12 @@ class EngineStore : public ::c10d::Store {
   EngineStore(std::shared_ptr<cdt::Store> store, std::chrono::milliseconds timeout)
       : ::c10d::Store(timeout), store_(std::move(store)) {}
 
+#if TORCH_VERSION_MAJOR >= 2
+  // Another handle on the same store (torch 2.x clones a group's store for its own threads).
+  c10::intrusive_ptr<::c10d::Store> clone() override {
+    return c10::make_intrusive<EngineStore>(store_, timeout_);
+  }
+#endif
   void set(const std::string& key, const std::vector<uint8_t>& value) override {
     Call([&] { store_->Set(key, std::string(value.begin(), value.end())); });
   }

@@ -29,7 +29,9 @@ namespace py = pybind11;
 namespace {
 
 void BindProcessGroup(py::module_& m) {
-  py::object base = py::module::import("torch._C._distributed_c10d").attr("ProcessGroup");
+  // 1.13: a ProcessGroup; 2.x: a Backend, which torch's ProcessGroup wraps (process_group.h).
+  py::object base = py::module::import("torch._C._distributed_c10d")
+                        .attr(TORCH_VERSION_MAJOR >= 2 ? "Backend" : "ProcessGroup");
   py::class_<cdt::python::ProcessGroupCDT, c10::intrusive_ptr<cdt::python::ProcessGroupCDT>>(
       m, "ProcessGroupCDT", base)
       .def(py::init([](const c10::intrusive_ptr<::c10d::Store>& store, int rank, int size,
@@ -220,7 +222,7 @@ void BindTopology(py::module_& m) {
       "scan_topology",
       [](const c10::intrusive_ptr<::c10d::ProcessGroup>& pg, const std::string& cache_dir,
          bool rescan, bool install) {
-        auto* cdt_pg = dynamic_cast<cdt::python::ProcessGroupCDT*>(pg.get());
+        auto* cdt_pg = cdt::python::CdtBackendOf(pg);
         if (cdt_pg == nullptr)
           throw py::value_error("cann_dist.TopologyMapper.scan: the group's backend is " +
                                 pg->getBackendName() +

@@ -38,7 +38,7 @@ class ProcessGroupCDT::WorkCDT : public ::c10d::Work {
 
 ProcessGroupCDT::ProcessGroupCDT(const c10::intrusive_ptr<::c10d::Store>& store, int rank, int size,
                                  std::chrono::milliseconds timeout, const ProcessGroupOptions& o)
-    : ::c10d::ProcessGroup(rank, size), store_(std::make_unique<C10dStore>(store)) {
+    : CdtBackendBase(rank, size), store_(std::make_unique<C10dStore>(store)) {
   CommunicatorOptions co;
   co.rank = rank;
   co.size = size;
@@ -61,7 +61,7 @@ ProcessGroupCDT::ProcessGroupCDT(const c10::intrusive_ptr<::c10d::Store>& store,
 }
 
 ProcessGroupCDT::ProcessGroupCDT(Communicator* borrowed, int rank, int size)
-    : ::c10d::ProcessGroup(rank, size), comm_(borrowed) {
+    : CdtBackendBase(rank, size), comm_(borrowed) {
   completions_ = std::make_unique<SerialQueue>();
 }
 
@@ -85,11 +85,41 @@ void ProcessGroupCDT::Detach() {
   DrainWithoutGil(pending);
 }
 
+#if TORCH_VERSION_MAJOR >= 2
+void ProcessGroupCDT::shutdown() {
+  SerialQueue* queue = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue = completions_.get();
+  }
+  if (queue == nullptr) return;  // detached: drained already
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    pybind11::gil_scoped_release release;
+    queue->WaitIdle();
+  } else {
+    queue->WaitIdle();
+  }
+}
+#endif
+
 Communicator& ProcessGroupCDT::Comm(const char* call) {
   TORCH_CHECK(comm_ != nullptr, "cdt backend: rank ", getRank(), ": ", call,
               ": this process group has ended (its elastic generation is over, or the group was "
               "destroyed); use the current one (torch.distributed's default group)");
   return *comm_;
+}
+
+ProcessGroupCDT* CdtBackendOf(const c10::intrusive_ptr<::c10d::ProcessGroup>& pg) {
+  if (!pg) return nullptr;
+#if TORCH_VERSION_MAJOR >= 2
+  try {
+    return dynamic_cast<ProcessGroupCDT*>(pg->getBackend(c10::DeviceType::CPU).get());
+  } catch (const c10::Error&) {
+    return nullptr;  // no CPU backend in this group
+  }
+#else
+  return dynamic_cast<ProcessGroupCDT*>(pg.get());
+#endif
 }
 
 void DrainWithoutGil(std::unique_ptr<SerialQueue>& queue) {
@@ -150,7 +180,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::allreduce(std::vector<at::Tens
   const DataType dtype = ToDataType(t, "allreduce");
   const ReduceOp op = ToReduceOp(opts.reduceOp, dtype, "allreduce");
   std::function<void()> after;
-  at::Tensor c = Contiguous(t, &after);
+  at::Tensor c = Premultiplied(opts.reduceOp, Contiguous(t, &after), /*in_place=*/true);
   auto work = Comm("allreduce").Allreduce(c.data_ptr(), static_cast<size_t>(c.numel()), dtype, op);
   return Track(::c10d::OpType::ALLREDUCE, std::move(work), tensors, std::move(after));
 }
@@ -216,7 +246,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::reduce_scatter(
   }
   std::vector<at::Tensor> flat_inputs;
   for (const at::Tensor& i : inputs[0]) flat_inputs.push_back(i.reshape({-1}));
-  const at::Tensor flat = at::cat(flat_inputs);
+  const at::Tensor flat = Premultiplied(opts.reduceOp, at::cat(flat_inputs), /*in_place=*/true);
   std::function<void()> after;
   at::Tensor o = Contiguous(out, &after);
   const DataType dtype = ToDataType(out, "reduce_scatter");
@@ -238,7 +268,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::_reduce_scatter_base(
   TORCH_CHECK(
       input.numel() == getSize() * output.numel() && output.scalar_type() == input.scalar_type(),
       "cdt backend: _reduce_scatter_base: the input must hold world size x the output");
-  const at::Tensor src = input.contiguous();
+  const at::Tensor src = Premultiplied(opts.reduceOp, input.contiguous(), /*in_place=*/false);
   std::function<void()> after;
   at::Tensor o = Contiguous(output, &after);
   const DataType dtype = ToDataType(output, "_reduce_scatter_base");

@@ -1,7 +1,9 @@
 // ProcessGroupCDT: the engine's communicator as a torch.distributed backend ("cdt", registered by
-// the cann_dist package; docs/python.md). The anchors are the third-party c10d backends of
-// PyTorch 1.13 (torch-ucc, Intel's oneCCL bindings): a c10d::ProcessGroup whose collectives
-// return a c10d::Work at once and complete on the engine's own thread.
+// the cann_dist package; docs/python.md). The anchors are the third-party c10d backends (torch-ucc,
+// Intel's oneCCL bindings): an object whose collectives return a c10d::Work at once and complete
+// on the engine's own thread. On PyTorch 1.13 that object is a c10d::ProcessGroup; from 2.0 on it
+// is a c10d::Backend, which torch's ProcessGroup holds per device type (torch dispatches each
+// collective to it); the collectives' signatures are the same in both (`CdtBackendBase`).
 //
 // Each collective is submitted to the communicator (asynchronous, in submission order) and handed
 // to one completion thread, which waits for it in order, copies results where the tensors were
@@ -11,8 +13,9 @@
 // bounds every wait, so a dead or stopped peer never hangs a rank.
 //
 // Supported: allreduce, allreduce_coalesced, reduce, reduce_scatter, _reduce_scatter_base (SUM,
-// AVG, PRODUCT, MIN, MAX; BAND, BOR, BXOR on integers and bool), broadcast, allgather,
-// _allgather_base, allgather_coalesced, gather, scatter, alltoall, alltoall_base (uneven splits),
+// AVG, PRODUCT, MIN, MAX; BAND, BOR, BXOR on integers and bool; PREMUL_SUM on 2.x), broadcast,
+// allgather, _allgather_base, allgather_coalesced, gather, scatter, alltoall, alltoall_base
+// (uneven splits), on 2.x allgather_into_tensor_coalesced and reduce_scatter_tensor_coalesced,
 // barrier, send, recv, on dense CPU tensors; reductions on float32, float64, float16, bfloat16,
 // int64, int32, int16, int8, uint8 and bool (complex ones torch hands over as their real views),
 // data movement on any dtype. Anything else raises a clear
@@ -22,6 +25,7 @@
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/version.h>
 
 #include <chrono>
 #include <functional>
@@ -38,6 +42,12 @@
 
 namespace cdt::python {
 
+#if TORCH_VERSION_MAJOR >= 2
+using CdtBackendBase = ::c10d::Backend;
+#else
+using CdtBackendBase = ::c10d::ProcessGroup;
+#endif
+
 // Destroys `queue` (running what it holds) with the GIL released if this thread holds it.
 void DrainWithoutGil(std::unique_ptr<SerialQueue>& queue);
 
@@ -51,7 +61,7 @@ struct ProcessGroupOptions {
   bool allow_insecure = false;               // CDT_ALLOW_INSECURE=1: no secret beyond loopback
 };
 
-class ProcessGroupCDT : public ::c10d::ProcessGroup {
+class ProcessGroupCDT : public CdtBackendBase {
  public:
   // Forms the group through `store` (every rank of the group calls this at the same time).
   ProcessGroupCDT(const c10::intrusive_ptr<::c10d::Store>& store, int rank, int size,
@@ -79,6 +89,12 @@ class ProcessGroupCDT : public ::c10d::ProcessGroup {
   // Waits for what is pending (the communicator should be aborted first, so that it fails at
   // once), then lets go of the communicator: later calls raise "this group has ended".
   void Detach();
+#if TORCH_VERSION_MAJOR >= 2
+  // torch.distributed.destroy_process_group: returns once every collective submitted has
+  // completed (each within the group's timeout) and its completion task is gone, while threads
+  // may still take the GIL (python/serial_queue.h says why that matters at exit).
+  void shutdown() override;
+#endif
 
   c10::intrusive_ptr<::c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                              const ::c10d::BroadcastOptions& opts) override;
@@ -117,6 +133,16 @@ class ProcessGroupCDT : public ::c10d::ProcessGroup {
   c10::intrusive_ptr<::c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
                                             std::vector<at::Tensor>& inputs,
                                             const ::c10d::AllToAllOptions& opts) override;
+#if TORCH_VERSION_MAJOR >= 2
+  // all_gather_into_tensor and reduce_scatter_tensor over lists of tensors in one collective each
+  // (torch's _coalescing_manager; FSDP2).
+  c10::intrusive_ptr<::c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const ::c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<::c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const ::c10d::ReduceScatterOptions& opts) override;
+#endif
   c10::intrusive_ptr<::c10d::Work> send(std::vector<at::Tensor>& tensors, int dst,
                                         int tag) override;
   c10::intrusive_ptr<::c10d::Work> recv(std::vector<at::Tensor>& tensors, int src,
@@ -142,5 +168,10 @@ class ProcessGroupCDT : public ::c10d::ProcessGroup {
   std::unique_ptr<SerialQueue> completions_;  // destroyed first: waits for what is pending
   std::optional<Error> failure_;              // under mu_
 };
+
+// The "cdt" backend behind a Python-side process group (torch.distributed.group.WORLD, new_group's,
+// DDP's): on 1.13 the group itself, on 2.x its CPU backend; null when the group is another
+// backend's (gloo ...).
+ProcessGroupCDT* CdtBackendOf(const c10::intrusive_ptr<::c10d::ProcessGroup>& pg);
 
 }  // namespace cdt::python

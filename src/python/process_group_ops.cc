@@ -90,7 +90,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::allreduce_coalesced(
   }
   const DataType dtype = ToDataType(tensors[0], "allreduce_coalesced");
   const ReduceOp op = ToReduceOp(opts.reduceOp, dtype, "allreduce_coalesced");
-  at::Tensor flat = Flatten(tensors);
+  at::Tensor flat = Premultiplied(opts.reduceOp, Flatten(tensors), /*in_place=*/true);
   auto work = Comm("allreduce_coalesced")
                   .Allreduce(flat.data_ptr(), static_cast<size_t>(flat.numel()), dtype, op);
   std::vector<at::Tensor> outs = tensors;
@@ -107,7 +107,16 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::reduce(std::vector<at::Tensor>
   const ReduceOp op = ToReduceOp(opts.reduceOp, dtype, "reduce");
   std::function<void()> after;
   at::Tensor c = Contiguous(t, &after);
-  auto work = Comm("reduce").Reduce(c.data_ptr(), static_cast<size_t>(c.numel()), dtype, op,
+  const at::Tensor scaled = Premultiplied(opts.reduceOp, c, /*in_place=*/false);
+  if (!scaled.is_same(c)) {  // PREMUL_SUM: the others' tensors stay as they were, the root's
+    const bool root = opts.rootRank == getRank();  // receives the result
+    after = [after, c, scaled, root]() mutable {
+      if (!root) return;
+      c.copy_(scaled);
+      if (after) after();
+    };
+  }
+  auto work = Comm("reduce").Reduce(scaled.data_ptr(), static_cast<size_t>(c.numel()), dtype, op,
                                     static_cast<int>(opts.rootRank));
   return Track(::c10d::OpType::REDUCE, std::move(work), tensors, std::move(after));
 }
@@ -261,5 +270,80 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::alltoall(std::vector<at::Tenso
   auto after = [outs, all, src]() mutable { Unflatten(all, 0, outs); };
   return Track(::c10d::OpType::ALLTOALL, std::move(work), outputs, std::move(after));
 }
+
+#if TORCH_VERSION_MAJOR >= 2
+c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const ::c10d::AllgatherOptions&) {
+  std::lock_guard<std::mutex> lock(mu_);  // against Detach()
+  const char* call = "allgather_into_tensor_coalesced";
+  TORCH_CHECK(!inputs.empty() && outputs.size() == inputs.size(), "cdt backend: ", call,
+              ": one output per input (", inputs.size(), " inputs, ", outputs.size(), " outputs)");
+  std::vector<at::Tensor> blocks;  // this rank's block: every input's bytes, in order
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    CheckDense(inputs[i], call);
+    CheckDense(outputs[i], call);
+    TORCH_CHECK(outputs[i].numel() == getSize() * inputs[i].numel() &&
+                    outputs[i].scalar_type() == inputs[i].scalar_type(),
+                "cdt backend: ", call, ": output ", i, " must hold world size x input ", i);
+    blocks.push_back(Bytes(inputs[i]));
+  }
+  const at::Tensor src = at::cat(blocks);
+  const int64_t block = src.numel();
+  at::Tensor flat = at::empty({getSize() * block}, src.options());
+  auto work = Comm(call).Allgather(src.data_ptr(), flat.data_ptr(), static_cast<size_t>(block),
+                                   kBytes);
+  std::vector<at::Tensor> outs = outputs;
+  auto after = [outs, flat, src, block, size = getSize()]() mutable {
+    int64_t offset = 0;  // of input i's bytes within a rank's block
+    for (at::Tensor& o : outs) {
+      const int64_t bytes = o.numel() * o.element_size() / size;
+      at::Tensor dst = o.is_contiguous() ? o : at::empty_like(o, at::MemoryFormat::Contiguous);
+      at::Tensor dst_bytes = dst.reshape({-1}).view(at::kByte);
+      for (int64_t r = 0; r < size && bytes > 0; ++r)
+        dst_bytes.narrow(0, r * bytes, bytes).copy_(flat.narrow(0, r * block + offset, bytes));
+      if (!dst.is_same(o)) o.copy_(dst);
+      offset += bytes;
+    }
+  };
+  return Track(::c10d::OpType::COALESCED, std::move(work), outputs, std::move(after));
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const ::c10d::ReduceScatterOptions& opts) {
+  std::lock_guard<std::mutex> lock(mu_);  // against Detach()
+  const char* call = "reduce_scatter_tensor_coalesced";
+  TORCH_CHECK(!inputs.empty() && outputs.size() == inputs.size(), "cdt backend: ", call,
+              ": one output per input (", inputs.size(), " inputs, ", outputs.size(), " outputs)");
+  int64_t total = 0;  // elements a rank receives
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    CheckDense(inputs[i], call);
+    CheckDense(outputs[i], call);
+    TORCH_CHECK(inputs[i].numel() == getSize() * outputs[i].numel() &&
+                    outputs[i].scalar_type() == outputs[0].scalar_type() &&
+                    inputs[i].scalar_type() == outputs[0].scalar_type(),
+                "cdt backend: ", call, ": input ", i, " must hold world size x output ", i,
+                ", all of one dtype");
+    total += outputs[i].numel();
+  }
+  const DataType dtype = ToDataType(outputs[0], call);
+  const ReduceOp op = ToReduceOp(opts.reduceOp, dtype, call);
+  std::vector<at::Tensor> pieces;  // rank r's block: every input's r-th chunk, in order
+  for (int64_t r = 0; r < getSize(); ++r) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const int64_t n = outputs[i].numel();
+      pieces.push_back(inputs[i].reshape({-1}).narrow(0, r * n, n));
+    }
+  }
+  const at::Tensor src = Premultiplied(opts.reduceOp, at::cat(pieces), /*in_place=*/true);
+  at::Tensor out = at::empty({total}, outputs[0].options());
+  auto work = Comm(call).ReduceScatter(src.data_ptr(), out.data_ptr(),
+                                       std::vector<size_t>(getSize(), total), dtype, op);
+  std::vector<at::Tensor> outs = outputs;
+  auto after = [outs, out, src]() mutable { Unflatten(out.view(at::kByte), 0, outs); };
+  return Track(::c10d::OpType::COALESCED, std::move(work), outputs, std::move(after));
+}
+#endif
 
 }  // namespace cdt::python

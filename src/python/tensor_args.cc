@@ -65,10 +65,20 @@ ReduceOp ToReduceOp(const ::c10d::ReduceOp& op, DataType dtype, const char* call
     case ::c10d::ReduceOp::BXOR:
       r = ReduceOp::kBxor;
       break;
+#if TORCH_VERSION_MAJOR >= 2
+    case ::c10d::ReduceOp::PREMUL_SUM:  // the factor is applied before (Premultiplied)
+      TORCH_CHECK(dtype == DataType::kFloat32 || dtype == DataType::kFloat64 ||
+                      dtype == DataType::kFloat16 || dtype == DataType::kBFloat16,
+                  "cdt backend: ", call,
+                  ": PREMUL_SUM applies to floating-point tensors (float32, float64, float16, "
+                  "bfloat16)");
+      r = ReduceOp::kSum;
+      break;
+#endif
     default:
       TORCH_CHECK(false, "cdt backend: ", call,
                   ": this reduce op is not supported (SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, "
-                  "BXOR)");
+                  "BXOR, and PREMUL_SUM on PyTorch 2.x)");
   }
   try {
     CheckReduceOp(r, dtype, call);
@@ -110,6 +120,22 @@ void CheckList(const std::vector<at::Tensor>& list, size_t count, const at::Tens
                 " element(s) of ", like.scalar_type(), " (got ", t.numel(), " of ", t.scalar_type(),
                 ")");
   }
+}
+
+at::Tensor Premultiplied(const ::c10d::ReduceOp& op, const at::Tensor& c, bool in_place) {
+#if TORCH_VERSION_MAJOR >= 2
+  if (op.op_ == ::c10d::ReduceOp::PREMUL_SUM) {
+    const auto* s = dynamic_cast<const ::c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
+    TORCH_CHECK(s != nullptr, "cdt backend: PREMUL_SUM without its factor (make it with "
+                              "torch.distributed._make_nccl_premul_sum)");
+    if (s->tensor_factor.defined()) {
+      const at::Tensor f = s->tensor_factor.to(at::kCPU);
+      return in_place ? c.mul_(f) : c.mul(f);
+    }
+    return in_place ? c.mul_(s->double_factor) : c.mul(s->double_factor);
+  }
+#endif
+  return c;
 }
 
 }  // namespace cdt::python

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Types.hpp>
+#include <torch/version.h>
 
 #include <ATen/ATen.h>
 
@@ -22,8 +23,15 @@ constexpr DataType kBytes = DataType::kInt8;
 // int32, int16, int8, uint8, bool.
 DataType ToDataType(const at::Tensor& t, const char* call);
 // The engine's op for `op` on elements of `dtype` (SUM, AVG, PRODUCT, MIN, MAX; BAND, BOR, BXOR
-// on integer and bool tensors).
+// on integer and bool tensors; PREMUL_SUM on floating-point ones, with Premultiplied).
 ReduceOp ToReduceOp(const ::c10d::ReduceOp& op, DataType dtype, const char* call);
+
+// PREMUL_SUM (PyTorch 2.x: torch.distributed._make_nccl_premul_sum(factor), which FSDP and
+// DeepSpeed use to fold the 1/world of an average into the sum) is a SUM of each rank's tensor
+// multiplied by the factor first: ToReduceOp gives kSum for it, and this gives `c` multiplied by
+// the factor (a number or a one-element tensor) — in place when `in_place` (where the collective
+// overwrites `c` anyway), else in a new tensor. `c` itself for every other op.
+at::Tensor Premultiplied(const ::c10d::ReduceOp& op, const at::Tensor& c, bool in_place);
 
 // A dense CPU tensor, or a torch error naming `call`.
 void CheckDense(const at::Tensor& t, const char* call);

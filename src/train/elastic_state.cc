@@ -8,7 +8,9 @@
 #include <cmath>
 #include <limits>
 #include <mutex>
+#include <sstream>
 #include <string>
+#include <type_traits>
 
 #include "cdt/error.h"
 #include "common/unix_time.h"
@@ -26,7 +28,18 @@ void CopyInto(torch::Tensor* dst, const torch::Tensor& src) {
   dst->copy_(src);
 }
 
-std::string Key(const torch::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
+// The key of `p`'s entry in an optimizer's state: libtorch 1.13 keys it by the address of the
+// parameter's TensorImpl printed as a string, 2.x by the address itself.
+template <typename StateMap>
+typename StateMap::key_type Key(const StateMap&, const torch::Tensor& p) {
+  if constexpr (std::is_same_v<typename StateMap::key_type, std::string>) {
+    std::ostringstream s;  // what 1.13's c10::guts::to_string writes
+    s << p.unsafeGetTensorImpl();
+    return s.str();
+  } else {
+    return p.unsafeGetTensorImpl();
+  }
+}
 
 }  // namespace
 
@@ -44,7 +57,7 @@ void TakeMemorySnapshot(torch::nn::Module& model, torch::optim::Optimizer& opt, 
   into->optimizer.resize(slots * params.size());
   into->steps.assign(params.size(), -1);
   for (size_t i = 0; i < params.size(); ++i) {
-    auto it = opt.state().find(Key(params[i]));
+    auto it = opt.state().find(Key(opt.state(), params[i]));
     torch::Tensor* slot = &into->optimizer[slots * i];
     if (it == opt.state().end()) {
       for (size_t k = 0; k < slots; ++k) slot[k] = torch::Tensor();
@@ -81,7 +94,7 @@ void ApplyMemorySnapshot(const MemorySnapshot& s, torch::nn::Module& model,
   const size_t slots = sgd ? 1 : 3;
   for (size_t i = 0; i < params.size(); ++i) {
     const torch::Tensor* slot = &s.optimizer[slots * i];
-    const std::string key = Key(params[i]);
+    const auto key = Key(opt.state(), params[i]);
     if (!slot[0].defined()) {
       opt.state().erase(key);
     } else if (sgd) {

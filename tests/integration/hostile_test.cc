@@ -125,7 +125,10 @@ TEST(HostileNetwork, NoProcessOfAJobShowsTheSecretOnItsCommandLine) {
         if (d->d_name[0] < '0' || d->d_name[0] > '9') continue;
         std::ifstream f(std::string("/proc/") + d->d_name + "/cmdline");
         std::string cmdline((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-        if (cmdline.find("cann-dist-train") != std::string::npos)
+        const std::string program = cmdline.substr(0, cmdline.find('\0'));  // argv[0]
+        const std::string name = "cann-dist-train";  // not a path that merely holds the name
+        if (program.size() >= name.size() &&
+            program.compare(program.size() - name.size(), name.size(), name) == 0)
           ours[static_cast<pid_t>(std::stol(d->d_name))] = cmdline;
       }
       closedir(proc);

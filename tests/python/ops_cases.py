@@ -68,8 +68,8 @@ def code(src, dst, rows):
 def run(out, name, f):
     try:
         out[name] = {"out": f()}
-    except RuntimeError as e:
-        out[name] = {"error": str(e)}
+    except Exception as e:  # noqa: BLE001  (Gloo refuses some cases with ValueError)
+        out[name] = {"error": f"{type(e).__name__}: {e}"}
 
 
 def tolist(t):
@@ -200,8 +200,74 @@ def movement(rank, world, out):
             run(out, name, f)
 
 
+def torch2(rank, world, out):
+    """PyTorch 2.x's additions: PREMUL_SUM (its factor a number or a one-element tensor) in
+    all_reduce, reduce and reduce_scatter_tensor, and all_gather_into_tensor and
+    reduce_scatter_tensor coalesced by torch's _coalescing_manager (what FSDP2 calls)."""
+    root = world - 1
+    for dt in sorted(FLOATS):
+        for kind in ("number", "tensor"):
+            factor = 0.5 if kind == "number" else torch.tensor([0.25], dtype=DTYPES[dt])
+            scale = 0.5 if kind == "number" else 0.25
+            op = dist._make_nccl_premul_sum(factor)
+            total = fold("sum", dt, world).double() * scale
+
+            def all_reduce():
+                t = value(rank, dt).clone()
+                dist.all_reduce(t, op=op)
+                return tolist(t)
+
+            def reduce():
+                t = value(rank, dt).clone()
+                dist.reduce(t, dst=root, op=op)
+                return tolist(t)
+
+            def reduce_scatter_tensor():
+                o = torch.zeros(7, dtype=DTYPES[dt])
+                dist.reduce_scatter_tensor(o, value(rank, dt).repeat(world), op=op)
+                return tolist(o)
+
+            for name, f in (("all_reduce", all_reduce), ("reduce", reduce),
+                            ("reduce_scatter_tensor", reduce_scatter_tensor)):
+                key = f"{name}/{dt}/premul_{kind}"
+                run(out, key, f)
+                off_root = name == "reduce" and rank != root
+                out[key]["oracle"] = tolist(value(rank, dt)) if off_root else total.tolist()
+
+    def all_gather_into_tensor_coalesced(second=torch.float32):
+        a = torch.zeros(world * 4)
+        b = torch.zeros(world * 3, dtype=second)
+        with dist._coalescing_manager():
+            dist.all_gather_into_tensor(a, torch.arange(4.0) + rank)
+            dist.all_gather_into_tensor(b, torch.full((3,), rank, dtype=second))
+        return [a.tolist(), b.tolist()]
+
+    def reduce_scatter_tensor_coalesced():
+        a, b = torch.zeros(2, dtype=torch.float64), torch.zeros(3, dtype=torch.float64)
+        with dist._coalescing_manager():
+            dist.reduce_scatter_tensor(a, torch.arange(world * 2, dtype=torch.float64) * (rank + 1))
+            dist.reduce_scatter_tensor(b, torch.arange(world * 3, dtype=torch.float64) + rank)
+        return [a.tolist(), b.tolist()]
+
+    gathered = [torch.cat([torch.arange(4.0) + q for q in range(world)]).tolist(),
+                [float(q) for q in range(world) for _ in range(3)]]
+    run(out, "all_gather_into_tensor_coalesced", all_gather_into_tensor_coalesced)
+    out["all_gather_into_tensor_coalesced"]["oracle"] = gathered
+    # Tensors of two dtypes in one coalesced gather (Gloo 2.11 returns wrong values here).
+    run(out, "all_gather_into_tensor_coalesced_two_dtypes",
+        lambda: all_gather_into_tensor_coalesced(torch.int8))
+    out["all_gather_into_tensor_coalesced_two_dtypes"]["oracle"] = [
+        gathered[0], [q for q in range(world) for _ in range(3)]]
+    run(out, "reduce_scatter_tensor_coalesced", reduce_scatter_tensor_coalesced)
+    out["reduce_scatter_tensor_coalesced"]["oracle"] = [
+        (torch.arange(rank * 2, rank * 2 + 2, dtype=torch.float64) * sum(q + 1 for q in range(world))).tolist(),
+        (torch.arange(rank * 3, rank * 3 + 3, dtype=torch.float64) * world + sum(range(world))).tolist()]
+
+
 def ops(rank, world):
     out = {}
     reductions(rank, world, out)
     movement(rank, world, out)
+    if int(torch.__version__.split(".")[0]) >= 2:
+        torch2(rank, world, out)
     return {"cases": out}

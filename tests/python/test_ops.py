@@ -83,7 +83,10 @@ def test_every_operation_matches_gloo_and_the_closed_form(world):
                 f"world {world} rank {rank} {name}: cdt {case['out']}, expected {want}"
             checked += 1
             off_root = name.startswith("reduce/") and rank != world - 1
-            if "out" in gloo.get(name, {}) and not off_root:  # off the root torch leaves it unspecified
+            # Gloo 2.11 gathers a coalesced list of two dtypes wrong ([[0, 1, 2, 3], [5, 5, 5]]
+            # comes back as [[0, 0, 0, 0], [0, 0, -128]]): the closed form alone decides there.
+            gloo_wrong = name == "all_gather_into_tensor_coalesced_two_dtypes"
+            if "out" in gloo.get(name, {}) and not off_root and not gloo_wrong:  # off the root torch leaves it unspecified
                 assert close(case["out"], gloo[name]["out"], dt), \
                     f"world {world} rank {rank} {name}: cdt {case['out']}, gloo {gloo[name]['out']}"
                 against_gloo += 1

@@ -144,6 +144,72 @@ def hook_matrix(rank, world, steps=4):
     return out
 
 
+class TinyTransformer(torch.nn.Module):
+    """Embedding, two encoder layers, a head: FSDP's wrap unit is the encoder layer."""
+
+    def __init__(self, vocab=50, width=32, layers=2):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, width)
+        layer = torch.nn.TransformerEncoderLayer(width, 4, 64, dropout=0.0, batch_first=True)
+        self.encoder = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = torch.nn.Linear(width, vocab)
+
+    def forward(self, x):
+        return self.head(self.encoder(self.embed(x)).mean(dim=1))
+
+
+def fsdp(rank, world, steps, api):
+    """TinyTransformer sharded over the group with FSDP ("fsdp1": FullyShardedDataParallel,
+    FULL_SHARD, one unit per encoder layer; "fsdp2": fully_shard per layer and the root), each rank
+    on its quarter of a global batch; rank 0 also trains the unsharded model on the whole batch
+    in this process: both loss curves, which must agree."""
+    def batch(step):
+        g = torch.Generator().manual_seed(1000 + step % 2)  # two batches, learnt by heart
+        x = torch.randint(0, 50, (4 * world, 8), generator=g)
+        return x, x[:, 0]
+
+    def make():
+        torch.manual_seed(0)
+        return TinyTransformer()
+
+    model = make()
+    if api == "fsdp1":
+        from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy
+        from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+        model = FullyShardedDataParallel(
+            model, sharding_strategy=ShardingStrategy.FULL_SHARD, device_id=torch.device("cpu"),
+            auto_wrap_policy=ModuleWrapPolicy({torch.nn.TransformerEncoderLayer}))
+    else:
+        from torch.distributed.fsdp import fully_shard
+        for layer in model.encoder.layers:
+            fully_shard(layer)
+        fully_shard(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    losses = []
+    for step in range(steps):
+        x, y = batch(step)
+        loss = torch.nn.functional.cross_entropy(model(x[4 * rank:4 * rank + 4]), y[4 * rank:4 * rank + 4])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        mean = loss.detach().clone()
+        dist.all_reduce(mean, op=dist.ReduceOp.AVG)
+        losses.append(mean.item())
+    out = {"losses": losses}
+    if rank == 0:
+        ref = make()
+        ref_opt = torch.optim.SGD(ref.parameters(), lr=0.05, momentum=0.9)
+        out["reference"] = []
+        for step in range(steps):
+            x, y = batch(step)
+            loss = torch.nn.functional.cross_entropy(ref(x), y)
+            ref_opt.zero_grad()
+            loss.backward()
+            ref_opt.step()
+            out["reference"].append(loss.item())
+    return out
+
+
 def topology(backend):
     """TopologyMapper.scan() and CommunicationOptimizer.generate_plan() on this group."""
     from cann_dist import CommunicationOptimizer, TopologyMapper
@@ -184,6 +250,8 @@ def main():
         elif mode == "ops":
             import ops_cases
             result.update(ops_cases.ops(rank, world))
+        elif mode == "fsdp":
+            result.update(fsdp(rank, world, int(sys.argv[3]), sys.argv[4]))
         elif mode == "topology":
             result.update(topology(backend))
         elif mode == "die":
