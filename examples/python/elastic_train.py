@@ -58,16 +58,19 @@ def main():
     sampler = elastic.ElasticSampler(len(labels), seed=a.seed)
     manager = CheckpointManager(a.checkpoint, backend="async_io", compression="lz4",
                                 incremental=True) if a.checkpoint else None
+    # One hook for the whole job: registered again in each generation, it rebinds itself to the
+    # new group; State commits its residuals with the model and restores them after a failure.
+    hook = cann_dist.hooks.compress(a.hook) if a.hook else None
     state = elastic.State(model=model, optimizer=optimizer, sampler=sampler, checkpoint=manager,
-                          checkpoint_every=a.checkpoint_every, step=0, losses=[])
+                          checkpoint_every=a.checkpoint_every, hook=hook, step=0, losses=[])
     state.load_checkpoint()  # a restarted job resumes (nothing happens without a checkpoint)
     step_log = open(a.step_log, "a") if a.step_log else None
 
     @elastic.run
     def train(state):
         ddp = torch.nn.parallel.DistributedDataParallel(state.model)
-        if a.hook:
-            ddp.register_comm_hook(None, cann_dist.hooks.compress(a.hook))
+        if hook is not None:
+            ddp.register_comm_hook(None, hook)
         rank, world = dist.get_rank(), dist.get_world_size()
         while state.step < a.steps:
             if sampler.remaining() < a.batch_size * world:
@@ -95,6 +98,9 @@ def main():
                   "test_accuracy": fashion_mnist.accuracy(model, test_images, test_labels),
                   "final_loss": state.losses[-1], "losses": state.losses,
                   "recoveries": state.recoveries}
+        if hook is not None:
+            buckets = hook.state_dict()["buckets"].values()
+            result["hook_state_norm"] = sum(float((v.double() ** 2).sum()) for v in buckets) ** 0.5
         print(json.dumps({k: v for k, v in result.items() if k != "losses"}))
         if a.json:
             with open(a.json, "w") as f:

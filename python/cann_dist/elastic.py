@@ -146,10 +146,16 @@ class State:
     """
 
     def __init__(self, model=None, optimizer=None, sampler=None, checkpoint=None,
-                 checkpoint_every=0, **fields):
+                 checkpoint_every=0, hook=None, **fields):
         self.model = model
         self.optimizer = optimizer
         self.sampler = sampler
+        # A compression hook (cann_dist.hooks.compress or a GradientCompressor): its state is
+        # committed and restored with the model; a rank that takes another's commit keeps its own
+        # residuals (zero when it had none) and takes what every rank shares (PowerSGD's Q,
+        # random-k's draw count). The same hook registered again in the next generation rebinds
+        # itself to the new group.
+        self.hook = hook
         # A CheckpointManager: rank 0 saves every `checkpoint_every`-th commit to it (async), a
         # group paused below --min-workers saves its last commit, load_checkpoint() resumes.
         self.checkpoint_manager = checkpoint
@@ -225,8 +231,11 @@ class State:
         src = holders[0]
         box = [self._snapshot_at(step) if dist.get_rank() == src else None]
         dist.broadcast_object_list(box, src=src)
-        self._apply(box[0])
-        self._snapshots = [(step, box[0])]
+        snap = box[0]
+        if dist.get_rank() in holders and "hook" in snap:  # residuals are this rank's own
+            snap = dict(snap, hook=self._snapshot_at(step)["hook"])
+        self._apply(snap, residuals=dist.get_rank() in holders)
+        self._snapshots = [(step, snap)]
         self._commits = step
 
     # -- committed copies ---------------------------------------------------------------------
@@ -238,9 +247,11 @@ class State:
             snap["optimizer"] = _clone(self.optimizer.state_dict())
         if self.sampler is not None:
             snap["sampler"] = dict(self.sampler.state_dict())
+        if self.hook is not None:
+            snap["hook"] = self.hook.state_dict()
         return snap
 
-    def _apply(self, snap):
+    def _apply(self, snap, residuals=True):
         for k, v in snap["fields"].items():
             setattr(self, k, _clone(v))
         if "model" in snap:
@@ -249,6 +260,8 @@ class State:
             self.optimizer.load_state_dict(snap["optimizer"])
         if "sampler" in snap:
             self.sampler.load_state_dict(snap["sampler"])
+        if "hook" in snap and self.hook is not None:
+            self.hook.load_state_dict(snap["hook"], residuals)
 
     def _snapshot_at(self, step):
         for c, s in self._snapshots:

@@ -46,13 +46,21 @@ def compress(method="powersgd", *, ratio=0.0, powersgd_rank=2, seed=1, error_fee
     impl = {}
 
     def engine(process_group):
+        pg = process_group if process_group is not None else dist.distributed_c10d._get_default_group()
+        if "hook" in impl and impl["group"] is not pg:
+            # Another group than the last bucket's: an elastic generation's (cann_dist.elastic
+            # re-forms the default group after a failure). Rebind: new compressors over the new
+            # group, with the old ones' state.
+            impl["pending_state"] = impl.pop("hook").state_tensors()
+            impl["pending_residuals"] = True
         if "hook" not in impl:
-            pg = process_group if process_group is not None else dist.distributed_c10d._get_default_group()
             impl["hook"] = _C.CompressionHook(pg, method, ratio, powersgd_rank, seed,
                                               error_feedback, values, interval, high_rank,
                                               low_rank, min_exposed)
+            impl["group"] = pg
             if "pending_state" in impl:
-                impl["hook"].set_state(impl.pop("pending_state"))
+                impl["hook"].set_state_tensors(impl.pop("pending_state"),
+                                               impl.pop("pending_residuals", True))
         return impl["hook"]
 
     def hook(process_group, bucket):
@@ -80,16 +88,23 @@ def compress(method="powersgd", *, ratio=0.0, powersgd_rank=2, seed=1, error_fee
         return fut
 
     def state_dict():
-        state = impl["hook"].state() if "hook" in impl else impl.get("pending_state", {})
-        return {"method": method, "buckets": {int(b): list(v) for b, v in state.items()}}
+        """{"method": ..., "buckets": {bucket index: float32 tensor}} (torch.save keeps it)."""
+        if "hook" in impl:
+            state = impl["hook"].state_tensors()
+        else:
+            state = {int(b): torch.as_tensor(v, dtype=torch.float32).clone()
+                     for b, v in impl.get("pending_state", {}).items()}
+        return {"method": method, "buckets": state}
 
-    def load_state_dict(d):
+    def load_state_dict(d, residuals=True):
+        """residuals=False: all but the error-feedback residuals, which start from zero (a rank
+        joining a group takes another rank's state so: cann_dist.elastic.State)."""
         if d.get("method") != method:
             raise ValueError(f"cann_dist.hooks.compress: a state of {d.get('method')!r}, not {method!r}")
-        state = {int(b): list(v) for b, v in d["buckets"].items()}
+        state = {int(b): torch.as_tensor(v, dtype=torch.float32) for b, v in d["buckets"].items()}
         if "hook" in impl:
-            return impl["hook"].set_state(state)
-        impl["pending_state"] = state
+            return impl["hook"].set_state_tensors(state, residuals)
+        impl["pending_state"], impl["pending_residuals"] = state, residuals
         return ""
 
     def decisions():
@@ -118,8 +133,8 @@ class GradientCompressor:
     def state_dict(self):
         return self.hook.state_dict()
 
-    def load_state_dict(self, d):
-        return self.hook.load_state_dict(d)
+    def load_state_dict(self, d, residuals=True):
+        return self.hook.load_state_dict(d, residuals)
 
     def decisions(self):
         return self.hook.decisions()

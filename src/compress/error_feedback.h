@@ -49,6 +49,13 @@ class ErrorFeedback : public SplitCompressor {
   // n, the residual, the velocity (with momentum), then the inner compressor's state.
   std::vector<float> GetState() const override;
   std::string SetState(const std::vector<float>& state) override;
+  // Drops the residual and the velocity (the next Begin starts them at zero), keeping the inner
+  // compressor's state: what a rank that joins a group takes from another rank's state (PowerSGD's
+  // Q and random-k's draw count are the same on every rank; a residual is one rank's own).
+  void ForgetResidual() {
+    residual_.clear();
+    velocity_.clear();
+  }
 
  private:
   std::unique_ptr<Compressor> inner_;

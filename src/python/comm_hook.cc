@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "compress/error_feedback.h"
 #include "compress/registry.h"
 #include "python/c10d_communicator.h"
 
@@ -65,7 +66,9 @@ compress::Compressor& CompressionHook::CompressorOf(
     shapes_[bucket] = shapes;
     if (auto it = restored_.find(bucket); it != restored_.end()) {
       c->SetState(it->second);
+      if (!restored_residuals_[bucket]) ForgetResidual(*c);
       restored_.erase(it);
+      restored_residuals_.erase(bucket);
     }
   }
   return *c;
@@ -194,6 +197,10 @@ std::vector<CompressionHook::DecisionRecord> CompressionHook::Decisions() {
   return decisions_;
 }
 
+void CompressionHook::ForgetResidual(compress::Compressor& c) {
+  if (auto* ef = dynamic_cast<compress::ErrorFeedback*>(&c)) ef->ForgetResidual();
+}
+
 std::map<int64_t, std::vector<float>> CompressionHook::State() {
   std::lock_guard<std::mutex> lock(mu_);
   std::map<int64_t, std::vector<float>> out = restored_;
@@ -201,16 +208,19 @@ std::map<int64_t, std::vector<float>> CompressionHook::State() {
   return out;
 }
 
-std::string CompressionHook::SetState(const std::map<int64_t, std::vector<float>>& state) {
+std::string CompressionHook::SetState(const std::map<int64_t, std::vector<float>>& state,
+                                      bool residuals) {
   std::lock_guard<std::mutex> lock(mu_);
   std::string left_out;
   for (const auto& [b, s] : state) {
     auto it = compressors_.find(b);
     if (it == compressors_.end()) {
       restored_[b] = s;  // the bucket's compressor takes it at its first use
+      restored_residuals_[b] = residuals;
       continue;
     }
     const std::string why = it->second->SetState(s);
+    if (!residuals) ForgetResidual(*it->second);
     if (!why.empty())
       left_out += (left_out.empty() ? "" : "; ") + ("bucket " + std::to_string(b) + ": " + why);
   }

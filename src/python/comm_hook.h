@@ -61,8 +61,11 @@ class CompressionHook {
 
   // Every bucket's compressor state (error-feedback residuals), by bucket index; and back (what a
   // compressor could not use, in words; empty: all of it).
+  // With `residuals` false, only what every rank shares is taken (error-feedback residuals
+  // start from zero: compress::ErrorFeedback::ForgetResidual): a rank joining an elastic group
+  // takes another rank's state so.
   std::map<int64_t, std::vector<float>> State();
-  std::string SetState(const std::map<int64_t, std::vector<float>>& state);
+  std::string SetState(const std::map<int64_t, std::vector<float>>& state, bool residuals = true);
 
   // Adaptive: each decision taken so far — (first step, phase, reason, per bucket "none" or
   // "powersgd:R").
@@ -74,6 +77,8 @@ class CompressionHook {
   std::vector<DecisionRecord> Decisions();
 
  private:
+  // compress::ErrorFeedback::ForgetResidual where `c` keeps one.
+  static void ForgetResidual(compress::Compressor& c);
   // Adaptive, on the queue: the step's and interval's bookkeeping before bucket `bucket` is
   // reduced (a decision is due at bucket 0 of an interval's first step), and after.
   void BeforeBucket(int64_t bucket, double launched_s);
@@ -102,6 +107,7 @@ class CompressionHook {
   double step_start_s_ = 0, last_launch_s_ = 0, last_done_s_ = 0, step0_comm_s_ = 0;
   compress::IntervalObservation interval_;
   std::map<int64_t, std::vector<float>> restored_;  // SetState before a bucket's first use
+  std::map<int64_t, bool> restored_residuals_;      // ... and whether its residual is taken
   std::vector<float> local_;                         // the queue's scratch
   std::unique_ptr<SerialQueue> queue_;               // drained first (DrainWithoutGil)
 };

@@ -147,8 +147,31 @@ void BindCompressionHook(py::module_& m) {
           "Adaptive: every decision so far (from_step, phase, reason, per bucket).")
       .def("state", &cdt::python::CompressionHook::State,
            "Every bucket's compressor state (error-feedback residuals) by bucket index.")
+      .def(
+          "state_tensors",
+          [](cdt::python::CompressionHook& h) {
+            std::map<int64_t, at::Tensor> out;
+            for (const auto& [b, v] : h.State())
+              out[b] = at::tensor(c10::ArrayRef<float>(v.data(), v.size()));
+            return out;
+          },
+          "state() as float32 tensors (a copy; cheap to commit every step).")
+      .def(
+          "set_state_tensors",
+          [](cdt::python::CompressionHook& h, const std::map<int64_t, at::Tensor>& state,
+             bool residuals) {
+            std::map<int64_t, std::vector<float>> s;
+            for (const auto& [b, t] : state) {
+              const at::Tensor c = t.to(at::kFloat).contiguous();
+              s[b].assign(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+            }
+            return h.SetState(s, residuals);
+          },
+          py::arg("state"), py::arg("residuals") = true, "set_state() from state_tensors().")
       .def("set_state", &cdt::python::CompressionHook::SetState, py::arg("state"),
-           "Restores State()'s result; returns what could not be used, in words (\"\": all).");
+           py::arg("residuals") = true,
+           "Restores State()'s result (residuals=False: all but the error-feedback residuals, "
+           "which start from zero); returns what could not be used, in words (\"\": all).");
 
 }
 

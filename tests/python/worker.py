@@ -85,7 +85,7 @@ def ddp(rank, world, steps, hook=None):
         state = h.state_dict()
         out["decisions"] = h.decisions()
         out["residual_buckets"] = len(state["buckets"])
-        out["residual_norm"] = sum(sum(x * x for x in v) for v in state["buckets"].values()) ** 0.5
+        out["residual_norm"] = sum(float((v.double() ** 2).sum()) for v in state["buckets"].values()) ** 0.5
         h.load_state_dict(state)  # round trip
     return out
 
