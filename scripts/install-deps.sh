@@ -17,6 +17,7 @@ packages=(
   # The Python front end (src/python, python/cann_dist; docs/python.md) and its tests
   python3-dev python3-torch python3-pybind11 python3-pytest
   python3-venv  # scripts/install-torch.sh: PyTorch 2.x from PyPI in a virtual environment
+  python3-wheel  # pip wheel . without build isolation (tests/packaging/install_test.sh)
   # The dashboard's end-to-end test (tests/dashboard): the page in headless Chromium over the
   # DevTools protocol, /metrics read by the Prometheus client's own parser
   chromium python3-websocket python3-prometheus-client

@@ -22,6 +22,7 @@ import sys
 import torch.distributed as _dist
 
 from . import _C
+from . import _launcher
 from . import checkpoint  # noqa: F401
 from . import elastic  # noqa: F401
 from . import green  # noqa: F401
@@ -34,6 +35,8 @@ from .green import CarbonTracker, GreenScheduler, GreenTrainingCert  # noqa: F40
 from .health import HealthMonitor  # noqa: F401
 from .hooks import GradientCompressor  # noqa: F401
 from .topology import CommunicationOptimizer, TopologyMapper  # noqa: F401
+
+__version__ = _C.__version__
 
 __all__ = ["ProcessGroupCDT", "BACKEND", "checkpoint", "elastic", "green", "health", "hooks", "topology",
            # the seed's names (docs/python.md, "The seed's names")
@@ -92,16 +95,18 @@ def _create_process_group(store, rank, size, timeout):
 
 
 def _launcher_store_rendezvous(url, timeout=None, **kwargs):
-    """env:// under `cann-dist-train launch`: MASTER_ADDR:MASTER_PORT is the launcher's own
-    authenticated store (CDT_STORE_HOSTED=1), which torch's TCPStore can neither host nor speak;
-    connect to it with the job secret instead. Elsewhere (torchrun ...): torch's own handler."""
+    """env:// under `cann-dist-train launch` (CDT_STORE_HOSTED=1): the launcher's own
+    authenticated store at CDT_STORE_ENDPOINT, which torch's TCPStore cannot speak; connect to it
+    with the job secret (MASTER_ADDR:MASTER_PORT is where rank 0 would host torch's TCPStore for a
+    script without cann_dist). Elsewhere (torchrun ...): torch's own handler."""
     if os.environ.get("CDT_STORE_HOSTED") != "1":
         yield from _torch_env_rendezvous(url, timeout=timeout, **kwargs) if timeout is not None \
             else _torch_env_rendezvous(url, **kwargs)
         return
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     seconds = timeout.total_seconds() if timeout is not None else 1800.0
-    store = _C.connect_job_store(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+    host, port = _launcher.store_endpoint()
+    store = _C.connect_job_store(host, port,
                                  os.environ.get("CDT_JOB_SECRET", ""), seconds,
                                  os.environ.get("CDT_RDZV_BACKEND", "tcp"))
     yield (_dist.PrefixStore("%s/torch" % os.environ.get("CDT_JOB_ID", "cdt"), store), rank, world)

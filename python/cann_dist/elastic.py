@@ -39,6 +39,7 @@ import torch
 import torch.distributed as dist
 
 from . import _C
+from . import _launcher
 
 __all__ = ["State", "ElasticSampler", "ElasticTrainer", "run", "RegroupInterrupt"]
 
@@ -381,8 +382,7 @@ def _config_from_environment():
     c.node_rank = int(e.get("GROUP_RANK", e.get("CDT_NODE_RANK", "0")))
     c.local_rank = int(e.get("LOCAL_RANK", "0"))
     c.rdzv_backend = e.get("CDT_RDZV_BACKEND", "tcp")
-    c.master_addr = e.get("MASTER_ADDR", "127.0.0.1")
-    c.master_port = int(e.get("MASTER_PORT", "0"))
+    c.master_addr, c.master_port = _launcher.store_endpoint(e)  # the launcher's store
     c.secret = e.get("CDT_JOB_SECRET", "")
     c.node_addr = e.get("CDT_NODE_ADDR", "127.0.0.1")
     c.encrypt = e.get("CDT_ENCRYPT", "0") == "1"

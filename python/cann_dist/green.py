@@ -18,11 +18,15 @@ import time
 
 from . import _C
 
-try:
-    from . import _paths
-    _KB = _paths.KNOWLEDGE_BASE
-except ImportError:  # pragma: no cover - a package built without CMake
-    _KB = "/usr/share/cann-dist-train/knowledge_base"
+# The wheel's own copy (setup.py), else the checkout's the build tree names (_paths.py, written by
+# CMake), else the system's.
+_KB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "share", "cann-dist-train", "knowledge_base")
+if not os.path.isdir(_KB):
+    try:
+        from . import _paths
+        _KB = _paths.KNOWLEDGE_BASE
+    except ImportError:  # pragma: no cover - a package built without CMake
+        _KB = "/usr/share/cann-dist-train/knowledge_base"
 
 __all__ = ["CarbonTracker", "GreenScheduler", "GreenTrainingCert", "TrainingJob", "knowledge_base"]
 

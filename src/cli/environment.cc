@@ -81,6 +81,7 @@ Environment Environment::FromProcess() {
     e.log_level = *l;
   }
   e.store_hosted = Get("CDT_STORE_HOSTED").value_or("") == "1";
+  e.store_endpoint = Get("CDT_STORE_ENDPOINT");
   if (auto run = Get("XDG_RUNTIME_DIR"))
     e.runtime_dir = *run + "/cann-dist-train";
   else
@@ -99,11 +100,17 @@ Environment Environment::FromProcess() {
   if (auto kb = Get("CDT_KNOWLEDGE_BASE")) {
     e.knowledge_base = *kb;
   } else {
+    // The checkout's (build/bin/..), an installed prefix's (cmake --install, the wheel), the
+    // system's.
     const std::string exe_dir = e.self_exe.substr(0, e.self_exe.find_last_of('/'));
-    const std::string in_tree = exe_dir + "/../../knowledge_base";
-    e.knowledge_base = ::access((in_tree + "/hardware_profiles").c_str(), R_OK) == 0
-                           ? in_tree
-                           : "/usr/share/cann-dist-train/knowledge_base";
+    e.knowledge_base = "/usr/share/cann-dist-train/knowledge_base";
+    for (const std::string& dir : {exe_dir + "/../../knowledge_base",
+                                   exe_dir + "/../share/cann-dist-train/knowledge_base"}) {
+      if (::access((dir + "/hardware_profiles").c_str(), R_OK) == 0) {
+        e.knowledge_base = dir;
+        break;
+      }
+    }
   }
   // $XDG_CONFIG_HOME/cann-dist-train/NAME, else ~/.config/cann-dist-train/NAME, else ./NAME.
   auto config_file = [&](const std::string& name) {

@@ -53,6 +53,7 @@ struct Environment {
   // $XDG_RUNTIME_DIR/cann-dist-train, else /tmp/cann-dist-train-<uid>.
   std::string runtime_dir;
   // CDT_KNOWLEDGE_BASE, else <binary>/../../knowledge_base (a build tree), else
+  // <binary>/../share/cann-dist-train/knowledge_base (an installed prefix, the wheel), else
   // /usr/share/cann-dist-train/knowledge_base: hardware profiles, carbon traces and tables.
   std::string knowledge_base;
   // The signing key of `cert issue` / `green --certify`: CDT_SIGNING_KEY, else
@@ -60,11 +61,14 @@ struct Environment {
   std::string signing_key;
   // Signers `cert verify` trusts: $XDG_CONFIG_HOME or $HOME/.config /cann-dist-train/trusted_keys.
   std::string trusted_keys;
-  std::string self_exe;       // /proc/self/exe: verbs that run other verbs start this binary
-  bool store_hosted = false;  // CDT_STORE_HOSTED=1: our agent runs the store at MASTER_ADDR:PORT
-  bool is_worker = false;     // CDT_WORKER=1: started by our agent to run a verb's worker side
-  bool spare = false;         // CDT_SPARE=1: an elastic job's hot spare (docs/elastic.md)
-  bool joiner = false;        // CDT_JOINER=1: a worker of a node past MIN of --nnodes MIN:MAX
+  std::string self_exe;  // /proc/self/exe: verbs that run other verbs start this binary
+  // CDT_STORE_HOSTED=1: our agent runs the rendezvous store, at CDT_STORE_ENDPOINT (host:port);
+  // MASTER_ADDR:MASTER_PORT is then where rank 0 hosts torch's own TCPStore.
+  bool store_hosted = false;
+  std::optional<std::string> store_endpoint;
+  bool is_worker = false;  // CDT_WORKER=1: started by our agent to run a verb's worker side
+  bool spare = false;      // CDT_SPARE=1: an elastic job's hot spare (docs/elastic.md)
+  bool joiner = false;     // CDT_JOINER=1: a worker of a node past MIN of --nnodes MIN:MAX
   std::optional<std::string>
       target_world;                      // CDT_TARGET_WORLD: the most workers an elastic job takes
   std::optional<WorkerIdentity> worker;  // set when any launcher's variables are present

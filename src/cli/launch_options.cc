@@ -244,12 +244,14 @@ void ConnectStore(const Environment& env, const LaunchOptions& o, WorkerSession*
     s.hosted_store = std::make_unique<TcpStoreServer>("127.0.0.1", 0, secret);
     s.store = std::make_unique<TcpStoreClient>(s.hosted_store->address(), secret, timeout);
   } else {
-    if (!env.master_addr || !env.master_port)
+    if ((!env.store_hosted || !env.store_endpoint) && (!env.master_addr || !env.master_port))
       throw Error(ErrorCode::kInvalidArgument,
                   "rank " + std::to_string(id.rank) + " (" + id.launcher +
                       "): MASTER_ADDR and MASTER_PORT must name the rendezvous store");
-    net::HostPort hp =
-        net::ParseHostPort(*env.master_addr + ":" + *env.master_port, "MASTER_ADDR:MASTER_PORT");
+    net::HostPort hp = env.store_hosted && env.store_endpoint
+                           ? net::ParseHostPort(*env.store_endpoint, "CDT_STORE_ENDPOINT")
+                           : net::ParseHostPort(*env.master_addr + ":" + *env.master_port,
+                                                "MASTER_ADDR:MASTER_PORT");
     if (o.rdzv_backend == "etcd") {
       s.store = std::make_unique<EtcdStore>(hp, timeout);
       return;

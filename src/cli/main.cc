@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cdt/error.h"
+#include "cdt/version.h"
 #include "cli/bench_allreduce.h"
 #include "cli/bench_compress.h"
 #include "cli/cert_command.h"
@@ -252,7 +253,7 @@ int Main(int argc, char** argv) {
       "cann-dist-train: data-parallel training: topology-aware collectives, gradient compression, "
       "elastic recovery, carbon-aware runs"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "cann-dist-train 0.1.0");
+  app.set_version_flag("--version", std::string("cann-dist-train ") + cdt::Version());
 
   // launch: torchrun-style launcher for any program.
   LaunchOptions launch;

@@ -225,15 +225,41 @@ class JobFile {
   std::string path_;
 };
 
+// torch's own store, for scripts that use torch.distributed without cann_dist (its env://
+// rendezvous): global rank 0 hosts a TCPStore at MASTER_ADDR:MASTER_PORT, as it does with no
+// launcher at all, and the other ranks dial it; the launcher's store is at CDT_STORE_ENDPOINT.
+// Node 0's agent, beside rank 0, picks a port free there and publishes where; the others read it.
+net::HostPort AgreeOnTorchMaster(const AgentConfig& c, const Rendezvous& r, Store& store,
+                                 const std::string& prefix) {
+  const std::string key = prefix + "torch_master";
+  if (c.node_rank != 0) return net::ParseHostPort(store.Get(key, c.rdzv_timeout), key);
+  net::HostPort master;
+  if (!c.node_addr.empty())
+    master.host = c.node_addr;
+  else if (!r.etcd)
+    master.host = r.addr.host;  // node 0 serves the launcher's store there
+  else
+    master.host = c.nnodes == 1 ? "127.0.0.1" : net::LocalAddressToward(r.addr);
+  // torch's TCPStore listens on every interface: the port must be free there. The probe closes at
+  // once (a listener leaves no TIME_WAIT) and rank 0 binds the port when it starts.
+  net::HostPort bound;
+  net::Listen("0.0.0.0", 0, &bound);
+  master.port = bound.port;
+  store.Set(key, master.ToString());
+  return master;
+}
+
 // The variables every worker of this node gets (torchrun's, and ours: DESIGN.md §4).
 std::map<std::string, std::string> WorkerEnvironment(const AgentConfig& c, const Rendezvous& r,
                                                      const Placement& p,
+                                                     const net::HostPort& torch_master,
                                                      std::map<std::string, std::string> env) {
   env["WORLD_SIZE"] = std::to_string(p.world);
   env["LOCAL_WORLD_SIZE"] = std::to_string(c.nproc_per_node);
   env["GROUP_RANK"] = std::to_string(c.node_rank);
-  env["MASTER_ADDR"] = r.addr.host;
-  env["MASTER_PORT"] = std::to_string(r.addr.port);
+  env["MASTER_ADDR"] = torch_master.host;
+  env["MASTER_PORT"] = std::to_string(torch_master.port);
+  env["CDT_STORE_ENDPOINT"] = r.addr.ToString();
   env["CDT_JOB_ID"] = r.job;
   env["CDT_JOB_SECRET"] = r.secret;
   env["CDT_STORE_HOSTED"] = "1";
@@ -461,12 +487,13 @@ GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>&
     store = std::make_unique<TcpStoreClient>(r.addr, r.secret, c.rdzv_timeout);
   const std::string prefix = r.job + "/agent/";
   const Placement placement = AgreeOnPlacement(c, r, *store, prefix);
+  const net::HostPort torch_master = AgreeOnTorchMaster(c, r, *store, prefix);
   const JobFile job_file(c, r);
 
   GroupResult result;
   {
     Supervisor workers(c, placement, *store, r.job, signals);
-    workers.Start(argv, WorkerEnvironment(c, r, placement, extra_env));
+    workers.Start(argv, WorkerEnvironment(c, r, placement, torch_master, extra_env));
     result = workers.Run();
   }
   AnnounceDone(c, placement, *store, prefix, server != nullptr, result.exit_code);

@@ -7,6 +7,7 @@
 #include <torch/python.h>
 
 #include "cdt/error.h"
+#include "cdt/version.h"
 #include "compress/registry.h"
 #include "python/comm_hook.h"
 #include "comm/store/etcd_store.h"
@@ -518,6 +519,7 @@ void BindHealth(py::module_& m) {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "cann-dist-train's engine for torch.distributed (the \"cdt\" backend)";
+  m.attr("__version__") = cdt::Version();
   BindProcessGroup(m);
   BindJobStore(m);
   BindCheckpoints(m);

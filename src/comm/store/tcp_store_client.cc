@@ -56,8 +56,9 @@ void TcpStoreClient::ConnectOnce(net::Deadline deadline,
   try {
     sock_ = net::ConnectUntil(server_, deadline);
   } catch (const Error& e) {
-    throw Error(ErrorCode::kTimeout, std::string("rendezvous: ") + e.what() +
-                                         "; check --rdzv-endpoint / MASTER_ADDR:MASTER_PORT");
+    throw Error(ErrorCode::kTimeout,
+                std::string("rendezvous: ") + e.what() +
+                    "; check --rdzv-endpoint, CDT_STORE_ENDPOINT or MASTER_ADDR:MASTER_PORT");
   }
   net::SetNoDelay(sock_.fd());
   frames_ = store::FrameAuthenticator();

@@ -112,6 +112,28 @@ std::string SockaddrToString(const sockaddr_storage& ss) {
 
 }  // namespace
 
+std::string LocalAddressToward(const HostPort& peer) {
+  AddrList addrs;
+  Resolve(peer.host, peer.port == 0 ? 9 : peer.port, false, &addrs);
+  std::string last_error = "no address";
+  for (addrinfo* ai = addrs.head; ai != nullptr; ai = ai->ai_next) {
+    Socket s(::socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (!s.valid() || ::connect(s.fd(), ai->ai_addr, ai->ai_addrlen) != 0) {
+      last_error = std::strerror(errno);
+      continue;
+    }
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    if (::getsockname(s.fd(), reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
+      last_error = std::strerror(errno);
+      continue;
+    }
+    return ParseHostPort(SockaddrToString(ss), "local address").host;
+  }
+  throw Error(ErrorCode::kIo, "no route from this machine toward " + peer.ToString() + ": " +
+                                  last_error + "; give this node's address with --node-addr");
+}
+
 Socket Listen(const std::string& host, uint16_t port, HostPort* bound, int backlog) {
   AddrList addrs;
   Resolve(host, port, true, &addrs);

@@ -59,6 +59,11 @@ struct HostPort {
 // variable in the error message.
 HostPort ParseHostPort(const std::string& text, const std::string& what);
 
+// This machine's address on the route toward `peer` (a UDP connect: no packet leaves), the
+// interface the kernel would send through, as Gloo and NCCL pick theirs. Throws kIo naming the
+// peer when there is no route.
+std::string LocalAddressToward(const HostPort& peer);
+
 // Listens on host:port (port 0 = any free port). Returns the socket; *bound receives the real port.
 Socket Listen(const std::string& host, uint16_t port, HostPort* bound, int backlog = 128);
 
