@@ -24,12 +24,14 @@ PLAIN = textwrap.dedent("""
     n = dist.get_world_size()
     assert torch.all(t == n * (n + 1) / 2), t[:4]
     dist.barrier()
-    print("rank", dist.get_rank(), "of", n, "ok", os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"],
-          os.environ["CDT_STORE_ENDPOINT"], flush=True)
+    line = "rank {} of {} ok {} {} {}\\n".format(dist.get_rank(), n, os.environ["MASTER_ADDR"],
+                                                os.environ["MASTER_PORT"], os.environ["CDT_STORE_ENDPOINT"])
+    os.write(1, line.encode())   # one write: the ranks share the launcher's stdout (print may split a line)
     dist.destroy_process_group()
 """)
 
 MIXED = textwrap.dedent("""
+    import os
     import torch, torch.distributed as dist
     import cann_dist  # noqa: F401
     dist.init_process_group("cdt")    # the launcher's store, through CDT_STORE_ENDPOINT
@@ -39,7 +41,7 @@ MIXED = textwrap.dedent("""
     dist.all_reduce(t, group=gloo)
     n = dist.get_world_size()
     assert torch.all(t == n * n), t[:4]
-    print("rank", dist.get_rank(), "ok", flush=True)
+    os.write(1, "rank {} ok\\n".format(dist.get_rank()).encode())   # one write: a shared stdout
     dist.destroy_process_group()
 """)
 
