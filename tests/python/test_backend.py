@@ -1,7 +1,7 @@
 """The torch.distributed backend "cdt" (src/python, python/cann_dist): every collective DDP and
 common code call against the closed form, DDP's loss curve against Gloo's, a dead rank named in
 the others' errors, unsupported calls refused with a clear error. Real processes over TCP, started
-with torchrun's variables; run by `make test` (ctest python_frontend) with /usr/bin/python3."""
+with torchrun's variables; run by `make test` (ctest python.backend) with /usr/bin/python3."""
 import json
 import os
 import socket
