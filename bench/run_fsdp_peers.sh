@@ -21,7 +21,7 @@ while [ $# -gt 0 ]; do
 done
 [ -f "$BUILD/python/cann_dist/__init__.py" ] || { echo "run_fsdp_peers: no cann_dist in $BUILD (make test-torch2)" >&2; exit 2; }
 [ -x "$PYTHON" ] || { echo "run_fsdp_peers: no Python at $PYTHON (bash scripts/install-torch.sh 2.11.0)" >&2; exit 2; }
-export PYTHONPATH=$PWD/$BUILD/python OMP_NUM_THREADS=1
+export PYTHONPATH=$(cd "$BUILD" && pwd)/python OMP_NUM_THREADS=1  # BUILD relative or absolute
 out=bench/results/fsdp-$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$out"
 echo "results in $out ($("$PYTHON" -c 'import torch; print("torch", torch.__version__)'))"

@@ -46,6 +46,12 @@ echo "== pip wheel . and a virtual environment"
 # --system-site-packages: the torch the extension was built against (Debian's, or the environment
 # CDT_TORCH_PYTHON names) and setuptools/wheel; the wheel reuses the build tree.
 "$python" -m venv --system-site-packages "$tmp/venv" > /dev/null
+# A venv made from a venv's Python sees the base interpreter's packages, not that venv's (where a
+# PyPI torch lives, scripts/install-torch.sh): a .pth puts them ahead of the system's.
+parent=$("$python" -c 'import sys, sysconfig; print(sysconfig.get_paths()["purelib"] if sys.prefix != sys.base_prefix else "")')
+if [ -n "$parent" ]; then
+  echo "$parent" > "$("$tmp/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/cdt-parent-env.pth"
+fi
 CDT_BUILD_DIR="$build" "$tmp/venv/bin/python" -m pip wheel --no-deps --no-build-isolation \
     -w "$tmp/wheel" "$src" > "$tmp/wheel.log" 2>&1 || { tail -40 "$tmp/wheel.log"; fail "pip wheel"; }
 wheel=$(ls "$tmp"/wheel/cann_dist-*.whl)
