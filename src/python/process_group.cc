@@ -3,6 +3,7 @@
 #include <ATen/core/ivalue.h>
 #include <pybind11/pybind11.h>
 
+#include <atomic>
 #include <utility>
 
 #include "cdt/error.h"
@@ -22,6 +23,9 @@ class ProcessGroupCDT::WorkCDT : public ::c10d::Work {
 
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  // For a receive: the rank the message came from (a receive from any source learns it).
+  int sourceRank() const override { return source_.load(); }
+  void SetSource(int rank) { source_.store(rank); }
 
   void Complete(std::exception_ptr error) {
     finish(error);
@@ -34,11 +38,27 @@ class ProcessGroupCDT::WorkCDT : public ::c10d::Work {
  private:
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::atomic<int> source_{-1};
 };
+
+namespace {
+
+// Runs `f` with the GIL released if this thread holds it: what `f` joins may need the GIL.
+template <typename F>
+void WithoutGil(F&& f) {
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    pybind11::gil_scoped_release release;
+    f();
+  } else {
+    f();
+  }
+}
+
+}  // namespace
 
 ProcessGroupCDT::ProcessGroupCDT(const c10::intrusive_ptr<::c10d::Store>& store, int rank, int size,
                                  std::chrono::milliseconds timeout, const ProcessGroupOptions& o)
-    : CdtBackendBase(rank, size), store_(std::make_unique<C10dStore>(store)) {
+    : CdtBackendBase(rank, size), store_(std::make_shared<C10dStore>(store)) {
   CommunicatorOptions co;
   co.rank = rank;
   co.size = size;
@@ -50,6 +70,7 @@ ProcessGroupCDT::ProcessGroupCDT(const c10::intrusive_ptr<::c10d::Store>& store,
   co.encrypt = o.encrypt;
   co.allow_insecure = o.allow_insecure;
   co.timeout = timeout;
+  options_ = co;
   try {
     owned_ = ConnectTcpCommunicator(*store_, co);
   } catch (const Error& e) {
@@ -77,6 +98,12 @@ void ProcessGroupCDT::NoteFailure(const Error& e) {
 
 void ProcessGroupCDT::Detach() {
   std::unique_ptr<SerialQueue> pending;
+  std::unique_ptr<PointToPoint> p2p;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    p2p = std::move(p2p_);
+  }
+  WithoutGil([&] { p2p.reset(); });  // fails what is pending with kAborted
   {
     std::lock_guard<std::mutex> lock(mu_);
     comm_ = nullptr;
@@ -123,16 +150,12 @@ ProcessGroupCDT* CdtBackendOf(const c10::intrusive_ptr<::c10d::ProcessGroup>& pg
 }
 
 void DrainWithoutGil(std::unique_ptr<SerialQueue>& queue) {
-  if (Py_IsInitialized() && PyGILState_Check()) {
-    pybind11::gil_scoped_release release;
-    queue.reset();
-  } else {
-    queue.reset();
-  }
+  WithoutGil([&] { queue.reset(); });
 }
 
 ProcessGroupCDT::~ProcessGroupCDT() {
-  DrainWithoutGil(completions_);  // each pending wait is bounded by the communicator's timeout
+  WithoutGil([&] { p2p_.reset(); });  // its thread completes Works, which may take the GIL
+  DrainWithoutGil(completions_);      // each pending wait is bounded by the communicator's timeout
   comm_ = nullptr;
 }
 
@@ -289,32 +312,84 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::barrier(const ::c10d::BarrierO
 
 c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::send(std::vector<at::Tensor>& tensors, int dst,
                                                        int tag) {
-  std::lock_guard<std::mutex> lock(mu_);  // against Detach()
-  const at::Tensor& t = One(tensors, "send");
-  TORCH_CHECK(tag == 0,
-              "cdt backend: send: tags are not supported (messages between two ranks "
-              "arrive in the order sent); use tag 0");
-  TORCH_CHECK(dst >= 0 && dst < getSize() && dst != getRank(), "cdt backend: send: rank ", dst,
-              " is not another rank of this group of ", getSize());
-  const at::Tensor c = t.contiguous();
-  auto work = Comm("send").Send(c.data_ptr(), static_cast<size_t>(c.nbytes()), dst);
-  auto keep = [c]() {};
-  return Track(::c10d::OpType::SEND, std::move(work), tensors, std::move(keep));
+  return PointToPointOp(::c10d::OpType::SEND, tensors, dst, tag, "send");
 }
 
 c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::recv(std::vector<at::Tensor>& tensors, int src,
                                                        int tag) {
+  return PointToPointOp(::c10d::OpType::RECV, tensors, src, tag, "recv");
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                                int tag) {
+  return PointToPointOp(::c10d::OpType::RECVANYSOURCE, tensors, PointToPoint::kAnySource, tag,
+                        "recv from any source");
+}
+
+PointToPoint* ProcessGroupCDT::P2P(const char* call) {
+  Comm(call);  // raises once detached
+  if (!store_) return nullptr;
+  if (!p2p_) {
+    try {
+      p2p_ = CreatePointToPoint(store_, options_);
+    } catch (const Error& e) {
+      TORCH_CHECK(false, "cdt backend: ", call, ": ", e.what());
+    }
+  }
+  return p2p_.get();
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupCDT::PointToPointOp(::c10d::OpType type,
+                                                                 std::vector<at::Tensor>& tensors,
+                                                                 int peer, int tag,
+                                                                 const char* call) {
   std::lock_guard<std::mutex> lock(mu_);  // against Detach()
-  const at::Tensor& t = One(tensors, "recv");
-  TORCH_CHECK(tag == 0,
-              "cdt backend: recv: tags are not supported (messages between two ranks "
-              "arrive in the order sent); use tag 0");
-  TORCH_CHECK(src >= 0 && src < getSize() && src != getRank(), "cdt backend: recv: rank ", src,
-              " is not another rank of this group of ", getSize());
+  const at::Tensor& t = One(tensors, call);
+  const bool sending = type == ::c10d::OpType::SEND;
+  TORCH_CHECK((peer >= 0 && peer < getSize() && peer != getRank()) ||
+                  (!sending && peer == PointToPoint::kAnySource),
+              "cdt backend: ", call, ": rank ", peer, " is not another rank of this group of ",
+              getSize());
   std::function<void()> after;
-  at::Tensor c = Contiguous(t, &after);
-  auto work = Comm("recv").Recv(c.data_ptr(), static_cast<size_t>(c.nbytes()), src);
-  return Track(::c10d::OpType::RECV, std::move(work), tensors, std::move(after));
+  const at::Tensor c = sending ? t.contiguous() : Contiguous(t, &after);
+  const auto bytes = static_cast<size_t>(c.nbytes());
+  PointToPoint* p2p = P2P(call);
+  if (p2p == nullptr) {
+    // An elastic generation's group (a borrowed communicator, no store of its own): the
+    // communicator's own ordered stream per pair of ranks, untagged.
+    TORCH_CHECK(tag == 0 && peer != PointToPoint::kAnySource, "cdt backend: ", call,
+                ": tags and receives from any source need a group formed through a store "
+                "(init_process_group or new_group); in cann_dist.elastic.run's group, name the "
+                "peer and use tag 0");
+    auto work = sending ? Comm(call).Send(c.data_ptr(), bytes, peer)
+                        : Comm(call).Recv(c.data_ptr(), bytes, peer);
+    auto keep = [c, after]() {
+      if (after) after();
+    };
+    return Track(type, std::move(work), tensors, std::move(keep));
+  }
+  auto handle = c10::make_intrusive<WorkCDT>(getRank(), type, tensors);
+  // Runs on the channel's thread (or here): completes the Work, copying a received message into a
+  // tensor that was not contiguous first. `c` keeps the buffer alive until then.
+  auto done = [handle, c, after](int source, const Error* error) {
+    std::exception_ptr failure;
+    if (error != nullptr) {
+      failure = std::make_exception_ptr(Error(error->code(), error->what(), error->context()));
+    } else if (after) {
+      try {
+        after();
+      } catch (...) {
+        failure = std::current_exception();
+      }
+    }
+    if (!failure) handle->SetSource(source);
+    handle->Complete(failure);
+  };
+  if (sending)
+    p2p->Send(c.data_ptr(), bytes, peer, tag, std::move(done));
+  else
+    p2p->Recv(c.data_ptr(), bytes, peer, tag, std::move(done));
+  return handle;
 }
 
 }  // namespace cdt::python

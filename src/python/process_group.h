@@ -16,16 +16,17 @@
 // AVG, PRODUCT, MIN, MAX; BAND, BOR, BXOR on integers and bool; PREMUL_SUM on 2.x), broadcast,
 // allgather, _allgather_base, allgather_coalesced, gather, scatter, alltoall, alltoall_base
 // (uneven splits), on 2.x allgather_into_tensor_coalesced and reduce_scatter_tensor_coalesced,
-// barrier, send, recv, on dense CPU tensors; reductions on float32, float64, float16, bfloat16,
+// barrier, send, recv (with tags, and from any source: cdt/point_to_point.h), on dense CPU
+// tensors; reductions on float32, float64, float16, bfloat16,
 // int64, int32, int16, int8, uint8 and bool (complex ones torch hands over as their real views),
 // data movement on any dtype. Anything else raises a clear
 // error naming the call (the base class does so for the calls not overridden here). The calls
 // beyond DDP's are in process_group_ops.cc.
 #pragma once
 
+#include <torch/version.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
-#include <torch/version.h>
 
 #include <chrono>
 #include <functional>
@@ -37,7 +38,9 @@
 
 #include "cdt/communicator.h"
 #include "cdt/error.h"
+#include "cdt/point_to_point.h"
 #include "cdt/store.h"
+#include "cdt/tcp_communicator.h"
 #include "python/serial_queue.h"
 
 namespace cdt::python {
@@ -147,6 +150,10 @@ class ProcessGroupCDT : public CdtBackendBase {
                                         int tag) override;
   c10::intrusive_ptr<::c10d::Work> recv(std::vector<at::Tensor>& tensors, int src,
                                         int tag) override;
+  // torch.distributed.recv / irecv with no src: the first message with the tag from any rank;
+  // the Work's source rank says whose.
+  c10::intrusive_ptr<::c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
+                                                 int tag) override;
 
  private:
   class WorkCDT;
@@ -158,10 +165,20 @@ class ProcessGroupCDT : public CdtBackendBase {
 
   // The communicator to submit to, under mu_; raises once detached.
   Communicator& Comm(const char* call);
+  // Send/recv with tags and from any source (cdt/point_to_point.h), formed at the first use,
+  // under mu_; null for a group over a borrowed communicator (no store of its own).
+  PointToPoint* P2P(const char* call);
+  // A message to or from `peer` (kAnySource for a receive from anyone), completing its Work from
+  // the channel's thread.
+  c10::intrusive_ptr<::c10d::Work> PointToPointOp(::c10d::OpType type,
+                                                  std::vector<at::Tensor>& tensors, int peer,
+                                                  int tag, const char* call);
   // A root or peer rank of this group, or a torch error naming `call`.
   void CheckRoot(int64_t root, const char* call) const;
 
-  std::unique_ptr<Store> store_;
+  std::shared_ptr<Store> store_;       // null over a borrowed communicator
+  CommunicatorOptions options_;        // what the group formed with (the point-to-point channel's)
+  std::unique_ptr<PointToPoint> p2p_;  // under mu_; destroyed before completions_
   std::unique_ptr<Communicator> owned_;
   mutable std::mutex mu_;
   Communicator* comm_ = nullptr;              // owned_ or borrowed; null once detached

@@ -181,6 +181,32 @@ def movement(rank, world, out):
         dist.broadcast_object_list(b, src=world - 1)
         return [got, mine, b]
 
+    def p2p_tags_any_source():  # tags, a recv from any source, an isend/irecv ring
+        if world == 1:
+            return None
+        got = None
+        if rank == 0:  # each peer's tag 2 first, from whoever comes; then tag 1 by name
+            anys = []
+            for _ in range(world - 1):
+                t = torch.zeros(2, dtype=torch.int64)
+                src = dist.recv(t, tag=2)
+                anys.append([src, t.tolist()])
+            tagged = []
+            for p in reversed(range(1, world)):
+                t = torch.zeros(2, dtype=torch.int64)
+                dist.recv(t, src=p, tag=1)
+                tagged.append(t.tolist())
+            got = [sorted(anys), tagged]
+        else:
+            for w in [dist.isend(torch.tensor([rank, tag]), 0, tag=tag) for tag in (1, 2)]:
+                w.wait()
+        o = torch.zeros(3, dtype=torch.uint8)
+        works = [dist.isend(torch.full((3,), rank, dtype=torch.uint8), (rank + 1) % world, tag=5),
+                 dist.irecv(o, src=(rank - 1) % world, tag=5)]
+        for w in works:
+            w.wait()
+        return [got, o.tolist()]
+
     def subgroup():  # the even ranks in a group of their own, created on every rank
         members = list(range(0, world, 2))
         g = dist.new_group(members)

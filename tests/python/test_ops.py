@@ -58,6 +58,9 @@ def expected_movement(rank, world):
                                  [0.0, float(sum(range(world))), 2.0 * sum(range(world))]],
         "subgroup": [[float(sum(m + 1 for m in range(0, world, 2)))],
                      [[float(m)] for m in range(0, world, 2)]] if rank % 2 == 0 else None,
+        "p2p_tags_any_source": None if world == 1 else [
+            [[[p, [p, 2]] for p in range(1, world)], [[p, 1] for p in reversed(range(1, world))]]
+            if rank == 0 else None, [(rank - 1) % world] * 3],
         "objects": [[{"r": q} for q in range(world)] if rank == 0 else None, [{"to": rank}],
                     [f"from {world - 1}"]],
     }

@@ -274,11 +274,15 @@ def main():
                 result["band"] = None
             except RuntimeError as e:
                 result["band"] = str(e)
-            try:
-                dist.send(torch.ones(1), dst=(rank + 1) % world, tag=7)
-                result["tag"] = None
+            try:  # a tagged message whose receive is smaller: that receive fails, naming both
+                if rank == 0:
+                    dist.send(torch.ones(4), dst=1, tag=7)
+                    result["size"] = "sent"
+                elif rank == 1:
+                    dist.recv(torch.ones(2), src=0, tag=7)
+                    result["size"] = None
             except RuntimeError as e:
-                result["tag"] = str(e)
+                result["size"] = str(e)
             try:
                 dist.all_reduce(torch.ones(4).to_sparse())
                 result["sparse"] = None

@@ -129,6 +129,9 @@ std::unique_ptr<TcpMesh> TcpMesh::Connect(Store& store, const MeshOptions& o) {
   mesh->gate_ = o.traffic_gate;
   mesh->urgent_ = o.urgent;
   mesh->progress_ = o.progress;
+  if (!o.rank_names.empty() && o.rank_names.size() != static_cast<size_t>(o.size))
+    throw Error(ErrorCode::kInvalidArgument, "rank_names must name every rank of the mesh");
+  mesh->rank_names_ = o.rank_names;
   mesh->send_socks_.resize(static_cast<size_t>(kChannels) * o.size);
   mesh->recv_socks_.resize(static_cast<size_t>(kChannels) * o.size);
   mesh->addresses_.resize(o.size);
@@ -323,9 +326,9 @@ void TcpMesh::ThrowPeerError(ErrorCode code, int peer, const std::string& what,
   const char* verb = code == ErrorCode::kTimeout    ? "timed out on"
                      : code == ErrorCode::kProtocol ? "refused the data of"
                                                     : "lost";
-  std::string msg = "rank " + std::to_string(rank_) + " (this process) " + verb + " rank " +
-                    std::to_string(peer) + " at " + addresses_[peer] + " during " + label.name +
-                    " #" + std::to_string(label.seq) + ": " + what;
+  std::string msg = "rank " + std::to_string(Name(rank_)) + " (this process) " + verb + " rank " +
+                    std::to_string(Name(peer)) + " at " + addresses_[peer] + " during " +
+                    label.name + " #" + std::to_string(label.seq) + ": " + what;
   if (code == ErrorCode::kTimeout)
     msg += "; that rank is stopped, hung, slower than --timeout, or its link is cut";
   else if (code == ErrorCode::kProtocol)
@@ -334,7 +337,7 @@ void TcpMesh::ThrowPeerError(ErrorCode code, int peer, const std::string& what,
         "than reduce altered data";
   else
     msg += "; that process died or its connection was reset — rebuild the group without it";
-  throw Error(code, msg, {rank_, peer, addresses_[peer], label.name, label.seq});
+  throw Error(code, msg, {Name(rank_), Name(peer), addresses_[peer], label.name, label.seq});
 }
 
 void TcpMesh::CheckPeers(const Transfer* t, size_t n, const OpLabel& label) const {
@@ -391,6 +394,28 @@ ssize_t TcpMesh::Move(Transfer& x, size_t slot, int fd, bool* moved, const OpLab
   *moved = s.moved() || r > 0;
   if (r == -2) ThrowPeerError(ErrorCode::kProtocol, x.peer, s.failure(), label);
   return r;
+}
+
+bool TcpMesh::Advance(Transfer& x, const OpLabel& label) {
+  CheckPeers(&x, 1, label);
+  if (aborted_.load())
+    throw Error(ErrorCode::kAborted,
+                "rank " + std::to_string(Name(rank_)) + ": connection aborted during " +
+                    label.name + " #" + std::to_string(label.seq),
+                {Name(rank_), -1, "", label.name, label.seq});
+  if (x.done >= x.bytes) return false;
+  bool moved = false;
+  const ssize_t r = Move(x, Slot(channel_, x.peer), SocketOf(x), &moved, label);
+  if (r > 0) {
+    x.done += static_cast<size_t>(r);
+    if (x.done == x.bytes) CountCompleted(&x, 1);
+    return true;
+  }
+  if (r == 0 && x.kind == Transfer::Kind::kRecv)
+    ThrowPeerError(ErrorCode::kPeerLost, x.peer, "connection closed by peer", label);
+  if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+    ThrowPeerError(ErrorCode::kPeerLost, x.peer, std::strerror(errno), label);
+  return moved;
 }
 
 void TcpMesh::Exchange(Transfer* t, size_t n, const OpLabel& label) {

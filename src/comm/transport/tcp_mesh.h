@@ -134,6 +134,9 @@ struct MeshOptions {
   // Bumped (relaxed) whenever an exchange moves bytes or waits on the traffic gate: what a
   // waiting Work watches (comm/operation_watch.h). Must outlive the mesh; null = not counted.
   std::atomic<uint64_t>* progress = nullptr;
+  // The ranks that errors of Advance() name, by mesh rank, for a mesh over two ranks of a larger
+  // group (comm/point_to_point.cc); empty = the mesh's own ranks.
+  std::vector<int> rank_names;
 };
 
 class TcpMesh {
@@ -161,6 +164,18 @@ class TcpMesh {
   // Runs every transfer to completion (see the header comment). Throws cdt::Error.
   void Exchange(Transfer* transfers, size_t count, const OpLabel& label);
 
+  // For callers that drive transfers themselves (comm/point_to_point.cc, which polls many meshes
+  // at once): moves what the socket takes or holds of `x` now, without blocking, on the current
+  // channel; returns whether any byte moved. Errors as Exchange's (kPeerLost for a closed peer,
+  // kProtocol for a bad sealed frame, kAborted after Wake); silence is the caller's to time.
+  // Same thread rules as Exchange.
+  bool Advance(Transfer& x, const OpLabel& label);
+  // The socket `x` moves on (current channel): what to poll for it.
+  int SocketOf(const Transfer& x) const {
+    const size_t slot = Slot(channel_, x.peer);
+    return (x.kind == Transfer::Kind::kSend ? send_socks_ : recv_socks_)[slot].fd();
+  }
+
   // From any thread: wake a blocked Exchange and make every later one throw kAborted.
   void Wake();
   // Shuts every connection down so peers blocked on us fail at once instead of timing out.
@@ -185,6 +200,8 @@ class TcpMesh {
                                    const OpLabel& label) const;
 
   // Constant after Connect.
+  std::vector<int> rank_names_;  // MeshOptions::rank_names
+  int Name(int rank) const { return rank_names_.empty() ? rank : rank_names_[rank]; }
   int rank_ = 0;
   int size_ = 1;
   std::chrono::milliseconds timeout_{30000};
