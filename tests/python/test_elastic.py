@@ -54,10 +54,10 @@ def test_a_spare_takes_the_place_of_a_killed_worker(tmp_path):
     assert "spare worker 2 joins" in p.stderr
 
 
-# One hook of each way a hook talks (a cast allreduce, quantised blocks, a sparse allgather, two
-# low-rank allreduces with state, the adaptive switch): ~10 s each; the other hooks' collectives are
-# these (test_backend.py runs every hook with every DDP option).
-@pytest.mark.parametrize("hook", ("fp16", "int8", "topk", "powersgd", "adaptive"))
+# Every compressor's hook and the adaptive switch (~10 s each): a cast allreduce, quantised
+# blocks, sparse allgathers, low-rank allreduces with state, signs with their scale, none at all.
+@pytest.mark.parametrize("hook", ("none", "fp16", "bf16", "int8", "topk", "randomk", "powersgd",
+                                  "signsgd", "adaptive"))
 def test_a_peer_lost_inside_a_compression_hook_is_recovered_like_any(tmp_path, hook):
     # Issue 42: kill -9 of one of 4 workers surfaced in the hook's collective as the user's
     # error and ended every worker; the hook's engine errors now mark the group failed.
