@@ -239,6 +239,7 @@ class TcpPointToPoint : public PointToPoint {
     m.host_id = options_.host_id;
     m.timeout = options_.timeout;
     m.local_latency_socket_buffer_bytes = options_.local_latency_socket_buffer_bytes;
+    m.local_bulk_socket_buffer_bytes = options_.local_bulk_socket_buffer_bytes;
     m.remote_socket_buffer_bytes = options_.remote_socket_buffer_bytes;
     std::string bell;
     if (ring) bell = prefix_ + "/bell/" + std::to_string(peer);
@@ -332,6 +333,15 @@ class TcpPointToPoint : public PointToPoint {
   void ExpireReceives();
   void FailLinks(const Error& e);
   int PollTimeoutMs() const;
+  // Headers travel on the latency channel, and so do messages below bulk_min_bytes; larger ones
+  // on the bulk channel, whose small socket buffers stream faster between ranks of one host
+  // (TcpMesh, docs/benchmarks.md). Both ends know the size from the header.
+  int Channel(size_t bytes) const {
+    return bytes >= options_.bulk_min_bytes ? TcpMesh::kBulkChannel : TcpMesh::kLatencyChannel;
+  }
+  int InChannel(const Link& link) const {
+    return link.in_payload ? Channel(link.in.bytes) : TcpMesh::kLatencyChannel;
+  }
 
   const std::shared_ptr<Store> store_;
   const CommunicatorOptions options_;
@@ -393,8 +403,13 @@ void TcpPointToPoint::Serve() {
     }
     fds.clear();
     for (const auto& link : links_) {
-      fds.push_back({link->mesh->SocketOf(link->in), POLLIN, 0});
-      if (link->sending) fds.push_back({link->mesh->SocketOf(link->out[0]), POLLOUT, 0});
+      fds.push_back({link->mesh->SocketOf(link->in, InChannel(*link)), POLLIN, 0});
+      if (link->sending) {
+        const bool header = link->out[0].done < link->out[0].bytes;
+        const Transfer& out = link->out[header ? 0 : 1];
+        const int channel = header ? TcpMesh::kLatencyChannel : Channel(out.bytes);
+        fds.push_back({link->mesh->SocketOf(out, channel), POLLOUT, 0});
+      }
     }
     fds.push_back({handover_->wake_fd, POLLIN, 0});
     if (::poll(fds.data(), fds.size(), PollTimeoutMs()) > 0 && (fds.back().revents & POLLIN)) {
@@ -491,8 +506,9 @@ bool TcpPointToPoint::PumpOut(Link& link) {
     link.out[1] = Transfer::Send(link.other, link.sending->data, link.sending->bytes);
   }
   const OpLabel label{"send", link.sends + 1};
-  bool moved = link.mesh->Advance(link.out[0], label);
-  if (link.out[0].done == link.out[0].bytes) moved |= link.mesh->Advance(link.out[1], label);
+  bool moved = link.mesh->Advance(link.out[0], TcpMesh::kLatencyChannel, label);
+  if (link.out[0].done == link.out[0].bytes)
+    moved |= link.mesh->Advance(link.out[1], Channel(link.out[1].bytes), label);
   if (link.out[0].done < link.out[0].bytes || link.out[1].done < link.out[1].bytes) return moved;
   ++link.sends;
   SendOp done = std::move(*link.sending);
@@ -503,7 +519,7 @@ bool TcpPointToPoint::PumpOut(Link& link) {
 
 bool TcpPointToPoint::PumpIn(Link& link) {
   const OpLabel label{"recv", link.recvs + 1};
-  bool moved = link.mesh->Advance(link.in, label);
+  bool moved = link.mesh->Advance(link.in, InChannel(link), label);
   if (link.in.done < link.in.bytes) return moved;
   if (!link.in_payload) {
     const MessageHeader& h = link.in_header;
@@ -532,7 +548,7 @@ bool TcpPointToPoint::PumpIn(Link& link) {
       into = link.scratch.data();
     }
     link.in = Transfer::Recv(link.other, into, h.bytes);
-    link.mesh->Advance(link.in, label);
+    link.mesh->Advance(link.in, InChannel(link), label);
     if (link.in.done < link.in.bytes) return true;
   }
   Deliver(link);

@@ -396,7 +396,7 @@ ssize_t TcpMesh::Move(Transfer& x, size_t slot, int fd, bool* moved, const OpLab
   return r;
 }
 
-bool TcpMesh::Advance(Transfer& x, const OpLabel& label) {
+bool TcpMesh::Advance(Transfer& x, int channel, const OpLabel& label) {
   CheckPeers(&x, 1, label);
   if (aborted_.load())
     throw Error(ErrorCode::kAborted,
@@ -405,7 +405,7 @@ bool TcpMesh::Advance(Transfer& x, const OpLabel& label) {
                 {Name(rank_), -1, "", label.name, label.seq});
   if (x.done >= x.bytes) return false;
   bool moved = false;
-  const ssize_t r = Move(x, Slot(channel_, x.peer), SocketOf(x), &moved, label);
+  const ssize_t r = Move(x, Slot(channel, x.peer), SocketOf(x, channel), &moved, label);
   if (r > 0) {
     x.done += static_cast<size_t>(r);
     if (x.done == x.bytes) CountCompleted(&x, 1);

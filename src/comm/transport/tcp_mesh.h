@@ -165,14 +165,14 @@ class TcpMesh {
   void Exchange(Transfer* transfers, size_t count, const OpLabel& label);
 
   // For callers that drive transfers themselves (comm/point_to_point.cc, which polls many meshes
-  // at once): moves what the socket takes or holds of `x` now, without blocking, on the current
-  // channel; returns whether any byte moved. Errors as Exchange's (kPeerLost for a closed peer,
-  // kProtocol for a bad sealed frame, kAborted after Wake); silence is the caller's to time.
-  // Same thread rules as Exchange.
-  bool Advance(Transfer& x, const OpLabel& label);
-  // The socket `x` moves on (current channel): what to poll for it.
-  int SocketOf(const Transfer& x) const {
-    const size_t slot = Slot(channel_, x.peer);
+  // at once): moves what the socket of `channel` takes or holds of `x` now, without blocking;
+  // returns whether any byte moved. Errors as Exchange's (kPeerLost for a closed peer, kProtocol
+  // for a bad sealed frame, kAborted after Wake); silence is the caller's to time. Same thread
+  // rules as Exchange.
+  bool Advance(Transfer& x, int channel, const OpLabel& label);
+  // The socket `x` moves on in `channel`: what to poll for it.
+  int SocketOf(const Transfer& x, int channel) const {
+    const size_t slot = Slot(channel, x.peer);
     return (x.kind == Transfer::Kind::kSend ? send_socks_ : recv_socks_)[slot].fd();
   }
 
