@@ -4,7 +4,8 @@
 # changed) and against Open MPI's MPI_Alltoallv / MPI_Reduce_scatter_block / MPI_Allgather over TCP
 # and over its shared memory (bench/peers/mpi_collectives.cc), on this machine, in rotated order
 # (bench/rotate.sh), medians of REPS. Issue 42's target: cdt >= 1.0x each peer, 4 ranks,
-# 1 KiB - 64 MiB.
+# 1 KiB - 64 MiB. The engine's own calls from C++ (bench/peers/cdt_collectives.cc) run beside them
+# ("cdtcpp"), and a second table sets them against Open MPI's, C++ against C++.
 #
 #   bash bench/run_collectives_peers.sh [--reps 3] [--nproc 4] [--min-bytes 1024] [--max-bytes 67108864]
 set -euo pipefail
@@ -42,11 +43,17 @@ run_mpi_shm() {
   mpirun "${mpirun_flags[@]}" "$BIN/peer_mpi_collectives" "$MIN" "$MAX" \
     "$out/mpi_shm_$1.json" > "$out/mpi_shm_$1.txt" 2>&1
 }
+# The engine itself from C++ (bench/peers/cdt_collectives.cc), under its own launcher.
+run_cdtcpp() {
+  build/bin/cann-dist-train launch --nproc-per-node "$NPROC" -- "$BIN/cdt_collectives" "$MIN" "$MAX" \
+    "$out/cdtcpp_$1.json" > "$out/cdtcpp_$1.txt" 2>&1
+}
 steps=(run_cdt run_gloo)
+[ -x "$BIN/cdt_collectives" ] && steps+=(run_cdtcpp)
 [ $have_mpi = 1 ] && steps+=(run_mpi_tcp run_mpi_shm)
 source bench/rotate.sh
 run_rotated "$REPS" "${steps[@]}"
-/usr/bin/python3 - "$out" <<'PY'
+/usr/bin/python3 - "$out" <<'PY' | tee "$out/summary.txt"
 import collections, glob, json, os, statistics, sys
 out = sys.argv[1]
 times = collections.defaultdict(list)  # (peer, op, bytes) -> [us]
@@ -74,4 +81,19 @@ for op, b in ops:
 print("x = peer time / cdt time (> 1: cdt faster); medians of", len(times[("cdt", *ops[0])]), "runs")
 for (p, op), why in sorted(refused.items()):
     print(f"{p} refuses {op}: {why}")
+# The engine from C++ against Open MPI from C++: the same calls without Python in between.
+if any(p == "cdtcpp" for p, _, _ in times):
+    mpis = [p for p in peers if p.startswith("mpi")]
+    print()
+    print(f"{'op':24} {'bytes':>10} {'cdt C++ us':>11} " + " ".join(f"{p + ' us':>12} {'x':>5}" for p in mpis))
+    for op, b in ops:
+        if not times[("cdtcpp", op, b)]:
+            continue
+        c = statistics.median(times[("cdtcpp", op, b)])
+        cells = []
+        for p in mpis:
+            m = statistics.median(times[(p, op, b)])
+            cells.append(f"{m:12.1f} {m / c:5.2f}")
+        print(f"{op:24} {b:>10} {c:11.1f} " + " ".join(cells))
+    print("x = Open MPI time / the engine's C++ time (> 1: the engine faster)")
 PY

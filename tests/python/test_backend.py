@@ -72,8 +72,8 @@ def test_ddp_gives_the_same_loss_curve_as_gloo():
     curves = {}
     for backend in ("gloo", "cdt"):
         results = run_job(2, "ddp", backend, str(steps))
-        for res, code, err in results:
-            assert code == 0, err
+        for rank, (res, code, err) in enumerate(results):
+            assert code == 0, f"{backend} rank {rank} exited {code}: {err}"
         curves[backend] = results[0][0]["losses"]
     assert len(curves["cdt"]) == steps
     for s, (a, b) in enumerate(zip(curves["gloo"], curves["cdt"])):
