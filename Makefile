@@ -40,7 +40,8 @@ test-torch2: deps
 # A short 4-worker training run of the cnn on Fashion-MNIST (about a minute here), the carbon-aware
 # plan of a day-long job on California's 2022 grid, then the allreduce benchmark beside its peers
 # (short run).
-demo: build
+demo: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target demo_binaries
 	$(BUILD)/bin/cann-dist-train train --model cnn --dataset fashion-mnist --nproc-per-node 4 \
 	    --steps 300 --batch-size 32 --eval-every 150 --energy-windows
 	$(BUILD)/bin/cann-dist-train green --plan-only --trace knowledge_base/carbon_traces/CISO_2022.csv \
