@@ -181,7 +181,7 @@ def movement(rank, world, out):
         dist.broadcast_object_list(b, src=world - 1)
         return [got, mine, b]
 
-    def p2p_tags_any_source():  # tags, a recv from any source, an isend/irecv ring
+    def p2p_tags_any_source():  # tags, a recv from any source, isend/irecv and batched rings
         if world == 1:
             return None
         got = None
@@ -205,7 +205,14 @@ def movement(rank, world, out):
                  dist.irecv(o, src=(rank - 1) % world, tag=5)]
         for w in works:
             w.wait()
-        return [got, o.tolist()]
+        # The same ring the other way round, as torch's batch_isend_irecv posts it.
+        b = torch.zeros(2, dtype=torch.float64)
+        ops = [dist.P2POp(dist.isend, torch.full((2,), float(rank), dtype=torch.float64),
+                          (rank - 1) % world, tag=6),
+               dist.P2POp(dist.irecv, b, (rank + 1) % world, tag=6)]
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+        return [got, o.tolist(), b.tolist()]
 
     def subgroup():  # the even ranks in a group of their own, created on every rank
         members = list(range(0, world, 2))

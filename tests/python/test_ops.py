@@ -60,7 +60,7 @@ def expected_movement(rank, world):
                      [[float(m)] for m in range(0, world, 2)]] if rank % 2 == 0 else None,
         "p2p_tags_any_source": None if world == 1 else [
             [[[p, [p, 2]] for p in range(1, world)], [[p, 1] for p in reversed(range(1, world))]]
-            if rank == 0 else None, [(rank - 1) % world] * 3],
+            if rank == 0 else None, [(rank - 1) % world] * 3, [float((rank + 1) % world)] * 2],
         "objects": [[{"r": q} for q in range(world)] if rank == 0 else None, [{"to": rank}],
                     [f"from {world - 1}"]],
     }
