@@ -36,6 +36,9 @@ namespace cdt {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+// The service thread's longest sleep: deadlines of posted receives and a busy link's silence are
+// looked at this often at least.
+constexpr int kPollMs = 100;
 
 constexpr uint32_t kMessageMagic = 0x4d504443;  // "CDPM"
 struct MessageHeader {
@@ -332,7 +335,7 @@ class TcpPointToPoint : public PointToPoint {
   void Deliver(Link& link);
   void ExpireReceives();
   void FailLinks(const Error& e);
-  int PollTimeoutMs() const;
+  std::optional<RecvOp> TakePosted(int peer, int64_t tag);
   // Headers travel on the latency channel, and so do messages below bulk_min_bytes; larger ones
   // on the bulk channel, whose small socket buffers stream faster between ranks of one host
   // (TcpMesh, docs/benchmarks.md). Both ends know the size from the header.
@@ -412,7 +415,7 @@ void TcpPointToPoint::Serve() {
       }
     }
     fds.push_back({handover_->wake_fd, POLLIN, 0});
-    if (::poll(fds.data(), fds.size(), PollTimeoutMs()) > 0 && (fds.back().revents & POLLIN)) {
+    if (::poll(fds.data(), fds.size(), kPollMs) > 0 && (fds.back().revents & POLLIN)) {
       uint64_t n;
       [[maybe_unused]] ssize_t r = ::read(handover_->wake_fd, &n, sizeof n);
     }
@@ -532,13 +535,7 @@ bool TcpPointToPoint::PumpIn(Link& link) {
     link.in_payload = true;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (auto it = posted_.begin(); it != posted_.end(); ++it) {
-        if ((it->src != kAnySource && it->src != link.peer) || it->tag != h.tag) continue;
-        if (it->src == kAnySource) --any_source_waiting_;
-        link.target = std::move(*it);
-        posted_.erase(it);
-        break;
-      }
+      link.target = TakePosted(link.peer, h.tag);
     }
     void* into = nullptr;
     if (link.target && link.target->bytes == h.bytes) {
@@ -567,13 +564,7 @@ void TcpPointToPoint::Deliver(Link& link) {
   link.in = Transfer::Recv(link.other, &link.in_header, sizeof link.in_header);
   if (!target) {
     std::unique_lock<std::mutex> lock(mu_);
-    for (auto it = posted_.begin(); it != posted_.end(); ++it) {
-      if ((it->src != kAnySource && it->src != link.peer) || it->tag != h.tag) continue;
-      if (it->src == kAnySource) --any_source_waiting_;
-      target = std::move(*it);
-      posted_.erase(it);
-      break;
-    }
+    target = TakePosted(link.peer, h.tag);
     if (!target) {
       arrived_.push_back(Arrived{link.peer, h.tag, std::move(payload)});
       return;
@@ -634,9 +625,17 @@ void TcpPointToPoint::FailLinks(const Error& e) {
   for (auto& r : ready) r.second->ShutdownAll();
 }
 
-int TcpPointToPoint::PollTimeoutMs() const {
-  // Deadlines of posted receives are looked at every 100 ms at most; a busy link's silence too.
-  return 100;
+// Under mu_: the first receive posted for a message from `peer` with `tag` (from that peer or
+// from any source), taken off the list.
+std::optional<RecvOp> TcpPointToPoint::TakePosted(int peer, int64_t tag) {
+  for (auto it = posted_.begin(); it != posted_.end(); ++it) {
+    if ((it->src != kAnySource && it->src != peer) || it->tag != tag) continue;
+    if (it->src == kAnySource) --any_source_waiting_;
+    RecvOp op = std::move(*it);
+    posted_.erase(it);
+    return op;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
