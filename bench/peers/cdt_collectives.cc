@@ -16,17 +16,9 @@
 #include "cdt/error.h"
 #include "cdt/tcp_communicator.h"
 #include "cdt/tcp_store.h"
+#include "launched_rank.h"
 
 namespace {
-
-std::string Env(const char* name, const char* fallback) {
-  const char* v = std::getenv(name);
-  if (v != nullptr) return v;
-  if (fallback != nullptr) return fallback;
-  std::fprintf(stderr, "cdt_collectives: %s is not set; run me under cann-dist-train launch\n",
-               name);
-  std::exit(2);
-}
 
 int Iterations(size_t bytes) {
   return static_cast<int>(
@@ -60,17 +52,9 @@ double Time(cdt::Communicator& comm, const std::function<void()>& call, int iter
 
 int main(int argc, char** argv) {
   try {
-    cdt::CommunicatorOptions options;
-    options.rank = std::stoi(Env("RANK", nullptr));
-    options.size = std::stoi(Env("WORLD_SIZE", nullptr));
-    options.secret = Env("CDT_JOB_SECRET", "");
-    options.job_id = Env("CDT_JOB_ID", "cdt") + "/collectives";
-    const std::string endpoint = Env("CDT_STORE_ENDPOINT", nullptr);
-    const size_t colon = endpoint.rfind(':');
-    const auto store = cdt::ConnectTcpStore(
-        endpoint.substr(0, colon), static_cast<uint16_t>(std::stoi(endpoint.substr(colon + 1))),
-        options.secret, std::chrono::seconds(30));
-    const auto comm = cdt::ConnectTcpCommunicator(*store, options);
+    const launched::Rank joined = launched::Join("cdt_collectives", "collectives");
+    const cdt::CommunicatorOptions& options = joined.options;
+    cdt::Communicator* const comm = joined.comm.get();
     const int rank = options.rank, world = options.size;
     const size_t min_bytes = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 1024;
     const size_t max_bytes = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : (64u << 20);
@@ -109,8 +93,8 @@ int main(int argc, char** argv) {
         const double us = Time(*comm, call, Iterations(n * 4));
         if (rank == 0) std::printf("cdt   %-24s %10zu B %12.1f us\n", op.c_str(), n * 4, us);
         json += std::string(json.empty() ? "" : ",\n") + " {\"op\": \"" + op +
-                "\", \"bytes\": " + std::to_string(n * 4) + ", \"time_us\": " +
-                std::to_string(us) + "}";
+                "\", \"bytes\": " + std::to_string(n * 4) + ", \"time_us\": " + std::to_string(us) +
+                "}";
       }
     }
     if (rank == 0 && argc > 3) {
@@ -119,8 +103,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "cdt_collectives: cannot write %s\n", argv[3]);
         return 2;
       }
-      std::fprintf(f, "{\"peer\": \"cdt C++\", \"world_size\": %d, \"results\": [\n%s\n]}\n",
-                   world, json.c_str());
+      std::fprintf(f, "{\"peer\": \"cdt C++\", \"world_size\": %d, \"results\": [\n%s\n]}\n", world,
+                   json.c_str());
       std::fclose(f);
     }
     return 0;

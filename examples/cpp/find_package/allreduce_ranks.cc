@@ -11,34 +11,13 @@
 #include "cdt/tcp_communicator.h"
 #include "cdt/tcp_store.h"
 #include "cdt/version.h"
-
-namespace {
-
-std::string Env(const char* name, const char* fallback) {
-  const char* v = std::getenv(name);
-  if (v != nullptr) return v;
-  if (fallback != nullptr) return fallback;
-  std::fprintf(stderr, "allreduce_ranks: %s is not set; run me under cann-dist-train launch\n",
-               name);
-  std::exit(2);
-}
-
-}  // namespace
+#include "launched_rank.h"
 
 int main() {
   try {
-    cdt::CommunicatorOptions options;
-    options.rank = std::stoi(Env("RANK", nullptr));
-    options.size = std::stoi(Env("WORLD_SIZE", nullptr));
-    options.secret = Env("CDT_JOB_SECRET", "");
-    options.job_id = Env("CDT_JOB_ID", "cdt") + "/example";
-    // The launcher's store (MASTER_ADDR:MASTER_PORT is left to torch's own TCPStore).
-    const std::string endpoint = Env("CDT_STORE_ENDPOINT", nullptr);
-    const size_t colon = endpoint.rfind(':');
-    const auto store = cdt::ConnectTcpStore(
-        endpoint.substr(0, colon), static_cast<uint16_t>(std::stoi(endpoint.substr(colon + 1))),
-        options.secret, std::chrono::seconds(30));
-    const auto comm = cdt::ConnectTcpCommunicator(*store, options);
+    const launched::Rank joined = launched::Join("allreduce_ranks", "example");
+    const cdt::CommunicatorOptions& options = joined.options;
+    cdt::Communicator* const comm = joined.comm.get();
 
     // Rank r contributes r + 1 in every element: the sum is n(n+1)/2 everywhere.
     const size_t count = 1 << 18;

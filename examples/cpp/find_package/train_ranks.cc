@@ -17,6 +17,7 @@
 #include "cdt/error.h"
 #include "cdt/tcp_communicator.h"
 #include "cdt/tcp_store.h"
+#include "launched_rank.h"
 
 namespace {
 
@@ -24,14 +25,6 @@ constexpr int kFeatures = 16;
 constexpr int kSamples = 4096;
 constexpr int kSteps = 150;
 constexpr double kLearningRate = 0.5;
-
-std::string Env(const char* name, const char* fallback) {
-  const char* v = std::getenv(name);
-  if (v != nullptr) return v;
-  if (fallback != nullptr) return fallback;
-  std::fprintf(stderr, "train_ranks: %s is not set; run me under cann-dist-train launch\n", name);
-  std::exit(2);
-}
 
 struct Shard {
   std::vector<double> x;  // rows of kFeatures
@@ -73,7 +66,8 @@ void Gradient(const Shard& s, const std::vector<double>& w, std::vector<double>*
     for (int f = 0; f < kFeatures; ++f) z += w[static_cast<size_t>(f)] * s.x[i * kFeatures + f];
     const double p = 1.0 / (1.0 + std::exp(-z));
     const double err = p - s.y[i];
-    for (int f = 0; f < kFeatures; ++f) (*grad)[static_cast<size_t>(f)] += err * s.x[i * kFeatures + f];
+    for (int f = 0; f < kFeatures; ++f)
+      (*grad)[static_cast<size_t>(f)] += err * s.x[i * kFeatures + f];
     (*grad)[kFeatures] += err;
     stats[0] -= s.y[i] * std::log(p + 1e-12) + (1 - s.y[i]) * std::log(1 - p + 1e-12);
     stats[1] += 1;
@@ -85,17 +79,9 @@ void Gradient(const Shard& s, const std::vector<double>& w, std::vector<double>*
 
 int main() {
   try {
-    cdt::CommunicatorOptions options;
-    options.rank = std::stoi(Env("RANK", nullptr));
-    options.size = std::stoi(Env("WORLD_SIZE", nullptr));
-    options.secret = Env("CDT_JOB_SECRET", "");
-    options.job_id = Env("CDT_JOB_ID", "cdt") + "/train-example";
-    const std::string endpoint = Env("CDT_STORE_ENDPOINT", nullptr);
-    const size_t colon = endpoint.rfind(':');
-    const auto store = cdt::ConnectTcpStore(
-        endpoint.substr(0, colon), static_cast<uint16_t>(std::stoi(endpoint.substr(colon + 1))),
-        options.secret, std::chrono::seconds(30));
-    const auto comm = cdt::ConnectTcpCommunicator(*store, options);
+    const launched::Rank joined = launched::Join("train_ranks", "train-example");
+    const cdt::CommunicatorOptions& options = joined.options;
+    cdt::Communicator* const comm = joined.comm.get();
 
     const Shard shard = MakeShard(options.rank, options.size);
     std::vector<double> w(kFeatures + 1, 0.0), grad;
