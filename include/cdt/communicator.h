@@ -7,7 +7,11 @@
 //    generation are refused by the new one.
 //  * Operations are asynchronous: each call queues the operation and returns a Work handle at once.
 //    Queued operations run one at a time, in submission order, on a background thread. Every rank
-//    must submit the same collectives in the same order (DDP's rule; no negotiation). With
+//    must submit the same collectives in the same order (DDP's rule; no negotiation). A backend
+//    may run a small collective with nothing queued ahead of it on the calling thread instead
+//    (TcpCommunicator: CommunicatorOptions::inline_max_bytes); the call then returns once it is
+//    done, so collectives on two communicators must be submitted in the same order on every rank
+//    too (as NCCL requires), and the Work it returns is already complete. With
 //    CommunicatorOptions::check_fingerprints, ranks verify that before each collective.
 //  * Buffers passed to an operation must stay valid and untouched until its Work completes.
 //  * Failure: a dead peer (connection closed or reset) or a silent one (no byte moved for

@@ -76,6 +76,12 @@ struct CommunicatorOptions {
   // asleep, 2 us with both spinning 100 us; 30 us each made a 4-rank 4 KiB allreduce in shared
   // memory 20 us instead of 36 (docs/benchmarks.md, "Shared memory"). 0 = sleep at once.
   std::chrono::microseconds idle_spin{30};
+  // A collective of at most this many bytes submitted while nothing is queued or running runs on
+  // the calling thread, not the background one: the call returns when it is done (its peers have
+  // reached it too) and the Work is complete. The hand-off and wake-up it saves were half of a
+  // 1 KiB all-gather on 4 ranks sharing 2 cores (docs/benchmarks.md, "Small collectives on the
+  // caller's thread"). Never sends and receives. 0 = every operation on the background thread.
+  size_t inline_max_bytes = 64 << 10;
   // A receive from another host sleeps until this many bytes can be read (SO_RCVLOWAT); 0 = any.
   int remote_receive_batch_bytes = 64 << 10;
   // Shared with another communicator over the same ranks (cdt/traffic_gate.h): the `urgent` one

@@ -66,6 +66,7 @@ Environment Environment::FromProcess() {
   e.yield_send_buffer_min_bytes = Get("CDT_YIELD_SEND_BUFFER_MIN_BYTES");
   e.socket_buffer_bytes = Get("CDT_SOCKET_BUFFER_BYTES");
   e.segment_bytes = Get("CDT_SEGMENT_BYTES");
+  e.inline_max_bytes = Get("CDT_INLINE_MAX_BYTES");
   e.shm = Get("CDT_SHM");
   e.shm_slot_bytes = Get("CDT_SHM_SLOT_BYTES");
   e.encrypt = Get("CDT_ENCRYPT");

@@ -34,9 +34,10 @@ struct Environment {
   // Transport tuning knobs: CDT_SPIN_US, CDT_REMOTE_SPIN_US, CDT_REMOTE_RECV_BATCH_BYTES,
   // CDT_SOCKET_BUFFER_BYTES (bulk channel, same-host peers), CDT_YIELD_SEND_BUFFER_BYTES (the
   // bulk communicator's sockets beside a priority one) and CDT_YIELD_SEND_BUFFER_MIN_BYTES (its
-  // floor toward other hosts, where it follows the path), CDT_SEGMENT_BYTES.
+  // floor toward other hosts, where it follows the path), CDT_SEGMENT_BYTES, CDT_INLINE_MAX_BYTES
+  // (collectives up to this size run on the caller's thread; 0 = never).
   std::optional<std::string> spin_us, remote_spin_us, remote_recv_batch_bytes,
-      yield_send_buffer_bytes, yield_send_buffer_min_bytes;
+      yield_send_buffer_bytes, yield_send_buffer_min_bytes, inline_max_bytes;
   std::optional<std::string> socket_buffer_bytes, segment_bytes;
   // CDT_SHM=0: same-node ranks talk over TCP only; CDT_SHM_SLOT_BYTES: the shared-memory slot
   // size (comm/node_arena_setup.h).

@@ -221,6 +221,9 @@ CommunicatorOptions CommunicatorOptionsFor(const Environment& env, const LaunchO
   if (env.segment_bytes)
     co.segment_bytes =
         static_cast<size_t>(ToIntIn(env.segment_bytes, 262144, "CDT_SEGMENT_BYTES", 1, kGiB));
+  if (env.inline_max_bytes)
+    co.inline_max_bytes =
+        static_cast<size_t>(ToIntIn(env.inline_max_bytes, 65536, "CDT_INLINE_MAX_BYTES", 0, kGiB));
   if (env.shm) co.shared_memory = ToIntIn(env.shm, 1, "CDT_SHM", 0, 1) != 0;
   if (env.shm_slot_bytes)
     co.shm_slot_bytes =

@@ -43,6 +43,60 @@ TEST(Communicator, OperationsCompleteInSubmissionOrder) {
   });
 }
 
+// A small collective with nothing ahead of it runs on the calling thread (its Work is complete
+// when the call returns); one submitted behind a queued operation waits its turn.
+TEST(Communicator, SmallCollectivesRunOnTheCallersThreadInTheirTurn) {
+  testing::RunRanks(3, [](Communicator& comm) {
+    std::vector<float> small(16, 1.0f);
+    auto w = comm.Allreduce(small.data(), small.size(), DataType::kFloat32, ReduceOp::kSum);
+    EXPECT_TRUE(w->Completed());
+    EXPECT_EQ(small[15], 3.0f);
+    std::vector<float> big(1 << 18, 1.0f);  // 1 MiB: over inline_max_bytes, queued
+    auto first = comm.Allreduce(big.data(), big.size(), DataType::kFloat32, ReduceOp::kSum);
+    std::vector<float> gathered(3 * 16);
+    auto second = comm.Allgather(small.data(), gathered.data(), small.size(), DataType::kFloat32);
+    second->Wait();
+    EXPECT_TRUE(first->Completed()) << "the small collective overtook the queued one";
+    EXPECT_EQ(big[12345], 3.0f);
+    for (float v : gathered) EXPECT_EQ(v, 3.0f);
+    // Over and over, alternating with queued work, in every shape: the same results.
+    for (int i = 0; i < 50; ++i) {
+      std::vector<int32_t> v(1 + i % 7, comm.rank() + 1);
+      std::vector<std::shared_ptr<Work>> works;
+      if (i % 5 == 0)
+        works.push_back(comm.Allreduce(big.data(), big.size(), DataType::kFloat32, ReduceOp::kMax));
+      works.push_back(comm.Allreduce(v.data(), v.size(), DataType::kInt32, ReduceOp::kSum));
+      works.push_back(comm.Barrier());
+      for (auto& x : works) x->Wait();
+      for (int32_t x : v) ASSERT_EQ(x, 6);
+    }
+  });
+}
+
+// Abort() from another thread ends a collective running on the caller's thread at once.
+TEST(Communicator, AbortEndsACollectiveRunningOnTheCallersThread) {
+  MemoryStore store;
+  std::atomic<bool> done{false};
+  std::thread silent([&] {
+    auto comm = ConnectTcpCommunicator(store, Opts(1, 2, 0, 30000));
+    while (!done) std::this_thread::sleep_for(milliseconds(10));  // never submits
+  });
+  auto comm = ConnectTcpCommunicator(store, Opts(0, 2, 0, 30000));
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(milliseconds(200));
+    comm->Abort();
+  });
+  int32_t v = 1;
+  const auto start = Clock::now();
+  auto w = comm->Allreduce(&v, 1, DataType::kInt32, ReduceOp::kSum);  // runs here, blocks
+  EXPECT_TRUE(w->Completed());
+  EXPECT_THROW(w->Wait(), Error);
+  EXPECT_LT(Clock::now() - start, milliseconds(2000));
+  aborter.join();
+  done = true;
+  silent.join();
+}
+
 // A yielding communicator hands no byte to the network while the gate is held, and it does not
 // mistake the pause for a silent peer; it finishes once the gate is released. The urgent one runs
 // while the other waits.
@@ -59,6 +113,8 @@ TEST(Communicator, YieldingCommunicatorPausesWhileTheGateIsHeld) {
       // The gate orders bytes on the network. Same-node ranks that share memory queue nothing
       // behind each other there, so their steps in shared memory do not wait for it: TCP only.
       o.shared_memory = false;
+      // One thread below submits both ranks' collectives: none may run on the caller's thread.
+      o.inline_max_bytes = 0;
       bulk[static_cast<size_t>(r)] = ConnectTcpCommunicator(store, o);
       o.job_id = "t/urgent";
       o.urgent = true;
@@ -260,7 +316,7 @@ TEST(Communicator, AbortUnblocksWaitersAtOnceAndNextGenerationWorks) {
     while (!done) std::this_thread::sleep_for(milliseconds(10));
   });
   auto comm = ConnectTcpCommunicator(store, Opts(0, 2, 0, 30000));
-  std::vector<float> buf(1000, 1.0f);
+  std::vector<float> buf(1 << 18, 1.0f);  // 1 MiB: queued, not run on this thread
   auto w1 = comm->Allreduce(buf.data(), buf.size(), DataType::kFloat32, ReduceOp::kSum);
   auto w2 = comm->Barrier();  // queued behind w1
   std::this_thread::sleep_for(milliseconds(200));

@@ -12,7 +12,8 @@
 //  - allgatherv: rounds of the largest block (every rank knows every count);
 //  - reduce-scatter: rounds over the whole buffer; the owner of each block reduces its part of
 //    the round from the k slots in member order (the same bits on every run, like the allreduce);
-//  - alltoallv: a slot holds k regions, one per receiver; a rank knows only its own send and
+//  - alltoallv: a slot holds k regions, one per receiver (a rank's block to itself is copied
+//    directly, after the rounds); a rank knows only its own send and
 //    receive counts, so round 0 also carries, in each slot's header, its member's largest
 //    block — the round count is the largest over all of them.
 #include <algorithm>
@@ -149,7 +150,7 @@ void AlltoallvShm(CollectiveContext& ctx, const Group& group, const void* input,
     if (r == 0) std::memcpy(mine, &largest, sizeof largest);
     for (int p = 0; p < k; ++p) {
       const Span s = Intersect(lo, block(send_offsets, p), lo, lo + region);
-      if (s.size() > 0)
+      if (s.size() > 0 && p != group.me)
         std::memcpy(mine + kHeaderBytes + static_cast<size_t>(p) * region,
                     in + send_offsets[static_cast<size_t>(p)] * elem + s.begin, s.size());
     }
@@ -165,12 +166,17 @@ void AlltoallvShm(CollectiveContext& ctx, const Group& group, const void* input,
     }
     for (int m = 0; m < k; ++m) {
       const Span s = Intersect(lo, block(recv_offsets, m), lo, lo + region);
-      if (s.size() > 0)
+      if (s.size() > 0 && m != group.me)
         std::memcpy(out + recv_offsets[static_cast<size_t>(m)] * elem + s.begin,
                     arena.slot(set, m) + kHeaderBytes + static_cast<size_t>(group.me) * region,
                     s.size());
     }
   }
+  // This rank's own block never goes through its slot (a quarter of the copies at 4 ranks).
+  const size_t own = std::min(block(send_offsets, group.me), block(recv_offsets, group.me));
+  if (own > 0)
+    std::memmove(out + recv_offsets[static_cast<size_t>(group.me)] * elem,
+                 in + send_offsets[static_cast<size_t>(group.me)] * elem, own);
 }
 
 }  // namespace cdt
