@@ -10,7 +10,9 @@ backend runs the engine's collectives — topology-aware algorithm choice, share
 the ranks of a node, its TCP transport with authenticated connections — on CPU tensors. The
 environment it reads (here, never in the engine): CDT_JOB_SECRET (the job secret; without it the
 handshake is keyed by the store's token alone), CDT_NODE_ADDR (the address peers dial; default:
-node_address() below), CDT_JOB_ID and CDT_SHM (0: no shared memory).
+node_address() below), CDT_JOB_ID, CDT_SHM (0: no shared memory) and CDT_INLINE_MAX_BYTES
+(collectives up to this many bytes with nothing queued run on the calling thread; default 65536,
+0 = never).
 """
 import datetime
 import importlib
@@ -91,7 +93,23 @@ def _create_process_group(store, rank, size, timeout):
         shared_memory=os.environ.get("CDT_SHM", "1") != "0",
         encrypt=os.environ.get("CDT_ENCRYPT", "0") == "1",
         allow_insecure=os.environ.get("CDT_ALLOW_INSECURE", "0") == "1",
+        inline_max_bytes=_whole_number("CDT_INLINE_MAX_BYTES", 65536, 0, 1 << 30),
     )
+
+
+def _whole_number(name, default, lo, hi):
+    """The environment variable `name` as a whole number in [lo, hi], else a ValueError naming
+    it and its range (as the CLI's variables, docs/security.md)."""
+    text = os.environ.get(name)
+    if text is None or text == "":
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or not lo <= value <= hi:
+        raise ValueError(f"{name}={text!r}: must be a whole number from {lo} to {hi}")
+    return value
 
 
 def _launcher_store_rendezvous(url, timeout=None, **kwargs):

@@ -38,7 +38,8 @@ void BindProcessGroup(py::module_& m) {
       .def(py::init([](const c10::intrusive_ptr<::c10d::Store>& store, int rank, int size,
                        std::chrono::milliseconds timeout, const std::string& secret,
                        const std::string& job_id, const std::string& advertise_host,
-                       bool shared_memory, bool encrypt, bool allow_insecure) {
+                       bool shared_memory, bool encrypt, bool allow_insecure,
+                       size_t inline_max_bytes) {
              cdt::python::ProcessGroupOptions o;
              o.secret = secret;
              o.job_id = job_id;
@@ -46,6 +47,7 @@ void BindProcessGroup(py::module_& m) {
              o.shared_memory = shared_memory;
              o.encrypt = encrypt;
              o.allow_insecure = allow_insecure;
+             o.inline_max_bytes = inline_max_bytes;
              return c10::make_intrusive<cdt::python::ProcessGroupCDT>(store, rank, size, timeout,
                                                                       o);
            }),
@@ -53,6 +55,7 @@ void BindProcessGroup(py::module_& m) {
            py::arg("secret") = "", py::arg("job_id") = "cdt",
            py::arg("advertise_host") = "127.0.0.1", py::arg("shared_memory") = true,
            py::arg("encrypt") = false, py::arg("allow_insecure") = false,
+           py::arg("inline_max_bytes") = cdt::CommunicatorOptions{}.inline_max_bytes,
            py::call_guard<py::gil_scoped_release>(),
            "Forms the group through `store` (every rank at once); "
            "torch.distributed.init_process_group(\"cdt\") calls this.");

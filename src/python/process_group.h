@@ -62,6 +62,9 @@ struct ProcessGroupOptions {
   bool shared_memory = true;                 // same-node ranks share memory (CDT_SHM=0: TCP only)
   bool encrypt = false;                      // CDT_ENCRYPT=1: sealed frames between ranks
   bool allow_insecure = false;               // CDT_ALLOW_INSECURE=1: no secret beyond loopback
+  // CDT_INLINE_MAX_BYTES: collectives up to this size with nothing queued run on the calling
+  // thread (CommunicatorOptions::inline_max_bytes).
+  size_t inline_max_bytes = CommunicatorOptions{}.inline_max_bytes;
 };
 
 class ProcessGroupCDT : public CdtBackendBase {
@@ -157,8 +160,11 @@ class ProcessGroupCDT : public CdtBackendBase {
 
  private:
   class WorkCDT;
-  // Hands `work` to the completion queue; `after` runs on success, before the Work completes
-  // (copies back into tensors that were not contiguous).
+  // Hands `work` to the completion queue (or completes it at once when it is done and the queue
+  // idle); `after` runs on success, before the Work completes (copies back into tensors that were
+  // not contiguous). Called under mu_.
+  // Waits for `work`, runs `after`, completes `handle`; keeps the first failure in failure_.
+  void Complete(Work& work, WorkCDT& handle, const std::function<void()>& after, bool holding_mu);
   c10::intrusive_ptr<::c10d::Work> Track(::c10d::OpType type, std::shared_ptr<Work> work,
                                          std::vector<at::Tensor> outputs,
                                          std::function<void()> after = nullptr);

@@ -42,6 +42,12 @@ class SerialQueue {
     idle_cv_.wait(lock, [&] { return tasks_.empty() && !running_; });
   }
 
+  // Nothing posted is waiting or running (a snapshot: true stays true until the next Post).
+  bool Idle() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return tasks_.empty() && !running_;
+  }
+
   // `task` must not throw (it reports its own errors).
   void Post(std::function<void()> task) {
     {

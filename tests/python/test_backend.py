@@ -46,9 +46,12 @@ def run_job(world, *args, timeout=120, env_extra=None):
     return results
 
 
-@pytest.mark.parametrize("world", [2, 3])
-def test_collectives_match_the_closed_form(world):
-    results = run_job(world, "collectives", "cdt")
+# CDT_INLINE_MAX_BYTES: the default (small collectives on the caller's thread), 0 (every one on
+# the communicator's thread) and 1 GiB (every one on the caller's): the same results.
+@pytest.mark.parametrize("world,inline", [(2, None), (3, None), (3, "0"), (3, "1073741824")])
+def test_collectives_match_the_closed_form(world, inline):
+    env = {"CDT_INLINE_MAX_BYTES": inline} if inline is not None else None
+    results = run_job(world, "collectives", "cdt", env_extra=env)
     ranks = range(world)
     for r, (res, code, err) in enumerate(results):
         assert code == 0, err
@@ -65,6 +68,14 @@ def test_collectives_match_the_closed_form(world):
         assert res["all_gather_object"] == [{"rank": q} for q in ranks]
         if r == 1:
             assert res["recv"] == [42.0]
+
+
+def test_a_bad_inline_size_is_refused_naming_the_variable():
+    for value in ("lots", "-1"):
+        for res, code, err in run_job(2, "collectives", "cdt",
+                                      env_extra={"CDT_INLINE_MAX_BYTES": value}):
+            assert code != 0 and res is None
+            assert f"CDT_INLINE_MAX_BYTES={value!r}: must be a whole number from 0 to" in err
 
 
 def test_ddp_gives_the_same_loss_curve_as_gloo():
