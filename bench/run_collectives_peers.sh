@@ -5,7 +5,9 @@
 # and over its shared memory (bench/peers/mpi_collectives.cc), on this machine, in rotated order
 # (bench/rotate.sh), medians of REPS. Issue 42's target: cdt >= 1.0x each peer, 4 ranks,
 # 1 KiB - 64 MiB. The engine's own calls from C++ (bench/peers/cdt_collectives.cc) run beside them
-# ("cdtcpp"), and a second table sets them against Open MPI's, C++ against C++.
+# ("cdtcpp"), and a second table sets them against Open MPI's, C++ against C++; Open MPI called from
+# Python through mpi4py (bench/peers/mpi4py_collectives.py, "mpi4py_shm") sets the Python calls
+# against Open MPI as a Python user reaches it.
 #
 #   bash bench/run_collectives_peers.sh [--reps 3] [--nproc 4] [--min-bytes 1024] [--max-bytes 67108864]
 set -euo pipefail
@@ -43,6 +45,11 @@ run_mpi_shm() {
   mpirun "${mpirun_flags[@]}" "$BIN/peer_mpi_collectives" "$MIN" "$MAX" \
     "$out/mpi_shm_$1.json" > "$out/mpi_shm_$1.txt" 2>&1
 }
+# Open MPI's shared memory as a Python user calls it (mpi4py), beside torch.distributed's calls.
+run_mpi4py_shm() {
+  mpirun "${mpirun_flags[@]}" -x OMP_NUM_THREADS=1 /usr/bin/python3 bench/peers/mpi4py_collectives.py \
+    "$MIN" "$MAX" "$out/mpi4py_shm_$1.json" > "$out/mpi4py_shm_$1.txt" 2>&1
+}
 # The engine itself from C++ (bench/peers/cdt_collectives.cc), under its own launcher.
 run_cdtcpp() {
   build/bin/cann-dist-train launch --nproc-per-node "$NPROC" -- "$BIN/cdt_collectives" "$MIN" "$MAX" \
@@ -51,6 +58,11 @@ run_cdtcpp() {
 steps=(run_cdt run_gloo)
 [ -x "$BIN/cdt_collectives" ] && steps+=(run_cdtcpp)
 [ $have_mpi = 1 ] && steps+=(run_mpi_tcp run_mpi_shm)
+if [ $have_mpi = 1 ] && /usr/bin/python3 -c 'import mpi4py' 2>/dev/null; then
+  steps+=(run_mpi4py_shm)
+else
+  echo "run_collectives_peers: no mpi4py (scripts/install-deps.sh --bench installs it): no Open MPI from Python column" >&2
+fi
 source bench/rotate.sh
 run_rotated "$REPS" "${steps[@]}"
 /usr/bin/python3 - "$out" <<'PY' | tee "$out/summary.txt"
@@ -83,7 +95,7 @@ for (p, op), why in sorted(refused.items()):
     print(f"{p} refuses {op}: {why}")
 # The engine from C++ against Open MPI from C++: the same calls without Python in between.
 if any(p == "cdtcpp" for p, _, _ in times):
-    mpis = [p for p in peers if p.startswith("mpi")]
+    mpis = [p for p in peers if p.startswith("mpi_")]
     print()
     print(f"{'op':24} {'bytes':>10} {'cdt C++ us':>11} " + " ".join(f"{p + ' us':>12} {'x':>5}" for p in mpis))
     for op, b in ops:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages cann-dist-train needs, only those missing (idempotent; quick when
 # nothing is missing). Run as root, or with sudo available. Set CDT_SKIP_DEPS=1 to skip entirely.
-# --bench also installs what only the benchmarks need (numpy for the DDP baseline's data).
+# --bench also installs what only the benchmarks need (numpy for the DDP baseline's data, mpi4py
+# for Open MPI called from Python).
 set -euo pipefail
 
 [ "${CDT_SKIP_DEPS:-0}" = "1" ] && exit 0
@@ -29,7 +30,8 @@ packages=(
   # core in every worker however many workers share the machine.
   libopenblas0-openmp
 )
-[ "${1:-}" = "--bench" ] && packages+=(python3-numpy)
+# mpi4py: Open MPI from Python, a peer of bench/run_collectives_peers.sh.
+[ "${1:-}" = "--bench" ] && packages+=(python3-numpy python3-mpi4py)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -17,7 +17,7 @@ namespace {
 
 int Iterations(size_t bytes) {
   return static_cast<int>(
-      std::clamp<size_t>((256u << 20) / std::max<size_t>(bytes, 1) / 4, 5, 200));
+      std::clamp<size_t>((256u << 20) / std::max<size_t>(bytes, 1) / 4, 5, 2000));
 }
 
 // torch_collectives.py's all_to_all_splits: weights 1 + (rank + p) % world, remainder to the last.

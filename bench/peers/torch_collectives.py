@@ -24,7 +24,7 @@ OPS = ("all_to_all_single", "reduce_scatter_tensor", "all_gather_into_tensor")
 
 
 def iterations(nbytes):
-    return max(5, min(200, (256 << 20) // max(nbytes, 1) // 4))
+    return max(5, min(2000, (256 << 20) // max(nbytes, 1) // 4))
 
 
 def all_to_all_splits(rank, world, n):
