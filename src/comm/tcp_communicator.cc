@@ -296,8 +296,9 @@ class TcpCommunicator : public Communicator {
     const size_t elem = ElementSize(dtype);
     // The size picks the channel, and each rank's counts are its own: every rank takes the bulk
     // channel alike (one that took the other would wait on a socket its peer never writes).
-    // What this rank moves decides whether it runs on the caller's thread (a local choice).
-    const size_t moved = std::max(send.back(), recv.back()) * elem;
+    // The size of this rank's input decides whether it runs on the caller's thread (a local
+    // choice; with uneven splits the outputs differ, the inputs of an all_to_all_single rarely).
+    const size_t moved = send.back() * elem;
     return Submit("alltoall", fp, std::max<size_t>(options_.bulk_min_bytes, 1), moved,
                   [=, this](CollectiveContext& ctx) {
                     const Group world = Group::World(rank(), size());
