@@ -87,7 +87,7 @@ int RunElasticTraining(const Environment& env, const LaunchOptions& launch,
   WorkerSession s;
   ConnectStore(env, launch, &s);
   Store& store = *s.store;
-  const CommunicatorOptions base = CommunicatorOptionsFor(env, launch);
+  const CommunicatorOptions base = TrainingCommunicatorOptions(env, launch);
 
   // Spares (and nodes past MIN of --nnodes MIN:MAX) bring the group up to this.
   int target_world = id.world_size;

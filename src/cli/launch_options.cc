@@ -159,7 +159,8 @@ WorkerIdentity IdentityOf(const Environment& env) {
   return env.worker.value_or(WorkerIdentity{"single", 0, 1, 0, 1, 0});
 }
 
-WorkerSession JoinGroup(const Environment& env, const LaunchOptions& o, bool priority_channel) {
+WorkerSession JoinGroup(const Environment& env, const LaunchOptions& o, bool priority_channel,
+                        bool training) {
   WorkerSession s;
   WorkerIdentity id = IdentityOf(env);
   bool mpi_launch = id.launcher == "mpirun" || id.launcher == "srun";
@@ -181,8 +182,15 @@ WorkerSession JoinGroup(const Environment& env, const LaunchOptions& o, bool pri
 #endif
   }
   ConnectStore(env, o, &s);
-  ConnectChannels(CommunicatorOptionsFor(env, o), priority_channel, &s);
+  ConnectChannels(training ? TrainingCommunicatorOptions(env, o) : CommunicatorOptionsFor(env, o),
+                  priority_channel, &s);
   return s;
+}
+
+CommunicatorOptions TrainingCommunicatorOptions(const Environment& env, const LaunchOptions& o) {
+  CommunicatorOptions co = CommunicatorOptionsFor(env, o);
+  if (!env.inline_max_bytes) co.inline_max_bytes = 0;
+  return co;
 }
 
 CommunicatorOptions CommunicatorOptionsFor(const Environment& env, const LaunchOptions& o) {

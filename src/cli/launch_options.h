@@ -66,9 +66,10 @@ struct WorkerSession {
 };
 
 // Joins the group described by the environment (see environment.h), with the TCP or MPI backend;
-// `priority_channel` also connects WorkerSession::priority_comm.
+// `priority_channel` also connects WorkerSession::priority_comm; `training`: its communicators'
+// options are TrainingCommunicatorOptions.
 WorkerSession JoinGroup(const Environment& env, const LaunchOptions& o,
-                        bool priority_channel = false);
+                        bool priority_channel = false, bool training = false);
 
 // JoinGroup in parts, for workers that build several groups over one store (elastic training):
 // who launched us, the store, the options of this worker's communicator (rank and size from the
@@ -76,6 +77,11 @@ WorkerSession JoinGroup(const Environment& env, const LaunchOptions& o,
 WorkerIdentity IdentityOf(const Environment& env);
 void ConnectStore(const Environment& env, const LaunchOptions& o, WorkerSession* session);
 CommunicatorOptions CommunicatorOptionsFor(const Environment& env, const LaunchOptions& o);
+// For a trainer, whose collectives overlap with compute: CommunicatorOptionsFor, but none runs on
+// the calling thread (inline_max_bytes 0) unless CDT_INLINE_MAX_BYTES is set. Run there, the
+// cnn's small buckets held its backward up: 4 workers 2,586 -> 2,277 samples/s, backward 8.8 ->
+// 12.9 s (docs/benchmarks.md, "Small collectives on the caller's thread").
+CommunicatorOptions TrainingCommunicatorOptions(const Environment& env, const LaunchOptions& o);
 void ConnectChannels(CommunicatorOptions co, bool priority_channel, WorkerSession* session);
 
 // Runs this same program (same argv) as the workers of this node, with CDT_WORKER=1; returns the

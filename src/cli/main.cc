@@ -231,7 +231,8 @@ int RunTrainVerb(TrainVerb& v, const Environment& env, int argc, char** argv) {
   if (elastic.enabled)
     return RunElasticTraining(env, launch, train_opts, elastic, local,
                               v.adaptive ? &v.topo : nullptr);
-  WorkerSession s = JoinGroup(env, launch, train_opts.train.reduction.overlap_next_forward);
+  WorkerSession s = JoinGroup(env, launch, train_opts.train.reduction.overlap_next_forward,
+                              /*training=*/true);
   if (v.adaptive) {
     topology::Discovery d = DiscoverTopology(*s.comm, v.topo, env.strategy_cache_dir);
     s.comm->SetAllreduceSelector(d.planner);
