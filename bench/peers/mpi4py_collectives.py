@@ -11,13 +11,12 @@ bench/run_collectives_peers.sh does. Debian python3-mpi4py (scripts/install-deps
 import json
 import os
 import sys
-import time
 
 import torch
 from mpi4py import MPI
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_collectives import OPS, all_to_all_splits, iterations  # noqa: E402
+from torch_collectives import OPS, all_to_all_splits, mean_call_us  # noqa: E402
 
 
 def run_op(comm, op, nbytes):
@@ -36,14 +35,7 @@ def run_op(comm, op, nbytes):
     else:
         inp, out = torch.ones(n // world), torch.empty(n)
         call = lambda: comm.Allgather(inp.numpy(), out.numpy())  # noqa: E731
-    iters = iterations(n * 4)
-    for _ in range(max(2, iters // 5)):
-        call()
-    comm.Barrier()
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        call()
-    us = comm.allreduce((time.perf_counter() - t0) * 1e6 / iters, op=MPI.MAX)
+    us = comm.allreduce(mean_call_us(call, n * 4, comm.Barrier), op=MPI.MAX)
     return n * 4, us
 
 

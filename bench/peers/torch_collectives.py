@@ -27,6 +27,19 @@ def iterations(nbytes):
     return max(5, min(2000, (256 << 20) // max(nbytes, 1) // 4))
 
 
+def mean_call_us(call, nbytes, barrier):
+    """This rank's mean µs per call of `call` over iterations(nbytes) calls, after a warm-up and
+    `barrier` (every peer times alike; the caller takes the slowest rank's)."""
+    iters = iterations(nbytes)
+    for _ in range(max(2, iters // 5)):
+        call()
+    barrier()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        call()
+    return (time.perf_counter() - t0) * 1e6 / iters
+
+
 def all_to_all_splits(rank, world, n):
     """Elements rank `rank` sends to each peer out of n: weights 1 + (rank + p) % world, the
     remainder to the last peer."""
@@ -53,14 +66,7 @@ def run_op(op, rank, world, nbytes):
     else:  # "all_gather (list)": what a backend without all_gather_into_tensor offers instead
         inp, outs = torch.ones(n // world), [torch.empty(n // world) for _ in range(world)]
         call = lambda: dist.all_gather(outs, inp)  # noqa: E731
-    iters = iterations(n * 4)
-    for _ in range(max(2, iters // 5)):
-        call()
-    dist.barrier()
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        call()
-    us = torch.tensor([(time.perf_counter() - t0) * 1e6 / iters], dtype=torch.float64)
+    us = torch.tensor([mean_call_us(call, n * 4, dist.barrier)], dtype=torch.float64)
     dist.all_reduce(us, op=dist.ReduceOp.MAX)
     return n * 4, us.item()
 
