@@ -59,6 +59,11 @@ struct CommunicatorOptions {
   // 2 x ranks x shm_slot_bytes of /dev/shm. CDT_SHM=0 turns it off (everything over TCP).
   bool shared_memory = true;
   size_t shm_slot_bytes = 1 << 20;
+  // Large all-to-all blocks among a node's ranks move in one copy, the kernel reading each
+  // sender's buffer into the receiver's (process_vm_readv, as Open MPI's CMA), when every rank of
+  // the node may read the others' memory (probed at set-up; same user, no Yama restriction);
+  // otherwise, or with CDT_SHM_SINGLE_COPY=0, through the slots as smaller blocks.
+  bool shm_single_copy = true;
   // Operations moving at least this many bytes run on the bulk channel, smaller ones on the latency
   // channel (two connections per peer pair, tuned differently; see TcpMesh and docs/benchmarks.md).
   size_t bulk_min_bytes = 2 << 20;

@@ -69,6 +69,7 @@ Environment Environment::FromProcess() {
   e.inline_max_bytes = Get("CDT_INLINE_MAX_BYTES");
   e.shm = Get("CDT_SHM");
   e.shm_slot_bytes = Get("CDT_SHM_SLOT_BYTES");
+  e.shm_single_copy = Get("CDT_SHM_SINGLE_COPY");
   e.encrypt = Get("CDT_ENCRYPT");
   e.allow_insecure = Get("CDT_ALLOW_INSECURE");
   e.live = Get("CDT_LIVE").value_or("1") != "0";

@@ -41,7 +41,7 @@ struct Environment {
   std::optional<std::string> socket_buffer_bytes, segment_bytes;
   // CDT_SHM=0: same-node ranks talk over TCP only; CDT_SHM_SLOT_BYTES: the shared-memory slot
   // size (comm/node_arena_setup.h).
-  std::optional<std::string> shm, shm_slot_bytes;
+  std::optional<std::string> shm, shm_slot_bytes, shm_single_copy;
   // CDT_ENCRYPT=1: seal every byte between ranks (--encrypt); CDT_ALLOW_INSECURE=1: let a job
   // without a secret listen beyond loopback (docs/security.md).
   std::optional<std::string> encrypt, allow_insecure;

@@ -233,6 +233,8 @@ CommunicatorOptions CommunicatorOptionsFor(const Environment& env, const LaunchO
     co.inline_max_bytes =
         static_cast<size_t>(ToIntIn(env.inline_max_bytes, 65536, "CDT_INLINE_MAX_BYTES", 0, kGiB));
   if (env.shm) co.shared_memory = ToIntIn(env.shm, 1, "CDT_SHM", 0, 1) != 0;
+  if (env.shm_single_copy)
+    co.shm_single_copy = ToIntIn(env.shm_single_copy, 1, "CDT_SHM_SINGLE_COPY", 0, 1) != 0;
   if (env.shm_slot_bytes)
     co.shm_slot_bytes =
         static_cast<size_t>(ToIntIn(env.shm_slot_bytes, 1 << 20, "CDT_SHM_SLOT_BYTES", 4096,

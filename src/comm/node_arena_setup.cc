@@ -81,13 +81,15 @@ std::vector<int> LocalRanks(const TcpMesh& mesh) {
   const std::vector<std::string>& hosts = mesh.host_ids();
   std::vector<int> local;
   for (int r = 0; r < mesh.size(); ++r)
-    if (hosts[static_cast<size_t>(r)] == hosts[static_cast<size_t>(mesh.rank())]) local.push_back(r);
+    if (hosts[static_cast<size_t>(r)] == hosts[static_cast<size_t>(mesh.rank())])
+      local.push_back(r);
   return local;
 }
 
 std::unique_ptr<shm::NodeArena> NodeHandshake(TcpMesh& mesh, const NodeArenaOptions& o) {
   const std::vector<int> local = LocalRanks(mesh);
-  const int me = static_cast<int>(std::find(local.begin(), local.end(), mesh.rank()) - local.begin());
+  const int me =
+      static_cast<int>(std::find(local.begin(), local.end(), mesh.rank()) - local.begin());
   if (!o.enabled || local.size() < 2) return nullptr;
   const OpLabel label{"shared-memory set-up", 0};
   const int k = static_cast<int>(local.size());
@@ -100,12 +102,13 @@ std::unique_ptr<shm::NodeArena> NodeHandshake(TcpMesh& mesh, const NodeArenaOpti
     try {
       const int stale = RemoveStaleArenas();
       if (stale > 0)
-        o.log.Info("cann-dist-train: removed {} shared-memory segment(s) left in /dev/shm by "
-                   "leaders that no longer run",
-                   stale);
+        o.log.Info(
+            "cann-dist-train: removed {} shared-memory segment(s) left in /dev/shm by "
+            "leaders that no longer run",
+            stale);
       const std::string n = "/" + std::string(kPrefix) + NamePart(o.job_id) + "-g" +
-                            std::to_string(o.generation) + "-p" + std::to_string(::getpid()) +
-                            "-" + Hex(auth::RandomBytes(8));
+                            std::to_string(o.generation) + "-p" + std::to_string(::getpid()) + "-" +
+                            Hex(auth::RandomBytes(8));
       shm::Segment seg = shm::Segment::Create(n, shm::NodeArena::BytesFor(k, o.slot_bytes));
       arena = std::make_unique<shm::NodeArena>(
           shm::NodeArena::Create(std::move(seg), 0, local, o.slot_bytes));
@@ -149,10 +152,11 @@ std::unique_ptr<shm::NodeArena> NodeHandshake(TcpMesh& mesh, const NodeArenaOpti
     if (!theirs[static_cast<size_t>(q)]) failed = q;
   if (failed >= 0) {
     if (me == 0 || failed == me)
-      o.log.Warning("cann-dist-train: rank {}: shared memory unavailable to rank {} on this node "
-                    "({}); this node's collectives run over TCP",
-                    mesh.rank(), local[static_cast<size_t>(failed)],
-                    failure.empty() ? "see that rank's log" : failure);
+      o.log.Warning(
+          "cann-dist-train: rank {}: shared memory unavailable to rank {} on this node "
+          "({}); this node's collectives run over TCP",
+          mesh.rank(), local[static_cast<size_t>(failed)],
+          failure.empty() ? "see that rank's log" : failure);
     return nullptr;
   }
   arena->WatchMembers();
@@ -165,17 +169,27 @@ std::unique_ptr<shm::NodeArena> NodeHandshake(TcpMesh& mesh, const NodeArenaOpti
 NodeArenaSetUp SetUpNodeArena(TcpMesh& mesh, const NodeArenaOptions& o) {
   NodeArenaSetUp out;
   out.arena = NodeHandshake(mesh, o);
-  // {chunk, this node shares memory (or needs none), some node has an arena (negated for min)}
-  int64_t agree[3] = {
+  // Every member registered before it said it holds the arena: each can probe the others now.
+  const std::string unreadable = out.arena && o.single_copy ? out.arena->ProbeSingleCopy() : "";
+  if (!unreadable.empty())
+    o.log.Info(
+        "cann-dist-train: rank {}: the node's all-to-all copies through shared memory, "
+        "not straight between buffers: {}",
+        mesh.rank(), unreadable);
+  const bool readable = !out.arena || (o.single_copy && unreadable.empty());
+  // {chunk, this node shares memory (or needs none), some node has an arena (negated for min),
+  //  every rank with an arena can read its node's members (single copy)}
+  int64_t agree[4] = {
       static_cast<int64_t>(out.arena ? std::min(out.arena->slot_bytes(), kHierarchicalChunkBytes)
                                      : kHierarchicalChunkBytes),
-      out.arena || LocalRanks(mesh).size() < 2 ? 1 : 0, out.arena ? -1 : 0};
+      out.arena || LocalRanks(mesh).size() < 2 ? 1 : 0, out.arena ? -1 : 0, readable ? 1 : 0};
   if (mesh.size() > 1) {
     Workspace scratch;
     CollectiveContext ctx{mesh, scratch, OpLabel{"shared-memory set-up", 0}};
     AllreduceRecursiveDoubling(ctx, Group::World(mesh.rank(), mesh.size()),
-                               ReduceBuffer{agree, 3, DataType::kInt64, ReduceOp::kMin});
+                               ReduceBuffer{agree, 4, DataType::kInt64, ReduceOp::kMin});
   }
+  if (out.arena) out.arena->EnableSingleCopy(o.single_copy && agree[3] == 1);
   out.hier_chunk_bytes = static_cast<size_t>(agree[0]);
   out.every_node_shares_memory = agree[1] == 1 && agree[2] == -1;
   return out;

@@ -28,14 +28,17 @@
 namespace cdt {
 
 struct NodeArenaOptions {
-  bool enabled = true;            // CDT_SHM=0 turns it off
-  size_t slot_bytes = 1 << 20;    // per member and set: 2 x members x this in /dev/shm
+  bool enabled = true;          // CDT_SHM=0 turns it off
+  size_t slot_bytes = 1 << 20;  // per member and set: 2 x members x this in /dev/shm
   std::string job_id = "cdt";
   uint64_t generation = 0;
   // How long a barrier wait spins (with sched_yield) before it sleeps on the futex. With more ranks
   // than cores, sleeping at once made a 1 MiB allreduce 3-6x slower than spinning 500 us
   // (docs/benchmarks.md, "Shared memory").
   std::chrono::microseconds spin{500};
+  // Probe whether the node's ranks can read each other's memory (NodeArena::ProbeSingleCopy) and,
+  // if every rank of the world that has an arena can, enable single-copy reads in the arenas.
+  bool single_copy = true;
   Log log;
 };
 

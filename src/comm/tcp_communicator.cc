@@ -672,6 +672,7 @@ std::unique_ptr<Communicator> ConnectTcpCommunicator(Store& store, const Communi
   shm.job_id = o.job_id;
   shm.generation = o.generation;
   shm.spin = o.spin;
+  shm.single_copy = o.shm_single_copy;
   shm.log = o.log;
   NodeArenaSetUp arena = SetUpNodeArena(*mesh, shm);
   return std::make_unique<TcpCommunicator>(std::move(watch), std::move(mesh), std::move(arena), o);

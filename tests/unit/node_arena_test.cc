@@ -1,8 +1,8 @@
 // The node's shared-memory arena (comm/transport/node_arena.h) across real processes (fork): the
 // barrier and the slots every member reads; a member killed with SIGKILL named by the others
-// through its pidfd long before the timeout; a stopped one timing out naming it; Abort from one
-// process ending every member's wait with its reason; garbage refused; segments of dead leaders
-// removed (comm/node_arena_setup.h).
+// through its pidfd long before the timeout; single-copy reads of another member's buffer; a
+// stopped one timing out naming it; Abort from one process ending every member's wait with its
+// reason; garbage refused; segments of dead leaders removed (comm/node_arena_setup.h).
 #include "comm/transport/node_arena.h"
 
 #include <signal.h>
@@ -208,6 +208,62 @@ TEST(NodeArena, AbortInOneProcessEndsEveryWaitWithItsReason) {
     EXPECT_EQ(e.code(), ErrorCode::kAborted) << e.what();
   }
   mine.segment().Unlink();
+}
+
+// Single copy (comm/transport/cross_memory.h): a member reads another process's buffer at the
+// address that process published, straight into its own; a bad address fails with kIo saying how
+// to turn it off; a member that exited is named with kPeerLost.
+TEST(NodeArena, MembersReadEachOthersBuffersDirectly) {
+  const std::string name = UniqueName("cma");
+  NodeArena mine =
+      NodeArena::Create(Segment::Create(name, NodeArena::BytesFor(2, 4096)), 0, Ranks(2), 4096);
+  auto pids = ForkMembers(name, 2, [&](NodeArena& a) {
+    std::vector<uint32_t> data(300000);  // 1.2 MB: more than one page run, read in one call
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint32_t>(i * 2654435761u);
+    const uint64_t where = reinterpret_cast<uintptr_t>(data.data());
+    std::memcpy(a.slot(0, 1), &where, sizeof where);
+    a.Arrive(1);
+    a.WaitAll(1, milliseconds(60000), "alltoall", 1);
+    a.Arrive(2);  // member 0 has read: the buffer may go; then exit for the last check
+    a.WaitAll(2, milliseconds(60000), "alltoall", 1);
+    return true;
+  });
+  mine.Arrive(1);
+  mine.WaitAll(1, milliseconds(60000), "alltoall", 1);
+  mine.segment().Unlink();
+  mine.WatchMembers();
+  if (const std::string why = mine.ProbeSingleCopy(); !why.empty()) {
+    mine.Arrive(2);
+    mine.WaitAll(2, milliseconds(60000), "alltoall", 1);
+    ExitCode(pids[0]);
+    GTEST_SKIP() << "this kernel or sandbox does not let a process read a sibling's memory "
+                    "(process_vm_readv): all-to-all copies through the slots here: "
+                 << why;
+  }
+  uint64_t where = 0;
+  std::memcpy(&where, mine.slot(0, 1), sizeof where);
+  std::vector<uint32_t> got(300000 - 7, 0);
+  mine.ReadMember(1, static_cast<uintptr_t>(where + 28), got.data(), got.size() * 4, "alltoall", 1);
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_EQ(got[i], static_cast<uint32_t>((i + 7) * 2654435761u)) << "element " << i;
+  try {
+    mine.ReadMember(1, 8, got.data(), 64, "alltoall", 1);  // page 0 is never mapped
+    ADD_FAILURE() << "a read of an unmapped address succeeded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kIo) << e.what();
+    EXPECT_NE(std::string(e.what()).find("CDT_SHM_SINGLE_COPY=0"), std::string::npos) << e.what();
+  }
+  mine.Arrive(2);
+  mine.WaitAll(2, milliseconds(60000), "alltoall", 1);
+  EXPECT_EQ(ExitCode(pids[0]), 0);
+  try {
+    mine.ReadMember(1, static_cast<uintptr_t>(where), got.data(), 64, "alltoall", 2);
+    ADD_FAILURE() << "a read from an exited member succeeded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kPeerLost) << e.what();
+    EXPECT_EQ(e.context().peer_rank, 11) << e.what();
+    EXPECT_NE(std::string(e.what()).find("alltoall #2"), std::string::npos) << e.what();
+  }
 }
 
 TEST(NodeArena, GarbageAndWrongMemberCountsAreRefused) {

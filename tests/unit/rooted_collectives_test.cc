@@ -106,13 +106,17 @@ TEST_P(RootedCollectivesTest, GathervAndScattervWithUnequalCountsAtEveryRoot) {
       setup);
 }
 
-// Twice: through the node's shared memory (small slots: many rounds), and over TCP alone.
+// Three times: through the node's shared memory with single-copy reads where blocks reach
+// kAlltoallvSingleCopyMinBytes (scale 20000) and through the slots below (small slots: many
+// rounds), through the slots alone, and over TCP alone.
 TEST_P(RootedCollectivesTest, AlltoallvUnevenSplitsSmallAndLarge) {
   const int p = GetParam();
-  for (bool shm : {true, false}) {
-    SCOPED_TRACE(shm ? "shared memory" : "TCP");
+  for (int mode : {0, 1, 2}) {
+    const bool shm = mode < 2;
+    SCOPED_TRACE(mode == 0 ? "shared memory, single copy" : shm ? "shared memory" : "TCP");
     RankSetup setup;
     setup.base.shared_memory = shm;
+    setup.base.shm_single_copy = mode == 0;
     setup.base.shm_slot_bytes = 8192;
     RunRanks(
         p,

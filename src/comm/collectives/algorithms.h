@@ -64,6 +64,9 @@ void ReduceScatterShm(CollectiveContext& ctx, const Group& group, const void* in
 // The bytes each receiver's region of a slot holds in AlltoallvShm; 0 when the slots are too small
 // for `members` regions (then all-to-all goes over TCP: e.g. 4 KiB slots and 64 ranks a node).
 size_t AlltoallvShmRegionBytes(size_t slot_bytes, int members);
+// From this block size (the largest any rank sends or receives) AlltoallvShm moves blocks in one
+// copy where the arena allows (NodeArena::single_copy): measured in docs/benchmarks.md.
+inline constexpr size_t kAlltoallvSingleCopyMinBytes = 32 << 10;
 void AlltoallvShm(CollectiveContext& ctx, const Group& group, const void* input,
                   const std::vector<size_t>& send_offsets, void* output,
                   const std::vector<size_t>& recv_offsets, size_t elem);

@@ -7,11 +7,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <new>
 #include <utility>
 
 #include "cdt/error.h"
+#include "comm/transport/cross_memory.h"
 #include "comm/transport/shared_futex.h"
 
 namespace cdt::shm {
@@ -69,6 +71,7 @@ struct NodeArena::Member {
   alignas(64) std::atomic<uint64_t> arrived;
   int32_t pid;
   uint64_t pid_namespace;
+  uint64_t mapping;  // the segment's address in the member's process (single-copy probe)
 };
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free &&
@@ -114,7 +117,8 @@ NodeArena::NodeArena(NodeArena&& o) noexcept
       step_(o.step_),
       uses_(o.uses_),
       spin_(o.spin_),
-      progress_(o.progress_) {
+      progress_(o.progress_),
+      single_copy_(o.single_copy_) {
   o.pidfds_.clear();
 }
 
@@ -194,6 +198,7 @@ void NodeArena::Register() {
   Member& m = member(me_);
   m.pid = static_cast<int32_t>(::getpid());
   m.pid_namespace = PidNamespace();
+  m.mapping = reinterpret_cast<uintptr_t>(segment_.data());
 }
 
 void NodeArena::WatchMembers() {
@@ -203,6 +208,44 @@ void NodeArena::WatchMembers() {
     const Member& m = member(i);
     if (mine != 0 && m.pid_namespace == mine && m.pid > 0) pidfds_[i] = PidfdOpen(m.pid);
   }
+}
+
+std::string NodeArena::ProbeSingleCopy() const {
+  const uint64_t mine = PidNamespace();
+  for (int i = 0; i < members(); ++i) {
+    if (i == me_) continue;
+    const Member& m = member(i);
+    if (mine == 0 || m.pid_namespace != mine || m.pid <= 0)
+      return Describe(i) + " runs in another pid namespace";
+    uint64_t seen = 0;
+    const int err = ReadProcess(m.pid, static_cast<uintptr_t>(m.mapping), &seen, sizeof seen);
+    if (err != 0)
+      return "process_vm_readv of " + Describe(i) + ": " + std::strerror(err) +
+             (err == EPERM ? " (a ptrace policy: kernel.yama.ptrace_scope 0 allows it)" : "");
+    if (seen != kMagic) return Describe(i) + " has no arena where it said it mapped one";
+  }
+  return "";
+}
+
+void NodeArena::ReadMember(int i, uintptr_t remote, void* local, size_t bytes, const char* op,
+                           uint64_t seq) const {
+  const int err = ReadProcess(member(i).pid, remote, local, bytes);
+  if (err == 0) return;
+  if (aborted()) ThrowAborted(step_, op, seq);
+  const int me = ranks_[static_cast<size_t>(me_)], peer = ranks_[static_cast<size_t>(i)];
+  if (err == ESRCH)
+    throw Error(ErrorCode::kPeerLost,
+                "rank " + std::to_string(me) + " (this process) lost " + Describe(i) + " during " +
+                    Label(op, seq) +
+                    ": it exited while this rank read its data; that process "
+                    "died — rebuild the group without it",
+                {me, peer, "", op, seq});
+  throw Error(ErrorCode::kIo,
+              "rank " + std::to_string(me) + ": " + Label(op, seq) + ": reading " +
+                  std::to_string(bytes) + " bytes from " + Describe(i) +
+                  " (process_vm_readv) failed: " + std::strerror(err) +
+                  "; set CDT_SHM_SINGLE_COPY=0 to copy through shared memory instead",
+              {me, peer, "", op, seq});
 }
 
 std::string NodeArena::Describe(int i) const {

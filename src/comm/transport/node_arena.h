@@ -7,8 +7,8 @@
 // Layout in its shm::Segment (offsets from the start, 4 KiB aligned where it matters):
 //   header      magic, members, slot_bytes; abort word (0, or 1 + who aborted) and its reason;
 //               bell (the futex word every sleeping waiter sleeps on) and the count of sleepers
-//   member[i]   one cache line each: the last barrier step member i arrived at, its pid and
-//               the inode of its pid namespace
+//   member[i]   one cache line each: the last barrier step member i arrived at, its pid, the
+//               inode of its pid namespace and where the segment is mapped in its process
 //   slots       2 sets x members x slot_bytes
 //
 // Barrier: Arrive(step) stores the member's step (seq_cst) and rings the bell only if someone
@@ -74,6 +74,21 @@ class NodeArena {
   // watched by the timeout only, as are all of them on kernels without pidfd_open.
   void WatchMembers();
 
+  // Single-copy reads (comm/transport/cross_memory.h). ProbeSingleCopy, once every member has
+  // registered: "" when this member can read every other member's memory directly (it reads the
+  // arena's magic where each member mapped the segment), else why not (a member in another pid
+  // namespace, or the kernel's refusal: EPERM under Yama's ptrace_scope >= 1). The node's members
+  // agree on one answer (node_arena_setup.cc) and EnableSingleCopy sets it; single_copy() is
+  // false until then.
+  std::string ProbeSingleCopy() const;
+  void EnableSingleCopy(bool on) { single_copy_ = on; }
+  bool single_copy() const { return single_copy_; }
+  // Copies `bytes` at address `remote` of member `member`'s process into `local`. Throws what an
+  // abort of the group says if there was one, kPeerLost if that process is gone, else kIo with
+  // the errno — naming the member and the operation (`op` #`seq`).
+  void ReadMember(int member, uintptr_t remote, void* local, size_t bytes, const char* op,
+                  uint64_t seq) const;
+
   int members() const { return static_cast<int>(ranks_.size()); }
   int me() const { return me_; }
   const std::vector<int>& ranks() const { return ranks_; }
@@ -127,6 +142,7 @@ class NodeArena {
   uint64_t uses_ = 0;
   std::chrono::microseconds spin_{500};
   std::atomic<uint64_t>* progress_ = nullptr;
+  bool single_copy_ = false;
 };
 
 }  // namespace cdt::shm
