@@ -9,7 +9,7 @@ import torch.distributed.distributed_c10d
 import typing
 __all__: list[str] = ['CarbonTracker', 'CheckpointWriter', 'CompressionHook', 'ElasticRunConfig', 'FailurePredictor', 'GreenRunConfig', 'ProcessGroupCDT', 'Topology', 'connect_job_store', 'ensure_signing_key', 'issue_certificate', 'load_newest_checkpoint', 'read_max_temperature_c', 'read_resident_bytes', 'read_tcp_retrans', 'read_trusted_keys', 'run_carbon_aware', 'run_elastic', 'scan_topology', 'verify_certificate']
 class ProcessGroupCDT(torch.distributed.distributed_c10d.ProcessGroup):
-    def __init__(self, store: torch.distributed.distributed_c10d.Store, rank: int, size: int, timeout: datetime.timedelta, secret: str = '', job_id: str = 'cdt', advertise_host: str = '127.0.0.1', shared_memory: bool = True, encrypt: bool = False, allow_insecure: bool = False) -> None:
+    def __init__(self, store: torch.distributed.distributed_c10d.Store, rank: int, size: int, timeout: datetime.timedelta, secret: str = '', job_id: str = 'cdt', advertise_host: str = '127.0.0.1', shared_memory: bool = True, encrypt: bool = False, allow_insecure: bool = False, inline_max_bytes: int = 65536, shm_single_copy: bool = True) -> None:
         """
         Forms the group through `store` (every rank at once); torch.distributed.init_process_group("cdt") calls this.
         """

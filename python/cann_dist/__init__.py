@@ -10,9 +10,10 @@ backend runs the engine's collectives — topology-aware algorithm choice, share
 the ranks of a node, its TCP transport with authenticated connections — on CPU tensors. The
 environment it reads (here, never in the engine): CDT_JOB_SECRET (the job secret; without it the
 handshake is keyed by the store's token alone), CDT_NODE_ADDR (the address peers dial; default:
-node_address() below), CDT_JOB_ID, CDT_SHM (0: no shared memory) and CDT_INLINE_MAX_BYTES
-(collectives up to this many bytes with nothing queued run on the calling thread; default 65536,
-0 = never).
+node_address() below), CDT_JOB_ID, CDT_SHM (0: no shared memory), CDT_SHM_SINGLE_COPY (0: the
+node's all-to-all copies through shared memory, not straight between the ranks' buffers) and
+CDT_INLINE_MAX_BYTES (collectives up to this many bytes with nothing queued run on the calling
+thread; default 65536, 0 = never).
 """
 import datetime
 import importlib
@@ -94,6 +95,7 @@ def _create_process_group(store, rank, size, timeout):
         encrypt=os.environ.get("CDT_ENCRYPT", "0") == "1",
         allow_insecure=os.environ.get("CDT_ALLOW_INSECURE", "0") == "1",
         inline_max_bytes=_whole_number("CDT_INLINE_MAX_BYTES", 65536, 0, 1 << 30),
+        shm_single_copy=_whole_number("CDT_SHM_SINGLE_COPY", 1, 0, 1) == 1,
     )
 
 

@@ -39,7 +39,7 @@ void BindProcessGroup(py::module_& m) {
                        std::chrono::milliseconds timeout, const std::string& secret,
                        const std::string& job_id, const std::string& advertise_host,
                        bool shared_memory, bool encrypt, bool allow_insecure,
-                       size_t inline_max_bytes) {
+                       size_t inline_max_bytes, bool shm_single_copy) {
              cdt::python::ProcessGroupOptions o;
              o.secret = secret;
              o.job_id = job_id;
@@ -48,6 +48,7 @@ void BindProcessGroup(py::module_& m) {
              o.encrypt = encrypt;
              o.allow_insecure = allow_insecure;
              o.inline_max_bytes = inline_max_bytes;
+             o.shm_single_copy = shm_single_copy;
              return c10::make_intrusive<cdt::python::ProcessGroupCDT>(store, rank, size, timeout,
                                                                       o);
            }),
@@ -56,7 +57,7 @@ void BindProcessGroup(py::module_& m) {
            py::arg("advertise_host") = "127.0.0.1", py::arg("shared_memory") = true,
            py::arg("encrypt") = false, py::arg("allow_insecure") = false,
            py::arg("inline_max_bytes") = cdt::CommunicatorOptions{}.inline_max_bytes,
-           py::call_guard<py::gil_scoped_release>(),
+           py::arg("shm_single_copy") = true, py::call_guard<py::gil_scoped_release>(),
            "Forms the group through `store` (every rank at once); "
            "torch.distributed.init_process_group(\"cdt\") calls this.");
 

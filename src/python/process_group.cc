@@ -71,6 +71,7 @@ ProcessGroupCDT::ProcessGroupCDT(const c10::intrusive_ptr<::c10d::Store>& store,
   co.allow_insecure = o.allow_insecure;
   co.timeout = timeout;
   co.inline_max_bytes = o.inline_max_bytes;
+  co.shm_single_copy = o.shm_single_copy;
   options_ = co;
   try {
     owned_ = ConnectTcpCommunicator(*store_, co);

@@ -65,6 +65,9 @@ struct ProcessGroupOptions {
   // CDT_INLINE_MAX_BYTES: collectives up to this size with nothing queued run on the calling
   // thread (CommunicatorOptions::inline_max_bytes).
   size_t inline_max_bytes = CommunicatorOptions{}.inline_max_bytes;
+  // CDT_SHM_SINGLE_COPY=0: same-node all-to-all copies through the shared slots even where the
+  // ranks can read each other's memory (CommunicatorOptions::shm_single_copy).
+  bool shm_single_copy = true;
 };
 
 class ProcessGroupCDT : public CdtBackendBase {

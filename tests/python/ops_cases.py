@@ -143,6 +143,16 @@ def movement(rank, world, out):
         dist.all_to_all_single(o, inp)
         return o.tolist()
 
+    def all_to_all_single_large():  # 32-48 KiB blocks: the node's single-copy path, issue 42
+        def rows(src, dst):
+            return 4096 + 1024 * ((src + dst) % 3)
+        inp = torch.cat([code(rank, p, rows(rank, p)) for p in range(world)])
+        want = torch.cat([code(p, rank, rows(p, rank)) for p in range(world)])
+        o = torch.full_like(want, -1.0)
+        dist.all_to_all_single(o, inp, [rows(p, rank) for p in range(world)],
+                               [rows(rank, p) for p in range(world)])
+        return bool(torch.equal(o, want))
+
     def all_to_all_list():  # tensors of different sizes per peer
         inp = [code(rank, p, p + 1) for p in range(world)]
         o = [torch.zeros(rank + 1, 2) for _ in range(world)]

@@ -70,12 +70,13 @@ def test_collectives_match_the_closed_form(world, inline):
             assert res["recv"] == [42.0]
 
 
-def test_a_bad_inline_size_is_refused_naming_the_variable():
-    for value in ("lots", "-1"):
-        for res, code, err in run_job(2, "collectives", "cdt",
-                                      env_extra={"CDT_INLINE_MAX_BYTES": value}):
-            assert code != 0 and res is None
-            assert f"CDT_INLINE_MAX_BYTES={value!r}: must be a whole number from 0 to" in err
+@pytest.mark.parametrize("name,value,limits", [("CDT_INLINE_MAX_BYTES", "lots", "0 to"),
+                                               ("CDT_INLINE_MAX_BYTES", "-1", "0 to"),
+                                               ("CDT_SHM_SINGLE_COPY", "2", "0 to 1")])
+def test_a_bad_setting_is_refused_naming_the_variable(name, value, limits):
+    for res, code, err in run_job(2, "collectives", "cdt", env_extra={name: value}):
+        assert code != 0 and res is None
+        assert f"{name}={value!r}: must be a whole number from {limits}" in err
 
 
 def test_ddp_gives_the_same_loss_curve_as_gloo():

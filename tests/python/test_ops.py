@@ -48,6 +48,7 @@ def expected_movement(rank, world):
         "all_to_all_single_uneven": cat([code(p, rank, (p + rank) % 3)
                                          for p in range(world)]).tolist(),
         "all_to_all_single_even": cat(even).tolist(),
+        "all_to_all_single_large": True,
         "all_to_all_list": [code(p, rank, rank + 1).tolist() for p in range(world)],
         "all_gather_into_tensor": cat([torch.arange(4, dtype=torch.int8) + q
                                        for q in range(world)]).tolist(),
