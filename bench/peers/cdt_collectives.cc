@@ -52,7 +52,15 @@ double Time(cdt::Communicator& comm, const std::function<void()>& call, int iter
 
 int main(int argc, char** argv) {
   try {
-    const launched::Rank joined = launched::Join("cdt_collectives", "collectives");
+    // Two of the engine's variables, for A/B runs of the paths they choose (launched_rank.h
+    // reads only what every launched program needs): CDT_SHM_SINGLE_COPY=0|1,
+    // CDT_INLINE_MAX_BYTES=N.
+    const launched::Rank joined =
+        launched::Join("cdt_collectives", "collectives", [](cdt::CommunicatorOptions& o) {
+          if (const char* v = std::getenv("CDT_SHM_SINGLE_COPY")) o.shm_single_copy = v[0] != '0';
+          if (const char* v = std::getenv("CDT_INLINE_MAX_BYTES"))
+            o.inline_max_bytes = std::strtoull(v, nullptr, 10);
+        });
     const cdt::CommunicatorOptions& options = joined.options;
     cdt::Communicator* const comm = joined.comm.get();
     const int rank = options.rank, world = options.size;

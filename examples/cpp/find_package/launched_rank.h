@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -34,9 +35,11 @@ struct Rank {
   std::unique_ptr<cdt::Communicator> comm;
 };
 
-// Meets the other ranks under "<CDT_JOB_ID>/<job_suffix>" in the launcher's store. Throws
-// cdt::Error (unreachable store, wrong secret, a rank that does not come).
-inline Rank Join(const char* program, const std::string& job_suffix) {
+// Meets the other ranks under "<CDT_JOB_ID>/<job_suffix>" in the launcher's store; `tune`, if
+// given, sets further options before the communicator connects. Throws cdt::Error (unreachable
+// store, wrong secret, a rank that does not come).
+inline Rank Join(const char* program, const std::string& job_suffix,
+                 const std::function<void(cdt::CommunicatorOptions&)>& tune = {}) {
   Rank r;
   r.options.rank = std::stoi(Env(program, "RANK", nullptr));
   r.options.size = std::stoi(Env(program, "WORLD_SIZE", nullptr));
@@ -47,6 +50,7 @@ inline Rank Join(const char* program, const std::string& job_suffix) {
   r.store = cdt::ConnectTcpStore(endpoint.substr(0, colon),
                                  static_cast<uint16_t>(std::stoi(endpoint.substr(colon + 1))),
                                  r.options.secret, std::chrono::seconds(30));
+  if (tune) tune(r.options);
   r.comm = cdt::ConnectTcpCommunicator(*r.store, r.options);
   return r;
 }
