@@ -1,5 +1,6 @@
 // Worker process for the multi-process tests (a test program: it reads its environment directly).
 //
+//   cdt_test_worker collectives           every collective once, checked (many-rank worlds)
 //   cdt_test_worker sweep                 every algorithm x dtype x count, exit 1 on a wrong
 //   element cdt_test_worker fail-and-recover N    allreduce in a loop until a peer fails; report
 //   how fast the
@@ -58,6 +59,73 @@ int Sweep(Communicator& comm) {
   return bad == 0 ? 0 : 1;
 }
 
+// Every collective once (auto algorithms), each element against its closed form: what a world of
+// many ranks must get right beyond allreduce. Values are small integers, exact in int64.
+int Collectives(Communicator& comm) {
+  const int p = comm.size(), r = comm.rank();
+  const auto P = static_cast<size_t>(p);
+  int bad = 0;
+  auto expect = [&](bool ok, const char* what, size_t at) {
+    if (!ok && bad++ < 5) std::fprintf(stderr, "WRONG rank %d %s at %zu\n", r, what, at);
+  };
+  // Allreduce (sum, max) of 1031 elements: rank q holds q + i.
+  std::vector<int64_t> sum(1031), max(1031);
+  for (size_t i = 0; i < sum.size(); ++i) sum[i] = max[i] = r + static_cast<int64_t>(i);
+  comm.Allreduce(sum.data(), sum.size(), DataType::kInt64, ReduceOp::kSum)->Wait();
+  comm.Allreduce(max.data(), max.size(), DataType::kInt64, ReduceOp::kMax)->Wait();
+  for (size_t i = 0; i < sum.size(); ++i) {
+    expect(sum[i] == static_cast<int64_t>(P * i + P * (P - 1) / 2), "allreduce sum", i);
+    expect(max[i] == static_cast<int64_t>(i) + p - 1, "allreduce max", i);
+  }
+  // Broadcast of 517 elements from the last rank.
+  std::vector<int64_t> b(517, r == p - 1 ? 7 : -1);
+  comm.Broadcast(b.data(), b.size(), DataType::kInt64, p - 1)->Wait();
+  for (size_t i = 0; i < b.size(); ++i) expect(b[i] == 7, "broadcast", i);
+  // Allgatherv: rank q contributes q % 3 + 1 elements 100 q + j.
+  std::vector<size_t> counts(P);
+  for (size_t q = 0; q < P; ++q) counts[q] = q % 3 + 1;
+  std::vector<int64_t> mine(counts[static_cast<size_t>(r)]), all;
+  for (size_t j = 0; j < mine.size(); ++j) mine[j] = 100 * r + static_cast<int64_t>(j);
+  for (size_t q = 0; q < P; ++q)
+    for (size_t j = 0; j < counts[q]; ++j) all.push_back(100 * static_cast<int64_t>(q) + j);
+  std::vector<int64_t> got(all.size(), -1);
+  comm.Allgatherv(mine.data(), got.data(), counts, DataType::kInt64)->Wait();
+  for (size_t i = 0; i < got.size(); ++i) expect(got[i] == all[i], "allgatherv", i);
+  // ReduceScatter (sum) of those counts: every rank's input element i is i + r.
+  std::vector<int64_t> in(all.size()), slice(counts[static_cast<size_t>(r)], -1);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<int64_t>(i) + r;
+  comm.ReduceScatter(in.data(), slice.data(), counts, DataType::kInt64, ReduceOp::kSum)->Wait();
+  size_t at = 0;
+  for (size_t q = 0; q < static_cast<size_t>(r); ++q) at += counts[q];
+  for (size_t j = 0; j < slice.size(); ++j)
+    expect(slice[j] == static_cast<int64_t>(P * (at + j) + P * (P - 1) / 2), "reduce-scatter", j);
+  // Alltoallv: rank q sends (q + d) % 3 elements 10000 q + 100 d + j to rank d.
+  std::vector<size_t> send(P), recv(P);
+  std::vector<int64_t> out_expect, send_data;
+  for (size_t d = 0; d < P; ++d) {
+    send[d] = (static_cast<size_t>(r) + d) % 3;
+    recv[d] = (d + static_cast<size_t>(r)) % 3;
+    for (size_t j = 0; j < send[d]; ++j) send_data.push_back(10000 * r + 100 * d + j);
+    for (size_t j = 0; j < recv[d]; ++j) out_expect.push_back(10000 * d + 100 * r + j);
+  }
+  std::vector<int64_t> out(out_expect.size(), -1);
+  comm.Alltoallv(send_data.data(), send, out.data(), recv, DataType::kInt64)->Wait();
+  for (size_t i = 0; i < out.size(); ++i) expect(out[i] == out_expect[i], "alltoallv", i);
+  // Reduce (sum) to rank 0 and Gatherv to the middle rank; a barrier to end.
+  std::vector<int64_t> red(33, r);
+  comm.Reduce(red.data(), red.size(), DataType::kInt64, ReduceOp::kSum, 0)->Wait();
+  if (r == 0)
+    for (size_t i = 0; i < red.size(); ++i)
+      expect(red[i] == static_cast<int64_t>(P * (P - 1) / 2), "reduce", i);
+  std::vector<int64_t> gathered(all.size(), -1);
+  comm.Gatherv(mine.data(), gathered.data(), counts, DataType::kInt64, p / 2)->Wait();
+  if (r == p / 2)
+    for (size_t i = 0; i < gathered.size(); ++i) expect(gathered[i] == all[i], "gatherv", i);
+  comm.Barrier()->Wait();
+  std::printf("COLLECTIVES rank=%d world=%d wrong=%d\n", r, p, bad);
+  return bad == 0 ? 0 : 1;
+}
+
 int FailAndRecover(Store& store, Communicator& comm, int survivors, CommunicatorOptions o) {
   std::vector<float> buf(1 << 18, 1.0f);
   int64_t last_ok = MonotonicNs();
@@ -91,7 +159,8 @@ int FailAndRecover(Store& store, Communicator& comm, int survivors, Communicator
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: cdt_test_worker sweep | fail-and-recover SURVIVORS\n");
+    std::fprintf(stderr,
+                 "usage: cdt_test_worker sweep | collectives | fail-and-recover SURVIVORS\n");
     return 2;
   }
   try {
@@ -104,12 +173,13 @@ int main(int argc, char** argv) {
     o.size = EnvInt("WORLD_SIZE", 1);
     o.job_id = "it";
     o.timeout = std::chrono::milliseconds(EnvInt("CDT_TIMEOUT_MS", 30000));
-    if (mode == "sweep") {
+    if (mode == "sweep" || mode == "collectives") {
       o.segment_bytes = 4096;
       o.host_id = "node" + std::to_string(o.rank * 2 / o.size);  // two emulated nodes
     }
     auto comm = ConnectTcpCommunicator(store, o);
     if (mode == "sweep") return Sweep(*comm);
+    if (mode == "collectives") return Collectives(*comm);
     if (mode == "fail-and-recover" && argc == 3)
       return FailAndRecover(store, *comm, std::atoi(argv[2]), o);
     std::fprintf(stderr, "unknown mode %s\n", mode.c_str());

@@ -164,9 +164,13 @@ std::unique_ptr<TcpMesh> TcpMesh::Connect(Store& store, const MeshOptions& o) {
   }
 
   // Listen where we are reached, nowhere else (a 0.0.0.0 listener answers on every interface).
+  // Every peer dials every channel before anyone accepts (below): the backlog must hold them all,
+  // or from 65 ranks (2 x 64 dials against a backlog of 128) dialers wait on SYN retries while
+  // the ranks they wait for are still dialling, and the mesh did not form in minutes. The kernel
+  // caps it at net.core.somaxconn (4,096 here and by default since Linux 5.4).
   net::HostPort bound;
   net::Socket listener = net::Listen(o.bind_host.empty() ? o.advertise_host : o.bind_host, 0,
-                                     &bound, std::max(128, o.size));
+                                     &bound, std::max(128, kChannels * o.size));
   const handshake::RankKeys mine = handshake::RankKeys::Generate();
   const bool my_aes = o.encrypt && sealed::Aes256GcmAvailable();
   PeerRecord me{net::HostPort{o.advertise_host, bound.port}.ToString(),
