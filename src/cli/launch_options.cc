@@ -247,6 +247,10 @@ void ConnectStore(const Environment& env, const LaunchOptions& o, WorkerSession*
   WorkerSession& s = *session;
   const WorkerIdentity id = IdentityOf(env);
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
+  // A store request waits as long as --timeout says, never less than the client's 30 s: at 256
+  // workers starting on 2 cores a Set waited past 30 s under --timeout 180 and ended the job.
+  const auto request_timeout =
+      std::max<std::chrono::milliseconds>(timeout, std::chrono::seconds(30));
   CheckOpenFilesFor(
       std::max(id.world_size, env.target_world ? std::atoi(env.target_world->c_str()) : 0),
       id.rank);
@@ -277,7 +281,7 @@ void ConnectStore(const Environment& env, const LaunchOptions& o, WorkerSession*
                       "the rendezvous store)");
     if (!env.store_hosted && id.rank == 0)
       s.hosted_store = std::make_unique<TcpStoreServer>("0.0.0.0", hp.port, secret);
-    s.store = std::make_unique<TcpStoreClient>(hp, secret, timeout);
+    s.store = std::make_unique<TcpStoreClient>(hp, secret, timeout, request_timeout);
   }
 }
 
