@@ -54,6 +54,9 @@ struct OptimizerOptions {
   double weight_decay = 0.0;
   int64_t warmup_steps = 0;
   bool cosine = true;
+  // LARC clip mode (train/larc.h): each layer's step at most this fraction of its weights' norm;
+  // 0 = off.
+  double larc_trust = 0.0;
 };
 
 // Gradient reduction: buckets, overlap, compression (docs/compression.md).

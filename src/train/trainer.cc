@@ -272,6 +272,7 @@ void Trainer::SetUpReduction() {
   r_.compress_values = ro.compress_values;
   ResumeCompression();  // constructs steering_
   updates_ = std::make_unique<UpdateScheduler>(*reducer_, *opt_, model_->parameters());
+  updates_->set_larc_trust(o_.optimizer.larc_trust);
   updates_->LearnLaunchOrders(*model_, Images(data_->train_set(), {0}));
   if (ro.overlap_next_forward)
     model_->set_use_hook(

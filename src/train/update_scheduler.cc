@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "train/larc.h"
+
 namespace cdt::train {
 
 namespace {
@@ -87,6 +89,12 @@ void UpdateScheduler::Apply(const std::vector<size_t>& buckets) {
   for (size_t b : buckets) wait_s_ += reducer_.Collect(b);  // writes .grad of b's parameters
   const auto start = std::chrono::steady_clock::now();
   for (auto& group : optimizer_.param_groups()) group.options().set_lr(lr_);
+  if (larc_trust_ > 0 && lr_ > 0) {
+    std::vector<torch::Tensor> touched;
+    for (size_t b : buckets)
+      for (size_t k : reducer_.bucket_params(b)) touched.push_back(params_[k]);
+    ClipByTrustRatio(touched, larc_trust_, lr_);
+  }
   optimizer_.step();  // touches exactly the parameters with a defined .grad
   for (size_t b : buckets)
     for (size_t k : reducer_.bucket_params(b)) params_[k].mutable_grad() = torch::Tensor();

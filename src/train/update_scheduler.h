@@ -42,6 +42,8 @@ class UpdateScheduler {
   void BeforeUse(const std::vector<torch::Tensor>& params);
   // Applies every pending update.
   void ApplyAll();
+  // LARC clip mode before each update (train/larc.h); 0 = off.
+  void set_larc_trust(double trust) { larc_trust_ = trust; }
   bool pending() const { return pending_; }
   // Runs one forward of `sample` (no gradient) at an even and at an odd step with a use hook that
   // records the buckets announced; restores no hook (the caller sets its own after). The launch
@@ -74,6 +76,7 @@ class UpdateScheduler {
   bool pending_ = false;
   bool every_bucket_announced_ = true;
   double lr_ = 0;
+  double larc_trust_ = 0;
   double wait_s_ = 0, optimizer_s_ = 0;
 };
 

@@ -101,6 +101,16 @@ TEST(TrainOptions, OutOfRangeCompressionKnobsNameTheirFlag) {
   }
 }
 
+TEST(TrainOptions, LarcTrustOutsideZeroToOneIsRefused) {
+  TrainOptions o;
+  o.optimizer.larc_trust = 0.05;
+  EXPECT_EQ(Refusal(o), "");
+  for (double bad : {-0.1, 1.5, std::nan("")}) {
+    o.optimizer.larc_trust = bad;
+    EXPECT_NE(Refusal(o).find("--larc-trust must be in 0..1"), std::string::npos) << bad;
+  }
+}
+
 // Model options are checked here too, so that the launcher refuses them once instead of every
 // worker failing to build its model (and the launcher then stopping the others).
 TEST(TrainOptions, BadModelOptionsNameTheirFlag) {
