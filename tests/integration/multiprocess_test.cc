@@ -64,6 +64,18 @@ struct Job {
       waitpid(p.pid, nullptr, 0);
     }
   }
+
+  // Waits for every rank (240 s each): each must exit 0 having printed `expect`.
+  void ExpectEveryRankExitsWith(const std::string& expect) {
+    for (auto& p : procs) {
+      const int rc = WaitFor(p.pid, std::chrono::seconds(240));
+      const std::string out = ReadFile(p.out);
+      EXPECT_EQ(rc, 0) << out;
+      EXPECT_NE(out.find(expect), std::string::npos) << out;
+      p.pid = -1;
+    }
+    procs.clear();
+  }
 };
 
 class SweepTest : public ::testing::TestWithParam<int> {};
@@ -72,14 +84,7 @@ TEST_P(SweepTest, EveryAlgorithmTypeAndCountAcrossProcesses) {
   const int n = GetParam();
   Job job;
   job.Start(n, {"sweep"}, 60000, "sweep" + std::to_string(n));
-  for (auto& p : job.procs) {
-    int rc = WaitFor(p.pid, std::chrono::seconds(240));
-    std::string out = ReadFile(p.out);
-    EXPECT_EQ(rc, 0) << out;
-    EXPECT_NE(out.find("wrong=0"), std::string::npos) << out;
-    p.pid = -1;
-  }
-  job.procs.clear();
+  job.ExpectEveryRankExitsWith("wrong=0");
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, SweepTest, ::testing::Values(1, 2, 3, 4, 5, 7, 8),
@@ -95,14 +100,7 @@ TEST_P(ManyRanksTest, EveryCollectiveIsExact) {
   const int n = GetParam();
   Job job;
   job.Start(n, {"collectives"}, 120000, "many" + std::to_string(n));
-  for (auto& p : job.procs) {
-    const int rc = WaitFor(p.pid, std::chrono::seconds(240));
-    const std::string out = ReadFile(p.out);
-    EXPECT_EQ(rc, 0) << out;
-    EXPECT_NE(out.find("world=" + std::to_string(n) + " wrong=0"), std::string::npos) << out;
-    p.pid = -1;
-  }
-  job.procs.clear();
+  job.ExpectEveryRankExitsWith("world=" + std::to_string(n) + " wrong=0");
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, ManyRanksTest, ::testing::Values(16, 32, 64, 128),
