@@ -51,6 +51,7 @@ class EtcdServer {
   }
   static bool available() { return std::filesystem::exists("/usr/bin/etcd"); }
   uint16_t port() const { return port_; }
+  pid_t pid() const { return pid_; }  // the etcd process (-1 when not available)
   std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }
 
   static uint16_t FreePort() {  // bound and released: free for the moment after
