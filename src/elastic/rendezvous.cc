@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "cdt/error.h"
 #include "common/printable.h"
@@ -32,130 +34,8 @@ int ParseInt(const std::string& s, const std::string& key) {
   }
 }
 
-}  // namespace
-
-Membership JoinRound(Store& store, const RendezvousOptions& o, int64_t generation,
-                     const std::vector<int>& previous) {
-  const std::string round = Round(o.job_id, generation);
-  const auto arrived_at = Clock::now();
-  const int my_arrival = static_cast<int>(store.Add(round + "arrivals", 1)) - 1;
-  store.Set(round + "arrival/" + std::to_string(my_arrival), std::to_string(o.worker_id));
-
-  std::vector<int> arrivals;  // worker ids by arrival number, read as they appear
-  auto read_arrivals = [&](int count) {
-    while (static_cast<int>(arrivals.size()) < count) {
-      const std::string key = round + "arrival/" + std::to_string(arrivals.size());
-      // A number taken by a request whose reply was lost (the worker's link went down; its
-      // retry took another) never gets its key: after a short wait it counts as nobody (-1).
-      int id = -1;
-      try {
-        id = ParseInt(store.Get(key, std::min(o.timeout, std::chrono::milliseconds(3000))), key);
-      } catch (const Error& e) {
-        if (e.code() != ErrorCode::kTimeout) throw;
-      }
-      arrivals.push_back(id);
-    }
-  };
-  std::string closed;
-  bool paused = false;
-  for (auto pause = std::chrono::microseconds(200);;
-       pause = std::min(pause * 2, std::chrono::microseconds(5000))) {
-    if (store.Check(round + "closed")) {
-      closed = store.Get(round + "closed", o.timeout);
-      break;
-    }
-    const int count = static_cast<int>(store.Add(round + "arrivals", 0));
-    read_arrivals(count);
-    std::vector<int> missing;
-    int alive = 0;  // members of the previous generation that arrived
-    for (int w : previous) {
-      if (std::find(arrivals.begin(), arrivals.end(), w) != arrivals.end())
-        ++alive;
-      else if (!IsGone(store, o.job_id, w))
-        missing.push_back(w);
-    }
-    // Spares to wait for: enough to restore target_world, as many as are waiting.
-    bool spares_here = true;
-    if (o.target_world > 0 && alive < o.target_world) {
-      const int waiting = static_cast<int>(store.Add(SparesKey(o.job_id), 0));
-      spares_here = count - alive >= std::min(o.target_world - alive, waiting);
-    }
-    const bool last_call = Clock::now() - arrived_at >= o.last_call;
-    if (count >= o.min_workers && ((missing.empty() && spares_here) || last_call)) {
-      closed = store.CompareSet(round + "closed", "", std::to_string(count));
-      break;
-    }
-    if (count < o.min_workers && (missing.empty() || last_call) && !paused) {
-      paused = true;
-      if (o.on_pause) {
-        std::vector<int> present;
-        for (int w : arrivals)
-          if (w >= 0) present.push_back(w);
-        o.on_pause(present);
-      }
-    }
-    if (Clock::now() - arrived_at >=
-        (paused && o.pause_timeout.count() > 0 ? o.pause_timeout : o.timeout)) {
-      std::string who;
-      for (int w : missing) who += (who.empty() ? "" : ", ") + std::to_string(w);
-      throw Error(
-          ErrorCode::kTimeout,
-          "elastic rendezvous: worker " + std::to_string(o.worker_id) + ": generation " +
-              std::to_string(generation) + " did not close within " +
-              std::to_string(
-                  (paused && o.pause_timeout.count() > 0 ? o.pause_timeout : o.timeout).count()) +
-              " ms" + (paused ? " (paused below --min-workers)" : "") + ": " +
-              std::to_string(count) + " worker(s) arrived, fewer than --min-workers " +
-              std::to_string(o.min_workers) +
-              (who.empty() ? "" : "; not heard from worker(s) " + who));
-    }
-    std::this_thread::sleep_for(pause);
-  }
-  const int arrived = ParseInt(closed, round + "closed");
-  const bool spare =
-      std::find(previous.begin(), previous.end(), o.worker_id) == previous.end() && generation > 0;
-  if (my_arrival >= arrived && !spare)
-    throw Error(ErrorCode::kAborted, "elastic rendezvous: worker " + std::to_string(o.worker_id) +
-                                         " arrived late: generation " + std::to_string(generation) +
-                                         " closed with " + std::to_string(arrived) + " arrival(s)");
-  read_arrivals(arrived);
-  std::vector<int> ids;
-  for (int i = 0; i < arrived; ++i)
-    if (arrivals[static_cast<size_t>(i)] >= 0) ids.push_back(arrivals[static_cast<size_t>(i)]);
-  auto order = [&](int w) {
-    auto it = std::find(previous.begin(), previous.end(), w);
-    return std::make_pair(it == previous.end() ? 1 : 0,
-                          it == previous.end() ? w : static_cast<int>(it - previous.begin()));
-  };
-  std::sort(ids.begin(), ids.end(), [&](int a, int b) { return order(a) < order(b); });
-  if (o.target_world > 0) {
-    // Previous members always stay; spares only up to the target.
-    int keep = 0;
-    while (keep < static_cast<int>(ids.size()) &&
-           (order(ids[static_cast<size_t>(keep)]).first == 0 || keep < o.target_world))
-      ++keep;
-    ids.resize(static_cast<size_t>(keep));
-  }
-  Membership m;
-  m.generation = generation;
-  m.world = static_cast<int>(ids.size());
-  m.workers = ids;
-  const auto me = std::find(ids.begin(), ids.end(), o.worker_id);
-  m.rank = me == ids.end() ? -1 : static_cast<int>(me - ids.begin());
-  if (m.rank == 0) {  // for spares joining the next round
-    std::string csv;
-    for (int w : ids) csv += (csv.empty() ? "" : ",") + std::to_string(w);
-    store.Set(round + "members", csv);
-  }
-  return m;
-}
-
-void AnnounceSpare(Store& store, const std::string& job_id) { store.Add(SparesKey(job_id), 1); }
-
-std::vector<int> MembersOf(Store& store, const std::string& job_id, int64_t generation,
-                           std::chrono::milliseconds timeout) {
-  const std::string key = Round(job_id, generation) + "members";
-  const std::string csv = store.Get(key, timeout);
+// "3,1,7": worker ids as the members key holds them.
+std::vector<int> ParseList(const std::string& csv, const std::string& key) {
   std::vector<int> out;
   size_t start = 0;
   while (start < csv.size()) {
@@ -165,6 +45,257 @@ std::vector<int> MembersOf(Store& store, const std::string& job_id, int64_t gene
     start = end + 1;
   }
   return out;
+}
+
+}  // namespace
+
+namespace {
+
+// One round as a member sees it while it waits for the round to close.
+class RoundWatch {
+ public:
+  RoundWatch(Store& store, const RendezvousOptions& o, int64_t generation,
+             const std::vector<int>& previous, Clock::time_point arrived_at)
+      : store_(store),
+        o_(o),
+        generation_(generation),
+        round_(Round(o.job_id, generation)),
+        previous_(previous),
+        arrived_at_(arrived_at) {}
+
+  // The closing loop: returns the round's arrival count once it closed (this member's CompareSet
+  // or another's). The coordinator beats its heartbeat while it runs.
+  int Close(bool coordinator) {
+    std::string closed;
+    for (auto pause = std::chrono::microseconds(200);;
+         pause = std::min(pause * 2, std::chrono::microseconds(5000))) {
+      if (coordinator) Beat();
+      if (store_.Check(round_ + "closed")) {
+        closed = store_.Get(round_ + "closed", o_.timeout);
+        break;
+      }
+      const int count = static_cast<int>(store_.Add(round_ + "arrivals", 0));
+      ReadArrivals(count);
+      int alive = 0;  // members of the previous generation that arrived
+      for (int w : previous_) alive += arrived_.count(w) != 0 ? 1 : 0;
+      const bool missing = !Missing(/*all=*/false).empty();
+      // Spares to wait for: enough to restore target_world, as many as are waiting.
+      bool spares_here = true;
+      if (o_.target_world > 0 && alive < o_.target_world) {
+        const int waiting = static_cast<int>(store_.Add(SparesKey(o_.job_id), 0));
+        spares_here = count - alive >= std::min(o_.target_world - alive, waiting);
+      }
+      const bool last_call = Clock::now() - arrived_at_ >= o_.last_call;
+      if (count >= o_.min_workers && ((!missing && spares_here) || last_call)) {
+        closed = store_.CompareSet(round_ + "closed", "", std::to_string(count));
+        break;
+      }
+      if (count < o_.min_workers && (!missing || last_call) && !paused_) {
+        std::vector<int> present;
+        for (int w : arrivals_)
+          if (w >= 0) present.push_back(w);
+        Pause(present);
+        if (coordinator) Beat(/*now=*/true);
+      }
+      if (Clock::now() - arrived_at_ >= Limit()) ThrowTimeout(count);
+      std::this_thread::sleep_for(pause);
+    }
+    return ParseInt(closed, round_ + "closed");
+  }
+
+  // Everyone but the coordinator: waits (parked in the store, no polling) for the members list
+  // the closer writes, and returns it. Returns false when this member must run the closing loop
+  // itself: the coordinator's heartbeat stopped for `coordinator_silence` (it died or hangs) or
+  // this member's own deadline passed (the loop then says who is missing). A pause the
+  // coordinator announces is this member's pause too (on_pause runs here).
+  bool AwaitMembers(std::string* csv) {
+    std::string beat;
+    auto beat_seen = Clock::now();
+    for (;;) {
+      try {
+        store_.Wait({round_ + "members"}, kSlice);
+        *csv = store_.Get(round_ + "members", o_.timeout);
+        return true;
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::kTimeout) throw;
+      }
+      const auto now = Clock::now();
+      if (store_.Check(round_ + "coordinator")) {
+        const std::string b = store_.Get(round_ + "coordinator", o_.timeout);
+        if (b != beat) beat_seen = now;
+        beat = b;
+        const auto at = beat.find(" paused ");
+        if (at != std::string::npos && !paused_) Pause(ParseList(beat.substr(at + 8), round_));
+      }
+      if (now - beat_seen >= o_.coordinator_silence || now - arrived_at_ >= Limit()) return false;
+    }
+  }
+
+  // The members (worker ids by rank) of the round closed with `arrived` arrivals: the previous
+  // generation's in their order, then newcomers by id (up to target_world).
+  std::vector<int> Members(int arrived) {
+    ReadArrivals(arrived);
+    std::vector<int> ids;
+    for (int i = 0; i < arrived; ++i)
+      if (arrivals_[static_cast<size_t>(i)] >= 0) ids.push_back(arrivals_[static_cast<size_t>(i)]);
+    std::unordered_map<int, int> previous_rank;
+    for (size_t r = 0; r < previous_.size(); ++r)
+      previous_rank.emplace(previous_[r], static_cast<int>(r));
+    auto order = [&](int w) {
+      auto it = previous_rank.find(w);
+      return it == previous_rank.end() ? std::make_pair(1, w) : std::make_pair(0, it->second);
+    };
+    std::sort(ids.begin(), ids.end(), [&](int a, int b) { return order(a) < order(b); });
+    if (o_.target_world > 0) {
+      // Previous members always stay; spares only up to the target.
+      size_t keep = 0;
+      while (keep < ids.size() &&
+             (order(ids[keep]).first == 0 || keep < static_cast<size_t>(o_.target_world)))
+        ++keep;
+      ids.resize(keep);
+    }
+    return ids;
+  }
+
+  const std::string& round() const { return round_; }
+
+ private:
+  static constexpr auto kSlice = std::chrono::milliseconds(500);
+
+  // Reads the worker ids of arrival numbers up to `count`, as they appear.
+  void ReadArrivals(int count) {
+    while (static_cast<int>(arrivals_.size()) < count) {
+      const std::string key = round_ + "arrival/" + std::to_string(arrivals_.size());
+      // A number taken by a request whose reply was lost (the worker's link went down; its
+      // retry took another) never gets its key: after a short wait it counts as nobody (-1).
+      int id = -1;
+      try {
+        id = ParseInt(store_.Get(key, std::min(o_.timeout, std::chrono::milliseconds(3000))), key);
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::kTimeout) throw;
+      }
+      arrivals_.push_back(id);
+      arrived_.insert(id);
+    }
+  }
+
+  // Members of the previous generation that neither arrived nor were reported gone: every one
+  // when `all`, else the first (whether the round must wait). Reports of the dead are
+  // remembered: a worker reported gone stays gone.
+  std::vector<int> Missing(bool all) {
+    std::vector<int> out;
+    for (int w : previous_) {
+      if (arrived_.count(w) != 0 || gone_.count(w) != 0) continue;
+      if (IsGone(store_, o_.job_id, w)) {
+        gone_.insert(w);
+        continue;
+      }
+      out.push_back(w);
+      if (!all) break;
+    }
+    return out;
+  }
+
+  std::chrono::milliseconds Limit() const {
+    return paused_ && o_.pause_timeout.count() > 0 ? o_.pause_timeout : o_.timeout;
+  }
+
+  void Pause(const std::vector<int>& present) {
+    paused_ = true;
+    present_ = present;
+    if (o_.on_pause) o_.on_pause(present);
+  }
+
+  // The coordinator's heartbeat: a count, then " paused <present>" once the round paused.
+  // Written every kSlice (or at once with `now`).
+  void Beat(bool now = false) {
+    const auto t = Clock::now();
+    if (!now && t < next_beat_) return;
+    next_beat_ = t + kSlice;
+    std::string value = std::to_string(++beats_);
+    if (paused_) {
+      std::string csv;
+      for (int w : present_) csv += (csv.empty() ? "" : ",") + std::to_string(w);
+      value += " paused " + csv;
+    }
+    store_.Set(round_ + "coordinator", value);
+  }
+
+  [[noreturn]] void ThrowTimeout(int count) {
+    std::string who;
+    for (int w : Missing(/*all=*/true)) who += (who.empty() ? "" : ", ") + std::to_string(w);
+    throw Error(ErrorCode::kTimeout,
+                "elastic rendezvous: worker " + std::to_string(o_.worker_id) + ": generation " +
+                    std::to_string(generation_) + " did not close within " +
+                    std::to_string(Limit().count()) + " ms" +
+                    (paused_ ? " (paused below --min-workers)" : "") + ": " +
+                    std::to_string(count) + " worker(s) arrived, fewer than --min-workers " +
+                    std::to_string(o_.min_workers) +
+                    (who.empty() ? "" : "; not heard from worker(s) " + who));
+  }
+
+  Store& store_;
+  const RendezvousOptions& o_;
+  const int64_t generation_;
+  const std::string round_;
+  const std::vector<int>& previous_;
+  const Clock::time_point arrived_at_;
+  std::vector<int> arrivals_;        // worker ids by arrival number (-1: nobody)
+  std::unordered_set<int> arrived_;  // the same, as a set
+  std::unordered_set<int> gone_;     // reported gone (for good)
+  bool paused_ = false;
+  std::vector<int> present_;  // at the pause
+  int64_t beats_ = 0;
+  Clock::time_point next_beat_{};
+};
+
+}  // namespace
+
+Membership JoinRound(Store& store, const RendezvousOptions& o, int64_t generation,
+                     const std::vector<int>& previous) {
+  const auto arrived_at = Clock::now();
+  RoundWatch watch(store, o, generation, previous, arrived_at);
+  const std::string& round = watch.round();
+  const int my_arrival = static_cast<int>(store.Add(round + "arrivals", 1)) - 1;
+  store.Set(round + "arrival/" + std::to_string(my_arrival), std::to_string(o.worker_id));
+
+  // The first to arrive coordinates: it alone reads every arrival and closes the round, and
+  // writes the members; the others wait for that list. Were everyone to poll every arrival, a
+  // round of N would cost N² store requests (minutes at 1,024 members, docs/benchmarks.md).
+  std::vector<int> ids;
+  int arrived = 0;
+  std::string csv;
+  if (my_arrival != 0 && watch.AwaitMembers(&csv)) {
+    ids = ParseList(csv, round + "members");
+    arrived = ParseInt(store.Get(round + "closed", o.timeout), round + "closed");
+  } else {
+    arrived = watch.Close(/*coordinator=*/my_arrival == 0);
+    ids = watch.Members(arrived);
+    csv.clear();
+    for (int w : ids) csv += (csv.empty() ? "" : ",") + std::to_string(w);
+    store.Set(round + "members", csv);  // the same list whoever writes it
+  }
+  const bool spare =
+      std::find(previous.begin(), previous.end(), o.worker_id) == previous.end() && generation > 0;
+  if (my_arrival >= arrived && !spare)
+    throw Error(ErrorCode::kAborted, "elastic rendezvous: worker " + std::to_string(o.worker_id) +
+                                         " arrived late: generation " + std::to_string(generation) +
+                                         " closed with " + std::to_string(arrived) + " arrival(s)");
+  Membership m;
+  m.generation = generation;
+  m.world = static_cast<int>(ids.size());
+  m.workers = ids;
+  const auto me = std::find(ids.begin(), ids.end(), o.worker_id);
+  m.rank = me == ids.end() ? -1 : static_cast<int>(me - ids.begin());
+  return m;
+}
+
+void AnnounceSpare(Store& store, const std::string& job_id) { store.Add(SparesKey(job_id), 1); }
+
+std::vector<int> MembersOf(Store& store, const std::string& job_id, int64_t generation,
+                           std::chrono::milliseconds timeout) {
+  const std::string key = Round(job_id, generation) + "members";
+  return ParseList(store.Get(key, timeout), key);
 }
 
 int64_t WaitForRound(Store& store, const RendezvousOptions& o, int64_t from) {
@@ -207,7 +338,13 @@ int64_t WaitForRound(Store& store, const RendezvousOptions& o, int64_t from) {
                         "from its last checkpoint");
       }
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    // Parked in the store until the round opens (no polling: 1,024 waiting spares at 5 ms each
+    // were 200,000 requests a second).
+    try {
+      store.Wait({round + "arrivals"}, std::chrono::milliseconds(100));
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kTimeout) throw;
+    }
   }
 }
 

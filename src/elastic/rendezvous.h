@@ -13,6 +13,14 @@
 //     worker id (so rank 0 stays rank 0 while it lives, and new workers come last).
 // A worker arriving after its round closed is not a member (kAborted, "arrived late").
 //
+// The first arrival coordinates: it alone reads the arrivals and the reports of the dead, closes
+// the round and writes its members under "members"; everyone else waits for that key, parked in
+// the store, so a round of N costs O(N) store requests, not N² (docs/benchmarks.md, "Rendezvous
+// at 1,024 members"). The coordinator writes a heartbeat ("coordinator": a count, then
+// " paused <present>" once the round paused, so that every present worker's on_pause runs); if it
+// stops for `coordinator_silence`, or a worker's own deadline passes, that worker runs the
+// closing loop itself. Whoever closes writes the same members list.
+//
 // Hot spares: workers started beside the job (`--spares`), loaded and waiting (WaitAsSpare). When
 // a round opens they arrive too; with `target_world` set, the round also waits until enough
 // spares arrived to bring the group back to that size (as many as are waiting), and members are
@@ -53,6 +61,9 @@ struct RendezvousOptions {
   // generation has been reported gone for this long: nobody is left to open a round, nor holds the
   // training state to hand over.
   std::chrono::milliseconds abandon_after{30000};
+  // The round's coordinator (its first arrival) writes a heartbeat; when it stops for this long
+  // (the coordinator died or hangs), the others close the round themselves.
+  std::chrono::milliseconds coordinator_silence{5000};
 };
 
 struct Membership {
@@ -96,7 +107,7 @@ void LingerForWatcher(Store& store, const std::string& job_id, double unix_now,
                       std::chrono::milliseconds limit);
 std::vector<std::string> QueuedFaults(Store& store, const std::string& job_id, int64_t* seen);
 
-// The members (worker ids by rank) of a closed round, written by its rank 0.
+// The members (worker ids by rank) of a closed round, written by whoever closed it.
 std::vector<int> MembersOf(Store& store, const std::string& job_id, int64_t generation,
                            std::chrono::milliseconds timeout);
 

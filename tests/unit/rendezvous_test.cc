@@ -2,8 +2,11 @@
 // who is a member, in which order, and when a round closes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <thread>
 
 #include "cdt/error.h"
@@ -145,6 +148,107 @@ TEST(Rendezvous, TooFewWorkersTimeOutNamingTheMissing) {
     EXPECT_EQ(e.code(), ErrorCode::kTimeout);
     EXPECT_NE(std::string(e.what()).find("not heard from worker(s) 1"), std::string::npos)
         << e.what();
+  }
+}
+
+// Counts the requests that reach a real store.
+class CountingStore : public Store {
+ public:
+  void Set(const std::string& k, const std::string& v) override {
+    ++n;
+    inner.Set(k, v);
+  }
+  std::string Get(const std::string& k, milliseconds t) override {
+    ++n;
+    return inner.Get(k, t);
+  }
+  void Wait(const std::vector<std::string>& k, milliseconds t) override {
+    ++n;
+    inner.Wait(k, t);
+  }
+  int64_t Add(const std::string& k, int64_t d) override {
+    ++n;
+    return inner.Add(k, d);
+  }
+  std::string CompareSet(const std::string& k, const std::string& e,
+                         const std::string& d) override {
+    ++n;
+    return inner.CompareSet(k, e, d);
+  }
+  bool Delete(const std::string& k) override {
+    ++n;
+    return inner.Delete(k);
+  }
+  bool Check(const std::string& k) override {
+    ++n;
+    return inner.Check(k);
+  }
+  std::atomic<int64_t> n{0};
+  MemoryStore inner;
+};
+
+TEST(Rendezvous, ARoundCostsStoreRequestsInProportionToItsMembers) {
+  // Were every member to read every arrival, a round of 96 would cost over 96² = 9,216 requests
+  // (and 1,024 members a million): only the coordinator does.
+  CountingStore store;
+  std::vector<int> ids(96);
+  std::iota(ids.begin(), ids.end(), 0);
+  auto m = Join(store, ids, 0, ids, Options(milliseconds(60000)));
+  for (int w : ids) ASSERT_EQ(m[w].rank, w);
+  EXPECT_LT(store.n.load(), 30 * 96) << "store requests for a round of 96";
+}
+
+TEST(Rendezvous, AMemberClosesTheRoundWhenTheCoordinatorFallsSilent) {
+  // Worker 2 arrived first (it coordinates) and then hung: its heartbeat never comes, and after
+  // coordinator_silence the others close the round themselves, with worker 2 in it (it arrived).
+  MemoryStore store;
+  store.Add("job/elastic/g1/arrivals", 1);
+  store.Set("job/elastic/g1/arrival/0", "2");
+  RendezvousOptions o = Options(milliseconds(60000));
+  o.coordinator_silence = milliseconds(300);
+  const auto start = std::chrono::steady_clock::now();
+  auto m = Join(store, {1, 0}, 1, {0, 1, 2}, o);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  EXPECT_EQ(m[0].workers, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(m[1].rank, 1);
+  EXPECT_EQ(MembersOf(store, "job", 1, milliseconds(1000)), (std::vector<int>{0, 1, 2}));
+}
+
+TEST(Rendezvous, EveryWorkerPresentPausesBelowMinWorkers) {
+  // Worker 2 is gone and --min-workers is 3: the round pauses. Each worker present hears of it
+  // once (on_pause: the elastic driver checkpoints from the lowest id), the coordinator's
+  // companions through its heartbeat, and every one times out after pause_timeout.
+  MemoryStore store;
+  ReportGone(store, "job", 2, "killed by signal 9");
+  std::mutex mu;
+  std::map<int, std::vector<std::vector<int>>> pauses;
+  std::map<int, std::string> errors;
+  std::vector<std::thread> threads;
+  for (int w : {0, 1})
+    threads.emplace_back([&, w] {
+      RendezvousOptions o = Options(milliseconds(60000));
+      o.worker_id = w;
+      o.min_workers = 3;
+      o.pause_timeout = milliseconds(1500);
+      o.on_pause = [&, w](const std::vector<int>& present) {
+        std::vector<int> sorted = present;
+        std::sort(sorted.begin(), sorted.end());
+        std::lock_guard<std::mutex> lock(mu);
+        pauses[w].push_back(sorted);
+      };
+      try {
+        JoinRound(store, o, 1, {0, 1, 2});
+      } catch (const Error& e) {
+        std::lock_guard<std::mutex> lock(mu);
+        errors[w] = e.what();
+        EXPECT_EQ(e.code(), ErrorCode::kTimeout);
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int w : {0, 1}) {
+    ASSERT_EQ(pauses[w].size(), 1u) << "worker " << w;
+    EXPECT_EQ(pauses[w][0], (std::vector<int>{0, 1}));
+    EXPECT_NE(errors[w].find("paused below --min-workers"), std::string::npos) << errors[w];
   }
 }
 
