@@ -42,7 +42,9 @@ class TransactionRounds {
   // Called after a lost round: pauses before the next one, or throws when there is none.
   void Lost(const std::string& where) {
     ++lost_;
-    const milliseconds cap(std::min(1 << std::min(lost_, 5), 20));  // 2, 4, ... 20 ms
+    // 2, 4, ... 512 ms: the window grows with the contention, so that even 1,024 writers of one
+    // counter (a rendezvous round's arrivals) spread out instead of colliding round after round.
+    const milliseconds cap(1 << std::min(lost_, 9));
     const auto pause = milliseconds(std::uniform_int_distribution<int>(0, cap.count())(random_));
     if (lost_ < tries_ && Clock::now() + pause < deadline_) {
       std::this_thread::sleep_for(pause);
@@ -180,7 +182,10 @@ void EtcdStore::Set(const std::string& key, const std::string& value) {
 
 std::string EtcdStore::Get(const std::string& key, milliseconds timeout) {
   const auto deadline = DeadlineAfter(timeout);
-  for (auto pause = milliseconds(1);; pause = std::min(pause * 2, milliseconds(50))) {
+  const auto start = Clock::now();
+  for (auto pause = milliseconds(1);;
+       pause = std::min(pause * 2, Clock::now() - start < kPromptPolling ? milliseconds(50)
+                                                                         : milliseconds(500))) {
     etcd::KeyValue v = Range(key);
     if (v.exists) return std::move(v.value);
     if (Clock::now() >= deadline)
@@ -208,6 +213,9 @@ int64_t EtcdStore::Add(const std::string& key, int64_t delta) {
   for (TransactionRounds rounds(transaction_tries_, request_timeout_);; rounds.Lost(where)) {
     const etcd::KeyValue seen = Range(key);
     const int64_t now = etcd::ParseCounter(seen.value, where);
+    // Add(0) of an existing counter is a read: writing it back would contend with every writer
+    // of the key (a round's coordinator reading the arrivals lost to 1,024 arriving members).
+    if (delta == 0 && seen.exists) return now;
     int64_t next = 0;
     if (__builtin_add_overflow(now, delta, &next))
       throw Error(ErrorCode::kStore, where + ": the key holds " + std::to_string(now) +

@@ -3,10 +3,13 @@
 // that would host the TCP store) does not lose the rendezvous. torchrun's etcd backends use the v2
 // API that etcd 3.6 dropped (pytorch#158326); this speaks v3 only.
 //
-// Mapping: Set = put; Get / Wait = range, polled with backoff (1 → 50 ms) until the timeout; Add
-// and CompareSet = read the key, then a transaction that writes only if the key's mod revision
-// (or its absence, create revision 0) is still what was read, retried when another writer got
-// there first; Delete = delete range; Check = range.
+// Mapping: Set = put; Get / Wait = range, polled with backoff until the timeout (1 → 50 ms, and
+// from the second second of a wait up to 500 ms: at 1,024 waiters polling every 50 ms the server
+// answered too slowly for the round to form, docs/benchmarks.md); Add and CompareSet = read the
+// key, then a transaction that writes only if the key's mod revision (or its absence, create
+// revision 0) is still what was read, retried when another writer got there first after a random
+// pause whose window doubles (2 ms … 512 ms; Add(0) of an existing key is only the read);
+// Delete = delete range; Check = range.
 // Keys and values are base64 in the gateway's JSON (etcd_reply.h reads the replies).
 //
 // Errors: every reply is read as untrusted (etcd_reply.h): garbage, an empty body, JSON of the
@@ -42,6 +45,8 @@ class EtcdStore : public Store {
   // another writer changed the key in between, so under fair contention one of N writers wins
   // each round and a few hundred rounds cover the largest job.
   static constexpr int kDefaultTransactionTries = 500;
+  // Get and Wait poll at most every 50 ms for this long, then at most every 500 ms.
+  static constexpr std::chrono::seconds kPromptPolling{1};
 
   // Checks the server answers GET /version as etcd does within `connect_timeout`; throws kTimeout
   // if nothing answers, kStore if something that is not etcd does.
