@@ -261,7 +261,7 @@ Membership JoinRound(Store& store, const RendezvousOptions& o, int64_t generatio
 
   // The first to arrive coordinates: it alone reads every arrival and closes the round, and
   // writes the members; the others wait for that list. Were everyone to poll every arrival, a
-  // round of N would cost N² store requests (minutes at 1,024 members, docs/benchmarks.md).
+  // round of N would cost N² store requests (59 s to form 1,024 members, docs/benchmarks.md).
   std::vector<int> ids;
   int arrived = 0;
   std::string csv;
@@ -338,8 +338,8 @@ int64_t WaitForRound(Store& store, const RendezvousOptions& o, int64_t from) {
                         "from its last checkpoint");
       }
     }
-    // Parked in the store until the round opens (no polling: 1,024 waiting spares at 5 ms each
-    // were 200,000 requests a second).
+    // Parked in the store until the round opens, not polled every 5 ms: every waiting spare's
+    // polls were load on the one store thread all members share.
     try {
       store.Wait({round + "arrivals"}, std::chrono::milliseconds(100));
     } catch (const Error& e) {
