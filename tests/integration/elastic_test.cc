@@ -114,6 +114,22 @@ TEST(Elastic, AKilledWorkerCostsARecoveryNotTheJob) {
   EXPECT_EQ(LastStep(j) + 1, resumed + (left + 47) / 48);
 }
 
+TEST(Elastic, AKilledWorkerAmongSixteenCostsARecoveryNotTheJob) {
+  // Issue 45: sixteen workers on one machine (shared memory between them), worker 5 killed: the
+  // fifteen others re-form in process and finish the steps.
+  nlohmann::json j = Elastic("kill16", {"--nproc-per-node", "16", "--inject", "kill:5@10"},
+                             {"--steps", "20", "--batch-size", "16"});
+  ASSERT_EQ(j["recoveries"].size(), 1u) << j.dump(2);
+  const auto& r = j["recoveries"][0];
+  EXPECT_EQ(r["lost_workers"], nlohmann::json({5}));
+  EXPECT_EQ(r["world_before"], 16);
+  EXPECT_EQ(r["world_after"], 15);
+  EXPECT_EQ(j["world_size"], 15);
+  EXPECT_TRUE(j["params_consistent"].get<bool>());
+  ExpectEveryStepOnce(j);
+  EXPECT_EQ(LastStep(j), 19);
+}
+
 TEST(Elastic, TwoFailuresShrinkTheGroupTwiceAndRankZeroMayGo) {
   nlohmann::json j = Elastic("kill2", {"--nproc-per-node", "4", "--inject", "kill:0@8,kill:3@20"},
                              {"--steps", "30", "--batch-size", "16"});
