@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <numbers>
 
 namespace cdt::train {
@@ -20,6 +21,19 @@ double LrSchedule::At(int64_t step) const {
       static_cast<double>(step - warmup_steps) / static_cast<double>(total_steps - warmup_steps),
       0.0, 1.0);
   return peak * 0.5 * (1 + std::cos(std::numbers::pi * t));
+}
+
+std::string LrSchedule::Describe() const {
+  char text[256];
+  if (reference_batch > 0)
+    std::snprintf(text, sizeof text, "peak %g = %g x global batch %lld / %lld", Peak(), base_lr,
+                  static_cast<long long>(global_batch), static_cast<long long>(reference_batch));
+  else
+    std::snprintf(text, sizeof text, "peak %g (not scaled with the global batch)", Peak());
+  std::string out = text;
+  out += warmup_steps > 0 ? ", warm-up " + std::to_string(warmup_steps) + " steps" : ", no warm-up";
+  out += cosine ? ", cosine decay to 0 at step " + std::to_string(total_steps) : ", then constant";
+  return out;
 }
 
 }  // namespace cdt::train

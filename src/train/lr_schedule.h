@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace cdt::train {
 
@@ -21,6 +22,9 @@ struct LrSchedule {
 
   double Peak() const;
   double At(int64_t step) const;  // step counts from 0
+  // What the run prints of it, e.g. "peak 0.4 = 0.1 x global batch 1024 / 256, warm-up 10
+  // steps, cosine decay to 0 at step 59".
+  std::string Describe() const;
 };
 
 }  // namespace cdt::train

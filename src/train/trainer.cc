@@ -239,6 +239,9 @@ void Trainer::PlaceStart() {
   const OptimizerOptions& opt = o_.optimizer;
   schedule_ = std::make_unique<LrSchedule>(LrSchedule{opt.lr, global_batch, opt.lr_reference_batch,
                                                       opt.warmup_steps, total_steps_, opt.cosine});
+  if (me_ == 0)
+    log_.Info("cann-dist-train train: learning rate {}{}", schedule_->Describe(),
+              opt.larc_trust > 0 ? fmt::format(", LARC trust {:g}", opt.larc_trust) : "");
   r_.total_steps = total_steps_;
 }
 
@@ -452,10 +455,16 @@ void Trainer::RecordLoss() {
   if (l.sum[1] > 0) checkpoints_->RequestNow();
   if (l.sum[2] > 0) regroup_due_ = true;
   if (!std::isfinite(mean_loss))
-    throw Error(ErrorCode::kDiverged, Who(comm_) + ": loss is " + std::to_string(mean_loss) +
-                                          " at step " + std::to_string(l.step) +
-                                          " (diverged: lower --lr" +
-                                          CompressLessHint(compression_) + "?)");
+    throw Error(ErrorCode::kDiverged,
+                Who(comm_) + ": loss is " + std::to_string(mean_loss) + " at step " +
+                    std::to_string(l.step) + ", learning rate " +
+                    fmt::format("{:g}", schedule_->At(l.step)) + " (" + schedule_->Describe() +
+                    "): diverged: lower --lr" + CompressLessHint(compression_) +
+                    (o_.optimizer.warmup_steps == 0 && schedule_->Peak() > o_.optimizer.lr
+                         ? ", or warm up (--warmup-steps) and bound each layer's step "
+                           "(--larc-trust, docs/training.md)"
+                         : "") +
+                    "?");
   r_.loss_curve.push_back({l.step, mean_loss});
   r_.final_loss = mean_loss;
   ShowProgress(mean_loss);

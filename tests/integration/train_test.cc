@@ -509,7 +509,12 @@ TEST(Train, SparseRatioBelowOneElementAndDivergenceSaySo) {
   args[5] = "1e8";  // --lr
   const std::string diverged = Train("topk-diverged", args, &rc)["output"];
   EXPECT_NE(rc, 0) << diverged;
-  EXPECT_NE(diverged.find("(diverged: lower --lr, or raise --compress-ratio?)"), std::string::npos)
+  EXPECT_NE(diverged.find("diverged: lower --lr, or raise --compress-ratio?"), std::string::npos)
+      << diverged;
+  // The learning rate in force when it diverged, and how it came about.
+  EXPECT_NE(diverged.find(", learning rate "), std::string::npos) << diverged;
+  EXPECT_NE(diverged.find("(peak 1e+08 (not scaled with the global batch), no warm-up"),
+            std::string::npos)
       << diverged;
 }
 

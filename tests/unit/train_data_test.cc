@@ -177,6 +177,14 @@ TEST(LrSchedule, ScalesWarmsUpAndDecays) {
   EXPECT_DOUBLE_EQ(flat.At(99), 0.1);
 }
 
+TEST(LrSchedule, DescribesWhatIsInForce) {
+  EXPECT_EQ((LrSchedule{0.1, 1024, 256, 10, 59, true}.Describe()),
+            "peak 0.4 = 0.1 x global batch 1024 / 256, warm-up 10 steps, cosine decay to 0 at "
+            "step 59");
+  EXPECT_EQ((LrSchedule{0.003, 1024, 0, 0, 59, false}.Describe()),
+            "peak 0.003 (not scaled with the global batch), no warm-up, then constant");
+}
+
 TEST(BlasLibrary, NamesDebiansAlternatives) {
   EXPECT_EQ(ClassifyBlasPath("/usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3").name,
             "OpenBLAS");
