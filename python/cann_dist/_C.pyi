@@ -74,6 +74,7 @@ class ElasticRunConfig:
     allow_insecure: bool
     encrypt: bool
     inject: str
+    inline_max_bytes: int
     job_id: str
     joiner: bool
     last_call_s: float
@@ -87,6 +88,8 @@ class ElasticRunConfig:
     pause_timeout_s: float
     rdzv_backend: str
     secret: str
+    shared_memory: bool
+    shm_single_copy: bool
     spare: bool
     target_world: int
     timeout_s: float

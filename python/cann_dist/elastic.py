@@ -392,6 +392,11 @@ def _config_from_environment():
     c.pause_timeout_s = float(e.get("CDT_PAUSE_TIMEOUT", "3600"))
     c.inject = e.get("CDT_INJECT", "")
     c.log_level = e.get("CDT_LOG_LEVEL", "info")
+    # The engine's variables, as the "cdt" backend reads them (cann_dist/__init__.py).
+    from . import _whole_number
+    c.shared_memory = e.get("CDT_SHM", "1") != "0"
+    c.shm_single_copy = _whole_number("CDT_SHM_SINGLE_COPY", 1, 0, 1) == 1
+    c.inline_max_bytes = _whole_number("CDT_INLINE_MAX_BYTES", 65536, 0, 1 << 30)
     return c
 
 

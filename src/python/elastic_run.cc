@@ -160,6 +160,9 @@ int RunElasticFromPython(const ElasticRunConfig& c, py::object driven) {
     co.advertise_host = c.node_addr;
     co.encrypt = c.encrypt;
     co.allow_insecure = c.allow_insecure;
+    co.shared_memory = c.shared_memory;
+    co.shm_single_copy = c.shm_single_copy;
+    co.inline_max_bytes = c.inline_max_bytes;
     co.log = log.ForRank(m.rank);
     elastic::Channels ch;
     ch.comm = ConnectTcpCommunicator(s, co);

@@ -19,6 +19,7 @@
 
 #include <string>
 
+#include "cdt/tcp_communicator.h"
 #include "elastic/driver.h"
 
 namespace cdt::python {
@@ -33,6 +34,11 @@ struct ElasticRunConfig : elastic::WorkerLaunch {
   bool encrypt = false;                 // CDT_ENCRYPT=1
   bool allow_insecure = false;          // CDT_ALLOW_INSECURE=1
   std::string log_level = "info";       // CDT_LOG_LEVEL
+  // As the "cdt" backend reads them (cann_dist/__init__.py): CDT_SHM, CDT_SHM_SINGLE_COPY,
+  // CDT_INLINE_MAX_BYTES.
+  bool shared_memory = CommunicatorOptions{}.shared_memory;
+  bool shm_single_copy = CommunicatorOptions{}.shm_single_copy;
+  size_t inline_max_bytes = CommunicatorOptions{}.inline_max_bytes;
 };
 
 // Runs until the job finishes; returns the exit code of the last train(). Call with the GIL held

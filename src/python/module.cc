@@ -205,7 +205,10 @@ void BindElastic(py::module_& m) {
       .def_readwrite("last_call_s", &ElasticRunConfig::last_call_s)
       .def_readwrite("pause_timeout_s", &ElasticRunConfig::pause_timeout_s)
       .def_readwrite("inject", &ElasticRunConfig::inject)
-      .def_readwrite("log_level", &ElasticRunConfig::log_level);
+      .def_readwrite("log_level", &ElasticRunConfig::log_level)
+      .def_readwrite("shared_memory", &ElasticRunConfig::shared_memory)
+      .def_readwrite("shm_single_copy", &ElasticRunConfig::shm_single_copy)
+      .def_readwrite("inline_max_bytes", &ElasticRunConfig::inline_max_bytes);
   m.def(
       "run_elastic",
       [](const ElasticRunConfig& c, py::object driven) {

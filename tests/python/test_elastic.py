@@ -164,3 +164,21 @@ def test_a_hung_worker_that_wakes_up_rejoins_the_group(tmp_path):
     worlds = [_json.loads(l)["world"] for l in log.read_text().splitlines() if l.endswith("}")]
     assert 2 in worlds and worlds[-1] == 3
     assert len(r["recoveries"]) == 2 and "regroup" in r["recoveries"][1]["cause"]
+
+
+def test_the_engine_variables_reach_the_elastic_group(monkeypatch):
+    """CDT_SHM, CDT_SHM_SINGLE_COPY and CDT_INLINE_MAX_BYTES shape each elastic generation's
+    communicator as they shape the "cdt" backend's (elastic.run ignored them before), and a value
+    out of range is refused naming the variable."""
+    for name in ("CDT_SHM", "CDT_SHM_SINGLE_COPY", "CDT_INLINE_MAX_BYTES"):
+        monkeypatch.delenv(name, raising=False)
+    c = cann_dist.elastic._config_from_environment()
+    assert (c.shared_memory, c.shm_single_copy, c.inline_max_bytes) == (True, True, 65536)
+    monkeypatch.setenv("CDT_SHM", "0")
+    monkeypatch.setenv("CDT_SHM_SINGLE_COPY", "0")
+    monkeypatch.setenv("CDT_INLINE_MAX_BYTES", "0")
+    c = cann_dist.elastic._config_from_environment()
+    assert (c.shared_memory, c.shm_single_copy, c.inline_max_bytes) == (False, False, 0)
+    monkeypatch.setenv("CDT_INLINE_MAX_BYTES", "lots")
+    with pytest.raises(ValueError, match="CDT_INLINE_MAX_BYTES"):
+        cann_dist.elastic._config_from_environment()
