@@ -7,9 +7,12 @@
 //  * A message is (tag, bytes). A receive matches the first message, in order of arrival, from its
 //    source (or from any rank with kAnySource) that carries its tag; messages from one sender
 //    arrive in the order it sent them. A message nobody waits for yet is kept (copied) until a
-//    receive matches it, as MPI's eager protocol does: no send waits for its receive, so two ranks
-//    may send each other any amount before receiving. The memory for such messages is the
-//    sender's to bound (docs/python.md, "Point to point").
+//    receive matches it, as MPI's eager protocol does, up to
+//    CommunicatorOptions::p2p_unexpected_max_bytes kept at once (256 MiB): so two ranks may send
+//    each other that much before receiving. Past it, the next such message stays unread in its
+//    connection until its receive is posted (MPI's rendezvous protocol: its send completes then,
+//    once TCP's buffers are full) and that sender's later messages wait behind it; a receive
+//    that times out behind it says so. Memory stays bounded whatever the peers send.
 //  * Sizes must match: a receive of n bytes matched by a message of m != n bytes fails with
 //    kInvalidArgument naming both (the message is consumed).
 //  * Connections are made on demand, per pair of ranks, the first time a send or a receive names

@@ -87,6 +87,11 @@ struct CommunicatorOptions {
   // 1 KiB all-gather on 4 ranks sharing 2 cores (docs/benchmarks.md, "Small collectives on the
   // caller's thread"). Never sends and receives. 0 = every operation on the background thread.
   size_t inline_max_bytes = 64 << 10;
+  // Point-to-point (cdt/point_to_point.h): messages that arrive before their receive is posted
+  // are kept, up to this many bytes in all. Past it, the next such message waits in its
+  // connection until its receive is posted (TCP then holds its sender back, as MPI's rendezvous
+  // protocol does for large messages), and what that sender sent after it waits behind it.
+  size_t p2p_unexpected_max_bytes = 256 << 20;
   // A receive from another host sleeps until this many bytes can be read (SO_RCVLOWAT); 0 = any.
   int remote_receive_batch_bytes = 64 << 10;
   // Shared with another communicator over the same ranks (cdt/traffic_gate.h): the `urgent` one

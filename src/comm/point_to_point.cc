@@ -108,10 +108,18 @@ struct Link {
   Transfer in{};
   std::optional<RecvOp> target;
   std::vector<char> scratch;
+  // A whole header is in, but its message has no receive and the unexpected bytes are at their
+  // budget: nothing more is read from this peer until a receive takes it (waiting, not silence).
+  bool parked = false;
+  // Bytes of the current message still to drop (its receive failed on the size), read in chunks.
+  uint64_t discard_left = 0;
   Clock::time_point last_progress = Clock::now();
   uint64_t sends = 0, recvs = 0;
-  bool Busy() const { return sending || in_payload || in.done > 0; }
+  bool Busy() const { return sending || in_payload || (in.done > 0 && !parked); }
 };
+
+// Chunks in which a message nobody can take is read and dropped.
+constexpr size_t kDiscardChunk = 64 << 10;
 
 class TcpPointToPoint : public PointToPoint {
  public:
@@ -165,7 +173,9 @@ class TcpPointToPoint : public PointToPoint {
       if ((src != kAnySource && it->src != src) || it->tag != tag) continue;
       Arrived m = std::move(*it);
       arrived_.erase(it);
+      unexpected_bytes_ -= m.payload.size();
       lock.unlock();
+      handover_->Wake();  // room in the budget: a parked link may go on
       if (m.payload.size() != bytes) {
         const Error e = SizeMismatch(m.src, tag, m.payload.size(), bytes);
         done(m.src, &e);
@@ -332,6 +342,17 @@ class TcpPointToPoint : public PointToPoint {
   bool Pump(Link& link);
   bool PumpOut(Link& link);
   bool PumpIn(Link& link);
+  bool StartPayload(Link& link, const OpLabel& label);
+  bool Discard(Link& link, const OpLabel& label);
+  void NextHeader(Link& link);
+  // A link that goes away half-way through an unexpected message: its bytes leave the budget.
+  void ReleaseHalfRead(const Link& link) {
+    if (!link.in_payload || link.target || link.discard_left > 0) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    unexpected_bytes_ -= link.in_header.bytes;
+  }
+  // Why a receive from `src` (or any source) may have waited in vain: a message parked ahead.
+  std::string ParkedAhead(int src) const;
   void Deliver(Link& link);
   void ExpireReceives();
   void FailLinks(const Error& e);
@@ -358,9 +379,12 @@ class TcpPointToPoint : public PointToPoint {
   std::vector<std::deque<SendOp>> outbox_;  // per peer, under mu_
   std::list<RecvOp> posted_;                // under mu_, in order posted
   std::list<Arrived> arrived_;              // under mu_, in order of arrival
-  std::vector<char> link_state_;            // under mu_
-  int any_source_waiting_ = 0;              // under mu_
-  std::optional<Error> broken_;             // under mu_
+  // Under mu_: bytes of arrived_ plus those being read for messages no receive matched yet, at
+  // most options_.p2p_unexpected_max_bytes (beyond one message larger than that alone).
+  size_t unexpected_bytes_ = 0;
+  std::vector<char> link_state_;  // under mu_
+  int any_source_waiting_ = 0;    // under mu_
+  std::optional<Error> broken_;   // under mu_
   // Per peer, under mu_: why its link closed (a peer that ended, or was lost, between messages).
   std::vector<std::optional<Error>> gone_;
   bool stopping_ = false;  // under mu_
@@ -406,7 +430,9 @@ void TcpPointToPoint::Serve() {
     }
     fds.clear();
     for (const auto& link : links_) {
-      fds.push_back({link->mesh->SocketOf(link->in, InChannel(*link)), POLLIN, 0});
+      // A parked link's bytes wait for a receive (posting one wakes this thread), not for poll.
+      if (!link->parked)
+        fds.push_back({link->mesh->SocketOf(link->in, InChannel(*link)), POLLIN, 0});
       if (link->sending) {
         const bool header = link->out[0].done < link->out[0].bytes;
         const Transfer& out = link->out[header ? 0 : 1];
@@ -449,6 +475,7 @@ void TcpPointToPoint::Drop(size_t index, const Error& e) {
     unsent.swap(outbox_[static_cast<size_t>(peer)]);
   }
   link->mesh->ShutdownAll();
+  ReleaseHalfRead(*link);
   if (link->sending) link->sending->done(-1, &e);
   if (link->target) link->target->done(-1, &e);
   for (RecvOp& r : failed) r.done(-1, &e);
@@ -491,7 +518,8 @@ bool TcpPointToPoint::Pump(Link& link) {
                     " during point-to-point: no byte moved for " +
                     std::to_string(options_.timeout.count()) +
                     " ms in the middle of a message; that rank is stopped, hung, or its link "
-                    "is cut",
+                    "is cut, or it holds as many unreceived messages as it keeps "
+                    "(p2p_unexpected_max_bytes) and has not posted this one's receive",
                 {rank(), link.peer, link.mesh->peer_address(link.other), "p2p", 0});
   }
   return moved;
@@ -522,6 +550,7 @@ bool TcpPointToPoint::PumpOut(Link& link) {
 
 bool TcpPointToPoint::PumpIn(Link& link) {
   const OpLabel label{"recv", link.recvs + 1};
+  if (link.discard_left > 0) return Discard(link, label);
   bool moved = link.mesh->Advance(link.in, InChannel(link), label);
   if (link.in.done < link.in.bytes) return moved;
   if (!link.in_payload) {
@@ -532,19 +561,8 @@ bool TcpPointToPoint::PumpIn(Link& link) {
                       " sent a point-to-point message without its header (magic " +
                       std::to_string(h.magic) + "): not a peer of this channel",
                   {rank(), link.peer, link.mesh->peer_address(link.other), "recv", 0});
-    link.in_payload = true;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      link.target = TakePosted(link.peer, h.tag);
-    }
-    void* into = nullptr;
-    if (link.target && link.target->bytes == h.bytes) {
-      into = link.target->data;
-    } else {
-      link.scratch.resize(h.bytes);  // unexpected, or the wrong size: kept aside
-      into = link.scratch.data();
-    }
-    link.in = Transfer::Recv(link.other, into, h.bytes);
+    if (!StartPayload(link, label)) return moved;
+    if (!link.in_payload) return true;  // dropped (a failed receive's), or under way
     link.mesh->Advance(link.in, InChannel(link), label);
     if (link.in.done < link.in.bytes) return true;
   }
@@ -552,16 +570,87 @@ bool TcpPointToPoint::PumpIn(Link& link) {
   return true;
 }
 
+// The header of `link` is in: where its bytes go. Into the posted receive that matches; dropped
+// (Discard) when that receive has another size, which then fails; else kept aside, within the
+// unexpected-bytes budget, or not yet (the link parks: false).
+bool TcpPointToPoint::StartPayload(Link& link, const OpLabel& label) {
+  const MessageHeader& h = link.in_header;
+  std::unique_lock<std::mutex> lock(mu_);
+  link.target = TakePosted(link.peer, h.tag);
+  if (!link.target) {
+    // Kept aside only within the budget; past it the message waits for its receive, unread.
+    if (h.bytes > options_.p2p_unexpected_max_bytes -
+                      std::min(options_.p2p_unexpected_max_bytes, unexpected_bytes_)) {
+      link.parked = true;
+      return false;
+    }
+    unexpected_bytes_ += h.bytes;
+  }
+  lock.unlock();
+  link.parked = false;
+  link.in_payload = true;
+  if (link.target && link.target->bytes != h.bytes) {
+    std::optional<RecvOp> failed = std::move(link.target);
+    link.target.reset();
+    link.in_payload = false;
+    const Error e = SizeMismatch(link.peer, h.tag, h.bytes, failed->bytes);
+    failed->done(link.peer, &e);
+    if (h.bytes == 0) {
+      NextHeader(link);
+      return true;
+    }
+    link.discard_left = h.bytes;
+    link.scratch.resize(kDiscardChunk);
+    link.in = Transfer::Recv(link.other, link.scratch.data(),
+                             static_cast<size_t>(std::min<uint64_t>(h.bytes, kDiscardChunk)));
+    Discard(link, label);
+    return true;
+  }
+  void* into = nullptr;
+  if (link.target) {
+    into = link.target->data;
+  } else {
+    link.scratch.resize(h.bytes);  // unexpected: kept aside (counted in unexpected_bytes_)
+    into = link.scratch.data();
+  }
+  link.in = Transfer::Recv(link.other, into, h.bytes);
+  return true;
+}
+
+// Reads and drops the rest of a message whose receive failed on its size, a chunk at a time.
+bool TcpPointToPoint::Discard(Link& link, const OpLabel& label) {
+  bool moved = false;
+  for (;;) {
+    const int channel = Channel(link.in_header.bytes);
+    moved |= link.mesh->Advance(link.in, channel, label);
+    if (link.in.done < link.in.bytes) return moved;
+    link.discard_left -= link.in.bytes;
+    if (link.discard_left == 0) {
+      link.scratch = std::vector<char>();
+      NextHeader(link);
+      return true;
+    }
+    link.in =
+        Transfer::Recv(link.other, link.scratch.data(),
+                       static_cast<size_t>(std::min<uint64_t>(link.discard_left, kDiscardChunk)));
+  }
+}
+
+// The message on `link` is done with: read the next header.
+void TcpPointToPoint::NextHeader(Link& link) {
+  ++link.recvs;
+  link.in_payload = false;
+  link.in = Transfer::Recv(link.other, &link.in_header, sizeof link.in_header);
+}
+
 // A whole message is in: complete its receive, or keep it for one to come.
 void TcpPointToPoint::Deliver(Link& link) {
-  ++link.recvs;
   const MessageHeader h = link.in_header;
   std::optional<RecvOp> target = std::move(link.target);
   std::vector<char> payload = std::move(link.scratch);
   link.target.reset();
   link.scratch.clear();
-  link.in_payload = false;
-  link.in = Transfer::Recv(link.other, &link.in_header, sizeof link.in_header);
+  NextHeader(link);
   if (!target) {
     std::unique_lock<std::mutex> lock(mu_);
     target = TakePosted(link.peer, h.tag);
@@ -569,6 +658,7 @@ void TcpPointToPoint::Deliver(Link& link) {
       arrived_.push_back(Arrived{link.peer, h.tag, std::move(payload)});
       return;
     }
+    unexpected_bytes_ -= payload.size();
     lock.unlock();
     if (target->bytes == payload.size() && !payload.empty())
       std::memcpy(target->data, payload.data(), payload.size());
@@ -600,7 +690,8 @@ void TcpPointToPoint::ExpireReceives() {
                   "rank " + std::to_string(rank()) + ": recv from " + Who(r.src) + " with tag " +
                       std::to_string(r.tag) + ": no message came within " +
                       std::to_string(options_.timeout.count()) +
-                      " ms (the group's timeout); nothing was written to its buffer",
+                      " ms (the group's timeout); nothing was written to its buffer" +
+                      ParkedAhead(r.src),
                   {rank(), r.src, "", "recv", 0});
     r.done(-1, &e);
   }
@@ -613,6 +704,7 @@ void TcpPointToPoint::FailLinks(const Error& e) {
   links.swap(links_);
   for (auto& link : links) {
     link->mesh->ShutdownAll();
+    ReleaseHalfRead(*link);
     if (link->sending) link->sending->done(-1, &e);
     if (link->target) link->target->done(-1, &e);
   }
@@ -623,6 +715,18 @@ void TcpPointToPoint::FailLinks(const Error& e) {
     handover_->failed.clear();
   }
   for (auto& r : ready) r.second->ShutdownAll();
+}
+
+std::string TcpPointToPoint::ParkedAhead(int src) const {
+  for (const auto& link : links_) {
+    if (!link->parked || (src != kAnySource && link->peer != src)) continue;
+    return "; a message from rank " + std::to_string(link->peer) + " with tag " +
+           std::to_string(link->in_header.tag) + " (" + std::to_string(link->in_header.bytes) +
+           " bytes) waits ahead of it for its own receive: the messages kept for receives not yet "
+           "posted reached their budget (CommunicatorOptions::p2p_unexpected_max_bytes, " +
+           std::to_string(options_.p2p_unexpected_max_bytes) + ")";
+  }
+  return "";
 }
 
 // Under mu_: the first receive posted for a message from `peer` with `tag` (from that peer or

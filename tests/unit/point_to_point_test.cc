@@ -47,7 +47,8 @@ Outcome RecvNow(PointToPoint& p, std::string* into, int src, int64_t tag) {
 }
 
 void RunP2P(int size, const std::function<void(PointToPoint&, Store&)>& body,
-            std::chrono::milliseconds timeout = 10s) {
+            std::chrono::milliseconds timeout = 10s,
+            const std::function<void(CommunicatorOptions&)>& tune = nullptr) {
   auto store = std::make_shared<MemoryStore>();
   std::vector<std::exception_ptr> errors(static_cast<size_t>(size));
   std::vector<std::thread> threads;
@@ -58,6 +59,7 @@ void RunP2P(int size, const std::function<void(PointToPoint&, Store&)>& body,
         o.rank = r;
         o.size = size;
         o.timeout = timeout;
+        if (tune) tune(o);
         auto p2p = CreatePointToPoint(store, o);
         body(*p2p, *store);
       } catch (...) {
@@ -120,6 +122,99 @@ TEST(PointToPoint, TwoRanksSendEachOtherMegabytesBeforeEitherReceives) {
     ASSERT_FALSE(RecvNow(p, &in, peer, 0).error);
     EXPECT_EQ(in, std::string(8 << 20, static_cast<char>('a' + peer)));
   });
+}
+
+// Posts a send and returns at once; the future completes with its outcome.
+std::future<Outcome> SendLater(PointToPoint& p, const std::string& data, int dst, int64_t tag) {
+  auto done = std::make_shared<std::promise<Outcome>>();
+  std::future<Outcome> f = done->get_future();
+  p.Send(data.data(), data.size(), dst, tag, [done](int source, const Error* e) {
+    Outcome o;
+    o.source = source;
+    if (e) o.error = *e;
+    done->set_value(o);
+  });
+  return f;
+}
+
+TEST(PointToPoint, MessagesPastTheUnexpectedBudgetWaitUnreadForTheirReceive) {
+  // A 1 MiB budget: two 512 KiB messages nobody receives yet are kept; the 4 MiB one after them
+  // is not read (its send cannot complete: 64 KiB socket buffers on the bulk channel) until its
+  // receive is posted, and then goes straight into it.
+  const std::string a(512 << 10, 'a'), b(512 << 10, 'b'), big(4 << 20, 'c');
+  RunP2P(
+      2,
+      [&](PointToPoint& p, Store& store) {
+        if (p.rank() == 0) {
+          ASSERT_FALSE(SendNow(p, "hi", 1, 0).error);  // forms the pair's connection
+          ASSERT_FALSE(SendNow(p, a, 1, 1).error);
+          ASSERT_FALSE(SendNow(p, b, 1, 2).error);
+          std::future<Outcome> sent = SendLater(p, big, 1, 3);
+          EXPECT_EQ(sent.wait_for(300ms), std::future_status::timeout)
+              << "the receiver read a message past its budget";
+          store.Set("post", "1");
+          ASSERT_FALSE(sent.get().error);
+          return;
+        }
+        std::string hi(2, '\0');
+        ASSERT_FALSE(RecvNow(p, &hi, 0, 0).error);
+        store.Get("post", 10s);
+        std::string in3(4 << 20, '\0'), in1(512 << 10, '\0'), in2(512 << 10, '\0');
+        ASSERT_FALSE(RecvNow(p, &in3, 0, 3).error);
+        EXPECT_EQ(in3, big);
+        ASSERT_FALSE(RecvNow(p, &in1, 0, 1).error);
+        ASSERT_FALSE(RecvNow(p, &in2, 0, 2).error);
+        EXPECT_EQ(in1, a);
+        EXPECT_EQ(in2, b);
+      },
+      10s, [](CommunicatorOptions& o) { o.p2p_unexpected_max_bytes = 1 << 20; });
+}
+
+TEST(PointToPoint, AReceiveBehindAParkedMessageTimesOutSayingWhy) {
+  // Rank 0 sends 2 MiB with tag 1 (past rank 1's 1 MiB budget, no receive yet), then tag 2. A
+  // receive of tag 2 waits behind the parked message and times out naming it; the channel goes
+  // on, and once tag 1's receive is posted both arrive. A wrong-sized receive for a parked
+  // message fails alone and the bytes are dropped.
+  const std::string big(2 << 20, 'x'), small = "small", after = "after";
+  RunP2P(
+      2,
+      [&](PointToPoint& p, Store& store) {
+        if (p.rank() == 0) {
+          std::future<Outcome> s1 = SendLater(p, big, 1, 1);
+          std::future<Outcome> s2 = SendLater(p, small, 1, 2);
+          std::future<Outcome> s3 = SendLater(p, big, 1, 3);
+          std::future<Outcome> s4 = SendLater(p, after, 1, 4);
+          for (auto* f : {&s1, &s2, &s3, &s4}) EXPECT_FALSE(f->get().error);
+          store.Set("done", "1");
+          return;
+        }
+        std::string in2(small.size(), '\0');
+        Outcome o = RecvNow(p, &in2, 0, 2);
+        ASSERT_TRUE(o.error);
+        EXPECT_EQ(o.error->code(), ErrorCode::kTimeout);
+        EXPECT_NE(std::string(o.error->what())
+                      .find("a message from rank 0 with tag 1 (2097152 bytes) waits ahead of it"),
+                  std::string::npos)
+            << o.error->what();
+        std::string in1(2 << 20, '\0');
+        ASSERT_FALSE(RecvNow(p, &in1, 0, 1).error);
+        EXPECT_EQ(in1, big);
+        ASSERT_FALSE(RecvNow(p, &in2, 0, 2).error);
+        EXPECT_EQ(in2, small);
+        std::string wrong(16, '\0'), in4(after.size(), '\0');
+        o = RecvNow(p, &wrong, 0, 3);
+        ASSERT_TRUE(o.error);
+        EXPECT_EQ(o.error->code(), ErrorCode::kInvalidArgument);
+        EXPECT_EQ(wrong, std::string(16, '\0'));
+        ASSERT_FALSE(RecvNow(p, &in4, 0, 4).error);
+        EXPECT_EQ(in4, after);
+        store.Get("done", 10s);
+      },
+      10s,
+      [](CommunicatorOptions& o) {
+        o.p2p_unexpected_max_bytes = 1 << 20;
+        if (o.rank == 1) o.timeout = 500ms;
+      });
 }
 
 TEST(PointToPoint, AWrongSizeFailsThatReceiveAndTheChannelGoesOn) {
