@@ -9,6 +9,9 @@
 // RSS (its process, /proc) are reported beside the times. The torch TCPStore ratio is
 // bench/rendezvous_torch.py.
 // Usage: rendezvous_scale [--members N] [--churn K] [--store tcp|etcd] [--json FILE]
+//                         [--unauthenticated-cap N]  (the TCP store's admission cap, for A/B
+//                         runs; default: as a launcher sizes it, UnauthenticatedFor)
+#include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -47,6 +50,7 @@ struct Options {
   int churn = 256;
   std::string store = "tcp";
   std::string json;
+  size_t unauthenticated = 0;  // the TCP store's admission cap; 0 = as a launcher sizes it
 };
 
 Options Parse(int argc, char** argv) {
@@ -65,10 +69,12 @@ Options Parse(int argc, char** argv) {
       o.store = value();
     else if (a == "--json")
       o.json = value();
+    else if (a == "--unauthenticated-cap")
+      o.unauthenticated = std::stoul(value());
     else
       throw std::runtime_error("unknown argument " + a +
                                " (usage: rendezvous_scale [--members N] [--churn K] "
-                               "[--store tcp|etcd] [--json FILE])");
+                               "[--store tcp|etcd] [--unauthenticated-cap N] [--json FILE])");
   }
   if (o.members < 2 || o.churn < 0 || o.churn >= o.members)
     throw std::runtime_error("--members must be >= 2 and 0 <= --churn < --members");
@@ -151,30 +157,47 @@ ProcessUse UseOf(pid_t pid) {
   return u;
 }
 
-// The TCP store in a child process (forked before any thread starts); killed with the object.
+// The TCP store in a child process (forked before any thread starts), admitting `cap`
+// unauthenticated connections at once.
+// Rejected() stops it and returns the connections it dropped or refused.
 class StoreProcess {
  public:
-  explicit StoreProcess(const std::string& secret) {
-    int fds[2];
-    if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
+  StoreProcess(const std::string& secret, size_t cap) {
+    int up[2];
+    if (::pipe(up) != 0) throw std::runtime_error("pipe failed");
     const pid_t parent = ::getpid();
     pid_ = ::fork();
     if (pid_ == 0) {
-      ::close(fds[0]);
+      ::close(up[0]);
       cdt::DieWithParent(parent);
-      cdt::TcpStoreServer server("127.0.0.1", 0, secret);
+      sigset_t term;  // blocked before the server's thread starts, so that only sigwait takes it
+      sigemptyset(&term);
+      sigaddset(&term, SIGTERM);
+      ::pthread_sigmask(SIG_BLOCK, &term, nullptr);
+      cdt::TcpStoreServer server("127.0.0.1", 0, secret, cdt::Log(), cap);
       const uint16_t port = server.address().port;
-      if (::write(fds[1], &port, sizeof port) != sizeof port) ::_exit(1);
-      for (;;) ::pause();
+      if (::write(up[1], &port, sizeof port) != sizeof port) ::_exit(1);
+      int sig = 0;
+      ::sigwait(&term, &sig);
+      const uint64_t rejected = server.rejected_connections();
+      if (::write(up[1], &rejected, sizeof rejected) != sizeof rejected) ::_exit(1);
+      ::_exit(0);
     }
-    ::close(fds[1]);
-    if (::read(fds[0], &port_, sizeof port_) != sizeof port_)
+    ::close(up[1]);
+    from_ = up[0];
+    if (::read(from_, &port_, sizeof port_) != sizeof port_)
       throw std::runtime_error("the store process did not start");
-    ::close(fds[0]);
   }
   ~StoreProcess() {
     ::kill(pid_, SIGKILL);
     ::waitpid(pid_, nullptr, 0);
+    ::close(from_);
+  }
+  uint64_t Rejected() {
+    uint64_t n = 0;
+    ::kill(pid_, SIGTERM);
+    if (::read(from_, &n, sizeof n) != sizeof n) throw std::runtime_error("the store process died");
+    return n;
   }
   pid_t pid() const { return pid_; }
   uint16_t port() const { return port_; }
@@ -182,6 +205,7 @@ class StoreProcess {
  private:
   pid_t pid_ = -1;
   uint16_t port_ = 0;
+  int from_ = -1;
 };
 
 // Runs `body(i)` on `n` threads at once and returns the seconds until the last one finished.
@@ -245,7 +269,10 @@ int main(int argc, char** argv) {
     std::atomic<int> round_now{0};  // which of `requests` the members count into
     auto connect = [&] { return std::make_unique<CountedStore>(open(), requests, &round_now); };
     if (o.store == "tcp") {
-      tcp = std::make_unique<StoreProcess>(secret);
+      tcp = std::make_unique<StoreProcess>(
+          secret, o.unauthenticated > 0 ? o.unauthenticated
+                                        : cdt::TcpStoreServer::UnauthenticatedFor(
+                                              static_cast<size_t>(o.members + o.churn)));
       store_pid = tcp->pid();
       const cdt::net::HostPort at{"127.0.0.1", tcp->port()};
       open = [at, secret] {
@@ -339,6 +366,9 @@ int main(int argc, char** argv) {
       json += line;
     }
     json += "]\n";
+    if (tcp)
+      std::printf("connections the store dropped or refused: %llu\n",
+                  static_cast<unsigned long long>(tcp->Rejected()));
     if (!o.json.empty()) std::ofstream(o.json) << json;
     return 0;
   } catch (const std::exception& e) {

@@ -280,7 +280,9 @@ void ConnectStore(const Environment& env, const LaunchOptions& o, WorkerSession*
                       "): set CDT_JOB_SECRET to the same value for every rank (it authenticates "
                       "the rendezvous store)");
     if (!env.store_hosted && id.rank == 0)
-      s.hosted_store = std::make_unique<TcpStoreServer>("0.0.0.0", hp.port, secret);
+      s.hosted_store = std::make_unique<TcpStoreServer>(
+          "0.0.0.0", hp.port, secret, Log(),
+          TcpStoreServer::UnauthenticatedFor(2 * static_cast<size_t>(id.world_size)));
     s.store = std::make_unique<TcpStoreClient>(hp, secret, timeout, request_timeout);
   }
 }

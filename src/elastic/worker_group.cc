@@ -477,7 +477,13 @@ GroupResult RunWorkerGroup(const AgentConfig& c, const std::vector<std::string>&
   std::unique_ptr<TcpStoreServer> server;
   if (c.node_rank == 0 && !r.etcd) {
     const std::string bind = c.nnodes > 1 ? "0.0.0.0" : r.addr.host;
-    server = std::make_unique<TcpStoreServer>(bind, r.addr.port, r.secret, c.log);
+    // Every worker and spare may connect at once, two connections each (elastic workers hold
+    // one for the engine and one for torch), and an agent per node.
+    const size_t workers = static_cast<size_t>(c.nnodes) *
+                           static_cast<size_t>(c.nproc_per_node + std::max(0, c.spares));
+    server = std::make_unique<TcpStoreServer>(
+        bind, r.addr.port, r.secret, c.log,
+        TcpStoreServer::UnauthenticatedFor(2 * workers + static_cast<size_t>(c.nnodes)));
     r.addr.port = server->address().port;
   }
   std::unique_ptr<Store> store;

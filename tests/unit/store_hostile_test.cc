@@ -99,6 +99,21 @@ TEST(HostileStore, IdleConnectionsCannotLockTheJobOut) {
   EXPECT_GE(server.rejected_connections(), 2 * TcpStoreServer::kMaxUnauthenticated - 1);
 }
 
+TEST(HostileStore, AJobsOwnBurstOfConnectionsIsNotEvicted) {
+  // A launcher sizes the cap for its job (UnauthenticatedFor): 200 connections still waiting to
+  // authenticate (a job's workers all connecting at once, slower than the store) all stay, and
+  // the job goes on. Under the default cap of 64, 136 of them would be dropped to make room.
+  TcpStoreServer server("127.0.0.1", 0, "job-secret", Log(),
+                        TcpStoreServer::UnauthenticatedFor(300));
+  std::vector<net::Socket> waiting;
+  for (int i = 0; i < 200; ++i)
+    waiting.push_back(net::ConnectUntil(server.address(), net::DeadlineAfter(milliseconds(2000))));
+  Rendezvous(server.address(), "job-secret", "burst");
+  EXPECT_EQ(server.rejected_connections(), 0u);
+  EXPECT_EQ(TcpStoreServer::UnauthenticatedFor(10), TcpStoreServer::kMaxUnauthenticated);
+  EXPECT_EQ(TcpStoreServer::UnauthenticatedFor(300), 600u);
+}
+
 // Accepts one connection and plays a store that takes any answer.
 class FakeStore {
  public:

@@ -134,11 +134,12 @@ size_t ReadAllowance(const Client& c) {
 class TcpStoreServer::State {
  public:
   State(std::string secret, net::Socket listener, const std::string& where,
-        std::atomic<uint64_t>* rejected, const Log& log)
+        std::atomic<uint64_t>* rejected, const Log& log, size_t max_unauthenticated)
       : secret_(std::move(secret)),
         listener_(std::move(listener)),
         rejected_(rejected),
-        log_("cdt store " + where, log) {}
+        log_("cdt store " + where, log),
+        max_unauthenticated_(std::max<size_t>(1, max_unauthenticated)) {}
 
   // Answers waits that are due, refuses clients past their authentication window; returns how
   // long poll may sleep.
@@ -276,7 +277,7 @@ class TcpStoreServer::State {
           static_cast<size_t>(std::count_if(clients_.begin(), clients_.end(), [](const Client& c) {
             return AwaitingAuthentication(c);
           }));
-      if (waiting >= kMaxUnauthenticated) {
+      if (waiting >= max_unauthenticated_) {
         // Make room: the oldest of the address holding the most unauthenticated connections (a
         // flooding host evicts its own first: comm/transport/admission.h).
         auto victim = net::ChooseEviction(
@@ -366,17 +367,18 @@ class TcpStoreServer::State {
   net::Socket listener_;
   std::atomic<uint64_t>* rejected_;
   RefusalLog log_;
+  const size_t max_unauthenticated_;
   std::list<Client> clients_;  // in accept order
   std::unordered_map<std::string, std::string> data_;
   net::Deadline accept_paused_until_{};
 };
 
-TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port, std::string secret,
-                               Log log) {
+TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port, std::string secret, Log log,
+                               size_t max_unauthenticated) {
   net::Socket listener = net::Listen(host, port, &address_, 1024);
   net::SetNonBlocking(listener.fd(), true);
   state_ = std::make_unique<State>(std::move(secret), std::move(listener), address_.ToString(),
-                                   &rejected_, log);
+                                   &rejected_, log, max_unauthenticated);
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd_ < 0) throw Error(ErrorCode::kIo, std::string("eventfd: ") + std::strerror(errno));
   thread_ = std::thread([this] { Serve(); });

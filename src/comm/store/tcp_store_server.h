@@ -6,15 +6,18 @@
 //  * Every connection must prove it knows the job secret, and the server proves it back, before
 //    any key is read or written (store_protocol.h); every later frame carries a MAC.
 //  * Before that proof a peer controls nothing that grows: the only frame read is the fixed-size
-//    auth frame, at most kMaxUnauthenticated connections wait for theirs (a newer one drops the
+//    auth frame, at most `max_unauthenticated` connections wait for theirs (a newer one drops the
 //    oldest of the source address holding the most: a flood evicts its own, not a slow client
-//    elsewhere; comm/transport/admission.h) and each gets kAuthWindow.
+//    elsewhere; comm/transport/admission.h) and each gets kAuthWindow. The launchers size it for
+//    the job (UnauthenticatedFor): 1,024 members connecting at once to a cap of 64 had most of
+//    their first connections dropped.
 //  * After it, a connection's buffers are bounded: one frame in (<= kMaxFrameBytes), and no new
 //    request is read while a reply is still being sent.
 //  * Running out of descriptors or memory refuses or drops connections and says so; it never stops
 //    the server. Malformed input closes that connection only and is counted.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -31,10 +34,16 @@ class TcpStoreServer {
   static constexpr size_t kMaxUnauthenticated = 64;
   static constexpr size_t kMaxClients = 4096;
   static constexpr std::chrono::seconds kAuthWindow{10};
+  // The cap on connections awaiting authentication for a job of `clients` store connections
+  // that may all connect at once: room for each twice over, never below kMaxUnauthenticated.
+  static size_t UnauthenticatedFor(size_t clients) {
+    return std::max(kMaxUnauthenticated, std::min(kMaxClients, 2 * clients));
+  }
 
   // Binds host:port (port 0 = any free port) and starts serving. Throws kIo if it cannot bind.
   // `log`: the connections it drops or refuses (warnings, at most one a second).
-  TcpStoreServer(const std::string& host, uint16_t port, std::string secret, Log log = Log());
+  TcpStoreServer(const std::string& host, uint16_t port, std::string secret, Log log = Log(),
+                 size_t max_unauthenticated = kMaxUnauthenticated);
   ~TcpStoreServer();  // Stops the server and closes every connection.
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
