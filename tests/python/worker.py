@@ -240,6 +240,7 @@ def main():
     dist.init_process_group(backend, timeout=timeout)
     rank, world = dist.get_rank(), dist.get_world_size()
     result = {"rank": rank}
+    done = False
     try:
         if mode == "collectives":
             result.update(collectives(rank, world))
@@ -289,10 +290,19 @@ def main():
             except RuntimeError as e:
                 result["sparse"] = str(e)
             dist.barrier()
+        done = True
     finally:
         print(json.dumps(result), flush=True)
         if mode != "die":
             dist.destroy_process_group()
+        if backend == "gloo" and done:
+            # PyTorch 2.11's Gloo reference runs abort now and then after everything is done
+            # ("terminate called without an active exception", SIGABRT in static destruction at
+            # exit: 5 of 60 processes here, with or without cann_dist imported). Leaving at once
+            # keeps that peer's exit out of the comparison; "cdt" ranks exit normally, so their
+            # exit path stays tested.
+            sys.stderr.flush()
+            os._exit(0)
 
 
 if __name__ == "__main__":
