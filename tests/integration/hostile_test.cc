@@ -123,8 +123,13 @@ TEST(HostileNetwork, NoProcessOfAJobShowsTheSecretOnItsCommandLine) {
       DIR* proc = opendir("/proc");
       for (dirent* d; (d = readdir(proc)) != nullptr;) {
         if (d->d_name[0] < '0' || d->d_name[0] > '9') continue;
-        std::ifstream f(std::string("/proc/") + d->d_name + "/cmdline");
-        std::string cmdline((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        std::string cmdline;
+        try {
+          std::ifstream f(std::string("/proc/") + d->d_name + "/cmdline");
+          cmdline.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+        } catch (const std::exception&) {
+          continue;  // the process ended between opendir and the read (ESRCH): nothing to show
+        }
         const std::string program = cmdline.substr(0, cmdline.find('\0'));  // argv[0]
         const std::string name = "cann-dist-train";  // not a path that merely holds the name
         if (program.size() >= name.size() &&
