@@ -30,96 +30,28 @@
 #include <utility>
 #include <vector>
 
+#include "comm/p2p_records.h"
 #include "comm/transport/tcp_mesh.h"
 
 namespace cdt {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using p2p::Arrived;
+using p2p::Handover;
+using p2p::kDiscardChunk;
+using p2p::kMessageMagic;
+using p2p::Link;
+using p2p::MessageHeader;
+using p2p::RecvOp;
+using p2p::SendOp;
+using Clock = p2p::Clock;
 // The service thread's longest sleep: deadlines of posted receives and a busy link's silence are
 // looked at this often at least.
 constexpr int kPollMs = 100;
 
-constexpr uint32_t kMessageMagic = 0x4d504443;  // "CDPM"
-struct MessageHeader {
-  uint32_t magic;
-  uint32_t reserved;
-  int64_t tag;
-  uint64_t bytes;
-};
-static_assert(sizeof(MessageHeader) == 24, "MessageHeader is a wire struct");
-
 std::string Who(int rank) {
   return rank == PointToPoint::kAnySource ? "any rank" : "rank " + std::to_string(rank);
 }
-
-struct SendOp {
-  const void* data;
-  size_t bytes;
-  int64_t tag;
-  PointToPoint::Done done;
-};
-
-struct RecvOp {
-  void* data;
-  size_t bytes;
-  int src;  // or kAnySource
-  int64_t tag;
-  PointToPoint::Done done;
-  Clock::time_point deadline;
-};
-
-// A message that arrived before any receive matched it.
-struct Arrived {
-  int src;
-  int64_t tag;
-  std::vector<char> payload;
-};
-
-// What the connector threads hand to the service thread. Shared: a connector may finish after
-// the channel is gone.
-struct Handover {
-  std::mutex mu;
-  std::vector<std::pair<int, std::unique_ptr<TcpMesh>>> ready;
-  std::vector<Error> failed;
-  int wake_fd = -1;  // eventfd: the service thread's poll wakes on it
-  Handover() : wake_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
-    if (wake_fd < 0) throw Error(ErrorCode::kIo, std::string("eventfd: ") + std::strerror(errno));
-  }
-  ~Handover() { ::close(wake_fd); }
-  void Wake() const {
-    const uint64_t one = 1;
-    [[maybe_unused]] ssize_t n = ::write(wake_fd, &one, sizeof one);
-  }
-};
-
-// One connected peer: service thread only.
-struct Link {
-  int peer = -1;
-  std::unique_ptr<TcpMesh> mesh;
-  int other = 1;  // the peer's rank in the 2-rank mesh
-  // Outgoing: the message being sent (its header, then its bytes).
-  std::optional<SendOp> sending;
-  MessageHeader out_header{};
-  Transfer out[2]{};
-  // Incoming: a header, then the bytes into the matched receive's buffer or `scratch`.
-  bool in_payload = false;
-  MessageHeader in_header{};
-  Transfer in{};
-  std::optional<RecvOp> target;
-  std::vector<char> scratch;
-  // A whole header is in, but its message has no receive and the unexpected bytes are at their
-  // budget: nothing more is read from this peer until a receive takes it (waiting, not silence).
-  bool parked = false;
-  // Bytes of the current message still to drop (its receive failed on the size), read in chunks.
-  uint64_t discard_left = 0;
-  Clock::time_point last_progress = Clock::now();
-  uint64_t sends = 0, recvs = 0;
-  bool Busy() const { return sending || in_payload || (in.done > 0 && !parked); }
-};
-
-// Chunks in which a message nobody can take is read and dropped.
-constexpr size_t kDiscardChunk = 64 << 10;
 
 class TcpPointToPoint : public PointToPoint {
  public:
