@@ -36,4 +36,17 @@ std::string LrSchedule::Describe() const {
   return out;
 }
 
+std::string LrSchedule::RateAt(int64_t step) const {
+  char rate[64];
+  std::snprintf(rate, sizeof rate, "learning rate %g (", At(step));
+  return rate + Describe() + ")";
+}
+
+std::string LrSchedule::WarmUpHint() const {
+  return warmup_steps == 0 && Peak() > base_lr
+             ? ", or warm up (--warmup-steps) and bound each layer's step (--larc-trust, "
+               "docs/training.md)"
+             : "";
+}
+
 }  // namespace cdt::train

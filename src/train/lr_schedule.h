@@ -25,6 +25,10 @@ struct LrSchedule {
   // What the run prints of it, e.g. "peak 0.4 = 0.1 x global batch 1024 / 256, warm-up 10
   // steps, cosine decay to 0 at step 59".
   std::string Describe() const;
+  // For a run that diverged at `step`: "learning rate 0.2 (<Describe()>)", and the remedy beyond
+  // a lower --lr when a scaled-up rate ran without warm-up (else "").
+  std::string RateAt(int64_t step) const;
+  std::string WarmUpHint() const;
 };
 
 }  // namespace cdt::train

@@ -455,16 +455,11 @@ void Trainer::RecordLoss() {
   if (l.sum[1] > 0) checkpoints_->RequestNow();
   if (l.sum[2] > 0) regroup_due_ = true;
   if (!std::isfinite(mean_loss))
-    throw Error(ErrorCode::kDiverged,
-                Who(comm_) + ": loss is " + std::to_string(mean_loss) + " at step " +
-                    std::to_string(l.step) + ", learning rate " +
-                    fmt::format("{:g}", schedule_->At(l.step)) + " (" + schedule_->Describe() +
-                    "): diverged: lower --lr" + CompressLessHint(compression_) +
-                    (o_.optimizer.warmup_steps == 0 && schedule_->Peak() > o_.optimizer.lr
-                         ? ", or warm up (--warmup-steps) and bound each layer's step "
-                           "(--larc-trust, docs/training.md)"
-                         : "") +
-                    "?");
+    throw Error(ErrorCode::kDiverged, Who(comm_) + ": loss is " + std::to_string(mean_loss) +
+                                          " at step " + std::to_string(l.step) + ", " +
+                                          schedule_->RateAt(l.step) + ": diverged: lower --lr" +
+                                          CompressLessHint(compression_) + schedule_->WarmUpHint() +
+                                          "?");
   r_.loss_curve.push_back({l.step, mean_loss});
   r_.final_loss = mean_loss;
   ShowProgress(mean_loss);

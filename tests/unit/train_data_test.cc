@@ -183,6 +183,11 @@ TEST(LrSchedule, DescribesWhatIsInForce) {
             "step 59");
   EXPECT_EQ((LrSchedule{0.003, 1024, 0, 0, 59, false}.Describe()),
             "peak 0.003 (not scaled with the global batch), no warm-up, then constant");
+  const LrSchedule scaled{0.1, 1024, 256, 0, 59, false};
+  EXPECT_EQ(scaled.RateAt(3), "learning rate 0.4 (" + scaled.Describe() + ")");
+  EXPECT_NE(scaled.WarmUpHint().find("--warmup-steps"), std::string::npos);
+  EXPECT_EQ((LrSchedule{0.1, 1024, 256, 10, 59, true}.WarmUpHint()), "");
+  EXPECT_EQ((LrSchedule{0.1, 128, 256, 0, 59, true}.WarmUpHint()), "");
 }
 
 TEST(BlasLibrary, NamesDebiansAlternatives) {
