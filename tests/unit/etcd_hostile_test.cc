@@ -8,6 +8,8 @@
 
 #include <limits>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "cdt/error.h"
@@ -232,6 +234,83 @@ TEST_F(HostileEtcd, TimeoutsTooLargeForTheClockMeanNoDeadline) {
   EXPECT_GE(fake_.Requests("/v3/kv/range"), 3);
 }
 
+// A watch stream: its messages, one per line, the last after `delay`.
+FakeEtcd::Handler Stream(std::vector<std::string> lines, milliseconds delay, std::string* body) {
+  return
+      [lines = std::move(lines), delay, body](const httplib::Request& req, httplib::Response& res) {
+        if (body != nullptr) *body = req.body;
+        res.set_chunked_content_provider("application/json",
+                                         [lines, delay](size_t, httplib::DataSink& sink) {
+                                           for (size_t i = 0; i < lines.size(); ++i) {
+                                             if (i + 1 == lines.size())
+                                               std::this_thread::sleep_for(delay);
+                                             const std::string line = lines[i] + "\n";
+                                             if (!sink.write(line.data(), line.size()))
+                                               return false;
+                                           }
+                                           sink.done();
+                                           return true;
+                                         });
+      };
+}
+
+const std::string kCreated = R"({"result":{)" + kHeader + R"(,"created":true}})";
+std::string PutEvent(const std::string& value64) {
+  return R"({"result":{)" + kHeader + R"(,"events":[{"kv":{"key":")" + kKey64 +
+         R"(","create_revision":"8","mod_revision":"8","version":"1","value":")" + value64 +
+         R"("}}]}})";
+}
+
+TEST_F(HostileEtcd, AWaitIsParkedOnAWatchNotPolled) {
+  // The key is missing at revision 7; the watch from revision 8 delivers its put 300 ms later.
+  // One range and one watch, where polling would have read the key a dozen times.
+  std::string watch_body;
+  fake_.On("/v3/watch", Stream({kCreated, PutEvent("aGVyZQ==")}, milliseconds(300), &watch_body));
+  auto store = Connect();
+  EXPECT_EQ(store->Get(kKey, milliseconds(20000)), "here");
+  EXPECT_EQ(fake_.Requests("/v3/kv/range"), 1);
+  EXPECT_EQ(fake_.Requests("/v3/watch"), 1);
+  EXPECT_NE(watch_body.find(R"("start_revision":"8")"), std::string::npos) << watch_body;
+  EXPECT_NE(watch_body.find(kKey64), std::string::npos) << watch_body;
+}
+
+TEST_F(HostileEtcd, AWatchThatEndsOrIsMissingFallsBackToReadingTheKey) {
+  // Cancelled by the server (its start was compacted): the key is read again and watched again,
+  // until the wait's timeout. Without a watch endpoint (404), the key is polled.
+  fake_.On("/v3/watch", Stream({kCreated, R"({"result":{)" + kHeader + R"(,"canceled":true,)" +
+                                              R"("compact_revision":"9"}})"},
+                               milliseconds(0), nullptr));
+  auto store = Connect();
+  ExpectError([&] { (void)store->Get(kKey, milliseconds(300)); }, ErrorCode::kTimeout,
+              {"key [job/n]"});
+  EXPECT_GE(fake_.Requests("/v3/watch"), 2);
+  EXPECT_EQ(fake_.Requests("/v3/kv/range"), fake_.Requests("/v3/watch") + 1);
+  fake_.On("/v3/watch", FakeEtcd::Answer("", 404));
+  const int watches = fake_.Requests("/v3/watch");
+  ExpectError([&] { (void)store->Get(kKey, milliseconds(300)); }, ErrorCode::kTimeout,
+              {"key [job/n]"});
+  EXPECT_EQ(fake_.Requests("/v3/watch"), watches + 1);  // asked once, then polled
+  EXPECT_GE(fake_.Requests("/v3/kv/range"), watches + 5);
+}
+
+TEST_F(HostileEtcd, ABadWatchStreamIsAStoreErrorNamingServerAndKey) {
+  for (const auto& [lines, says] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"garbage"}, "not a JSON object"},
+           {{kCreated, R"({"error":{"grpc_code":14,"message":"etcdserver: no leader"}})"},
+            "etcdserver: no leader"},
+           {{R"({"result":{"events":[{"kv":{"key":"b3RoZXI=","value":"eA=="}}]}})"},
+            "not for the key watched"},
+           {{R"({"result":{"events":[{"type":"FROB","kv":{}}]}})"}, "type"},
+           {{R"({"result":"x"})"}, "not an object"}}) {
+    fake_.On("/v3/watch", Stream(lines, milliseconds(0), nullptr));
+    ExpectError([&] { (void)Connect()->Get(kKey, milliseconds(5000)); }, ErrorCode::kStore,
+                {Server(), "watch of key [job/n]", says});
+  }
+  fake_.On("/v3/watch", FakeEtcd::Answer("{}", 500));
+  ExpectError([&] { (void)Connect()->Get(kKey, milliseconds(5000)); }, ErrorCode::kStore,
+              {Server(), "watch of key [job/n]", "HTTP 500"});
+}
+
 TEST(EtcdReply, ParsesWhatEtcd34Writes) {
   const std::string where = "etcd at test: request";
   EXPECT_FALSE(etcd::ParseRangeReply(Obj(""), kKey, where).exists);
@@ -240,6 +319,14 @@ TEST(EtcdReply, ParsesWhatEtcd34Writes) {
   EXPECT_EQ(kv.value, "5");
   EXPECT_EQ(kv.mod_revision, 5);
   EXPECT_EQ(etcd::ParseRangeReply(Found("NQ==", "12"), kKey, where).mod_revision, 12);
+  EXPECT_EQ(etcd::ParseRangeReply(Obj(""), kKey, where).revision, 7);  // the header's
+  EXPECT_FALSE(etcd::ParseWatchMessage(kCreated, kKey, where).put.has_value());
+  EXPECT_EQ(etcd::ParseWatchMessage(PutEvent("NQ=="), kKey, where).put, "5");
+  EXPECT_FALSE(etcd::ParseWatchMessage(
+                   R"({"result":{"events":[{"type":"DELETE","kv":{"key":")" + kKey64 + R"("}}]}})",
+                   kKey, where)
+                   .put.has_value());
+  EXPECT_TRUE(etcd::ParseWatchMessage(R"({"result":{"canceled":true}})", kKey, where).canceled);
   EXPECT_TRUE(etcd::ParseTxnReply(Obj(R"(,"succeeded":true,"responses":[])"), where));
   EXPECT_FALSE(etcd::ParseTxnReply(Obj(""), where));
   EXPECT_EQ(etcd::ParseDeleteRangeReply(Obj(R"(,"deleted":"1")"), where), 1);

@@ -115,10 +115,13 @@ std::optional<std::string> FromBase64(std::string_view text) {
 
 KeyValue ParseRangeReply(std::string_view body, std::string_view key, const std::string& where) {
   const json j = ParseResponse(body, where);
+  KeyValue out;
+  out.revision = IntField(j.at("header"), "revision", where, body).value_or(0);
+  if (out.revision < 0) Refuse(where, "the header's revision is negative", body);
   const auto kvs = j.find("kvs");
-  if (kvs == j.end() || kvs->is_null()) return {};
+  if (kvs == j.end() || kvs->is_null()) return out;
   if (!kvs->is_array()) Refuse(where, "field 'kvs' is " + Describe(*kvs) + ", not an array", body);
-  if (kvs->empty()) return {};
+  if (kvs->empty()) return out;
   if (kvs->size() > 1)
     Refuse(where, "the reply holds " + std::to_string(kvs->size()) + " keys for a request of one",
            body);
@@ -127,11 +130,63 @@ KeyValue ParseRangeReply(std::string_view body, std::string_view key, const std:
   const std::optional<std::string> got = BytesField(kv, "key", where, body);
   if (!got || *got != key)
     Refuse(where, "kvs[0] is not the key asked for ('" + Printable(got.value_or("")) + "')", body);
-  KeyValue out;
   out.exists = true;
   out.value = BytesField(kv, "value", where, body).value_or("");
   out.mod_revision = IntField(kv, "mod_revision", where, body).value_or(0);
   if (out.mod_revision <= 0) Refuse(where, "kvs[0] has no positive mod_revision", body);
+  return out;
+}
+
+WatchMessage ParseWatchMessage(std::string_view line, std::string_view key,
+                               const std::string& where) {
+  if (line.empty()) Refuse(where, "a message of the watch stream is empty", line);
+  const json j = json::parse(line.begin(), line.end(), nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    Refuse(where, "a message of the watch stream is not a JSON object", line);
+  const auto result = j.find("result");
+  if (result == j.end()) {
+    const auto error = j.find("error");
+    if (error != j.end() && error->is_object()) {
+      const auto message = error->find("message");
+      if (message != error->end() && message->is_string())
+        Refuse(where,
+               "etcd ended the watch with an error: " + Printable(message->get<std::string>()),
+               line);
+    }
+    Refuse(where, "a message of the watch stream has no result", line);
+  }
+  if (!result->is_object())
+    Refuse(where, "the watch message's result is " + Describe(*result) + ", not an object", line);
+  WatchMessage out;
+  const auto canceled = result->find("canceled");
+  if (canceled != result->end() && !canceled->is_null()) {
+    if (!canceled->is_boolean())
+      Refuse(where, "field 'canceled' is " + Describe(*canceled) + ", not true or false", line);
+    out.canceled = canceled->get<bool>();
+  }
+  const auto events = result->find("events");
+  if (events == result->end() || events->is_null()) return out;
+  if (!events->is_array())
+    Refuse(where, "field 'events' is " + Describe(*events) + ", not an array", line);
+  for (const json& e : *events) {
+    if (!e.is_object()) Refuse(where, "an event is " + Describe(e) + ", not an object", line);
+    const auto type = e.find("type");  // proto3 leaves out PUT, the enum's zero
+    if (type != e.end() && !type->is_null()) {
+      if (!type->is_string())
+        Refuse(where, "an event's type is " + Describe(*type) + ", not a string", line);
+      const std::string& t = type->get_ref<const std::string&>();
+      if (t == "DELETE") continue;
+      if (t != "PUT") Refuse(where, "an event's type is " + Describe(*type), line);
+    }
+    const auto kv = e.find("kv");
+    if (kv == e.end() || !kv->is_object()) Refuse(where, "a put event carries no kv object", line);
+    const std::optional<std::string> got = BytesField(*kv, "key", where, line);
+    if (!got || *got != key)
+      Refuse(where, "an event is not for the key watched ('" + Printable(got.value_or("")) + "')",
+             line);
+    out.put = BytesField(*kv, "value", where, line).value_or("");
+    return out;
+  }
   return out;
 }
 

@@ -16,7 +16,11 @@
 //                the comparison failed;
 //   put          {"header":{...}};
 //   deleterange  {"header":{...},"deleted":"1"}, "deleted" left out when nothing was;
-//   GET /version {"etcdserver":"3.4.23","etcdcluster":"3.4.0"}.
+//   GET /version {"etcdserver":"3.4.23","etcdcluster":"3.4.0"};
+//   watch        a stream of newline-separated messages, each {"result":{"header":{...},...}}:
+//                "created":true first, then "events":[{"kv":{...}}, {"type":"DELETE",...}],
+//                or "canceled":true (with "compact_revision" when the start was compacted);
+//                the gateway's own failure is {"error":{"grpc_code":..,"message":"..",...}}.
 // The gateway writes int64 fields as JSON strings (proto3's JSON mapping); a JSON integer is
 // accepted as well. Keys and values are standard base64 with padding.
 #pragma once
@@ -45,11 +49,21 @@ struct KeyValue {
   bool exists = false;
   std::string value;
   int64_t mod_revision = 0;
+  int64_t revision = 0;  // the store's revision when it answered (the header's; 0 if left out)
 };
 
 // A range reply for exactly `key` (the request names one key, no range end): at most one kv,
 // whose key must decode to `key`.
 KeyValue ParseRangeReply(std::string_view body, std::string_view key, const std::string& where);
+
+// One message of a watch stream on exactly `key`. `put` holds the value of the first put of `key`
+// it carries (a deletion is not one); `canceled` says the server ended the watch.
+struct WatchMessage {
+  bool canceled = false;
+  std::optional<std::string> put;
+};
+WatchMessage ParseWatchMessage(std::string_view line, std::string_view key,
+                               const std::string& where);
 
 // A txn reply: whether the comparison held (and so the success branch ran).
 bool ParseTxnReply(std::string_view body, const std::string& where);

@@ -80,7 +80,8 @@ json UnchangedSince(const std::string& key64, const etcd::KeyValue& seen) {
 
 EtcdStore::EtcdStore(const net::HostPort& server, milliseconds connect_timeout,
                      milliseconds request_timeout, int transaction_tries)
-    : where_("etcd at " + server.ToString()),
+    : server_(server),
+      where_("etcd at " + server.ToString()),
       request_timeout_(std::max(request_timeout, milliseconds(1))),
       transaction_tries_(transaction_tries),
       http_(std::make_unique<httplib::Client>(server.host, static_cast<int>(server.port))) {
@@ -180,6 +181,71 @@ void EtcdStore::Set(const std::string& key, const std::string& value) {
   etcd::ParsePutReply(Post("/v3/kv/put", body.dump(), request), Where(request));
 }
 
+std::optional<std::string> EtcdStore::WatchForPut(const std::string& key, int64_t seen,
+                                                  Clock::time_point until) {
+  const std::string request = "watch of key [" + Printable(key) + "]";
+  httplib::Client client(server_.host, static_cast<int>(server_.port));
+  client.set_connection_timeout(0, 2000000);
+  // Nothing arrives while the key stays missing: the read waits until `until` (and a little).
+  const int64_t us = std::max<int64_t>(
+      1000,
+      std::chrono::duration_cast<std::chrono::microseconds>(until - Clock::now()).count() + 20000);
+  client.set_read_timeout(static_cast<time_t>(us / 1000000), static_cast<time_t>(us % 1000000));
+  json create = {{"key", etcd::ToBase64(key)}};
+  if (seen > 0) create["start_revision"] = std::to_string(seen + 1);
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v3/watch";
+  req.body = json{{"create_request", create}}.dump();
+  req.set_header("Content-Type", "application/json");
+  int status = 0;
+  req.response_handler = [&](const httplib::Response& r) {
+    status = r.status;
+    return r.status == 200;
+  };
+  std::string pending;  // the stream's bytes since its last newline
+  std::optional<std::string> put;
+  std::string failure;  // a bad message: thrown once the exchange is over
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    pending.append(data, n);
+    try {
+      for (size_t eol; (eol = pending.find('\n')) != std::string::npos;) {
+        const etcd::WatchMessage m =
+            etcd::ParseWatchMessage(std::string_view(pending).substr(0, eol), key, Where(request));
+        pending.erase(0, eol + 1);
+        if (m.put) put = m.put;
+        if (m.put || m.canceled) return false;
+      }
+    } catch (const Error& e) {
+      failure = e.what();
+      return false;
+    }
+    if (pending.size() > etcd::kMaxReplyBytes) {
+      failure = Where(request) + ": a message of the watch stream is longer than " +
+                std::to_string(etcd::kMaxReplyBytes >> 20) + " MiB, which no etcd sends";
+      return false;
+    }
+    return Clock::now() < until;
+  };
+  const httplib::Result r = client.send(req);
+  if (!failure.empty()) throw Error(ErrorCode::kStore, failure);
+  if (put) return put;
+  if (status == 404) {
+    watches_ = false;  // no watch endpoint: poll
+    return std::nullopt;
+  }
+  if (status != 0 && status != 200)
+    throw Error(ErrorCode::kStore, Where(request) + " (POST /v3/watch) answered HTTP " +
+                                       std::to_string(status) +
+                                       "; check --rdzv-endpoint and etcd's log");
+  // A read that timed out at `until`, or a stream ended by the server (compaction, restart):
+  // the caller reads the key again. A connection that never opened is the server's failure.
+  if (!r && r.error() == httplib::Error::Connection)
+    throw Error(ErrorCode::kStore, Where(request) + " failed: " + httplib::to_string(r.error()) +
+                                       "; is etcd running and healthy? check --rdzv-endpoint");
+  return std::nullopt;
+}
+
 std::string EtcdStore::Get(const std::string& key, milliseconds timeout) {
   const auto deadline = DeadlineAfter(timeout);
   const auto start = Clock::now();
@@ -188,10 +254,19 @@ std::string EtcdStore::Get(const std::string& key, milliseconds timeout) {
                                                                          : milliseconds(500))) {
     etcd::KeyValue v = Range(key);
     if (v.exists) return std::move(v.value);
-    if (Clock::now() >= deadline)
+    const auto now = Clock::now();
+    if (now >= deadline)
       throw Error(ErrorCode::kTimeout, "waited " + std::to_string(timeout.count()) + " ms on " +
                                            where_ + " for key [" + Printable(key) +
                                            "]: some process of the job did not arrive");
+    if (watches_) {
+      const auto until = deadline - now < kWatchSlice ? deadline : now + kWatchSlice;
+      std::optional<std::string> put = WatchForPut(key, v.revision, until);
+      if (put) return std::move(*put);
+      // Ended before `until` (the server cancelled it): not at once again.
+      if (Clock::now() < until) std::this_thread::sleep_for(std::min(pause, milliseconds(50)));
+      continue;
+    }
     std::this_thread::sleep_for(pause);
   }
 }

@@ -3,9 +3,13 @@
 // that would host the TCP store) does not lose the rendezvous. torchrun's etcd backends use the v2
 // API that etcd 3.6 dropped (pytorch#158326); this speaks v3 only.
 //
-// Mapping: Set = put; Get / Wait = range, polled with backoff until the timeout (1 → 50 ms, and
-// from the second second of a wait up to 500 ms: at 1,024 waiters polling every 50 ms the server
-// answered too slowly for the round to form, docs/benchmarks.md); Add and CompareSet = read the
+// Mapping: Set = put; Get / Wait = range, and while the key is missing a watch of it from the
+// revision the range saw (POST /v3/watch on its own connection, a stream the server ends with the
+// put; re-opened every kWatchSlice), so a waiter is parked in etcd as in the TCP store: polled,
+// 1,024 waiters of a rendezvous round kept the server too busy for the round to form in 300 s
+// (docs/benchmarks.md). A server without the watch endpoint (HTTP 404: a proxy, an old gateway)
+// is polled instead, with backoff (1 → 50 ms, after the first second up to 500 ms). Add and
+// CompareSet = read the
 // key, then a transaction that writes only if the key's mod revision (or its absence, create
 // revision 0) is still what was read, retried when another writer got there first after a random
 // pause whose window doubles (2 ms … 512 ms; Add(0) of an existing key is only the read);
@@ -24,9 +28,11 @@
 // has no counterpart). Keys persist in etcd across runs: give each run its own --job-id.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "cdt/store.h"
@@ -45,8 +51,11 @@ class EtcdStore : public Store {
   // another writer changed the key in between, so under fair contention one of N writers wins
   // each round and a few hundred rounds cover the largest job.
   static constexpr int kDefaultTransactionTries = 500;
-  // Get and Wait poll at most every 50 ms for this long, then at most every 500 ms.
+  // Get and Wait poll at most every 50 ms for this long, then at most every 500 ms (servers
+  // without watches).
   static constexpr std::chrono::seconds kPromptPolling{1};
+  // The longest one watch stream stays open before the key is read again.
+  static constexpr std::chrono::seconds kWatchSlice{10};
 
   // Checks the server answers GET /version as etcd does within `connect_timeout`; throws kTimeout
   // if nothing answers, kStore if something that is not etcd does.
@@ -66,6 +75,11 @@ class EtcdStore : public Store {
 
  private:
   etcd::KeyValue Range(const std::string& key);
+  // Watches `key` from the revision after `seen` (on a connection of its own, so that the shared
+  // client stays free) until it is put or `until`: the value put, or nullopt when `until` came
+  // first, the server ended the watch or has no watch endpoint (then watches_ turns false).
+  std::optional<std::string> WatchForPut(const std::string& key, int64_t seen,
+                                         std::chrono::steady_clock::time_point until);
   // Writes `value` at `key` if the key is still as `seen` (same mod revision, or still missing);
   // returns whether it did.
   bool PutIfUnchanged(const std::string& key, const etcd::KeyValue& seen, const std::string& value);
@@ -83,11 +97,13 @@ class EtcdStore : public Store {
   std::string Where(const std::string& request) const { return where_ + ": " + request; }
 
   // Constant after construction.
+  const net::HostPort server_;
   const std::string where_;  // "etcd at host:port"
   const std::chrono::milliseconds request_timeout_;
   const int transaction_tries_;
 
-  std::mutex mu_;  // httplib::Client is used by one thread at a time
+  std::atomic<bool> watches_{true};  // false once the server answered a watch with 404
+  std::mutex mu_;                    // httplib::Client is used by one thread at a time
   std::unique_ptr<httplib::Client> http_;
 };
 
