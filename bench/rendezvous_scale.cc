@@ -322,7 +322,7 @@ int main(int argc, char** argv) {
     round_now = 1;
     for (int s = 0; s < k; ++s) {
       stores[static_cast<size_t>(n + s)] = connect();
-      cdt::elastic::AnnounceSpare(*stores[static_cast<size_t>(n + s)], ro.job_id);
+      cdt::elastic::AnnounceSpare(*stores[static_cast<size_t>(n + s)], ro.job_id, n + s);
     }
     ro.target_world = n;
     ro.min_workers = 1;
@@ -343,7 +343,7 @@ int main(int argc, char** argv) {
       if (g != 1) throw std::runtime_error("a spare was offered generation " + std::to_string(g));
       got[static_cast<size_t>(t)] = cdt::elastic::JoinRound(
           store, mine, 1, cdt::elastic::MembersOf(store, ro.job_id, 0, ro.timeout));
-      cdt::elastic::SpareJoined(store, ro.job_id);
+      cdt::elastic::SpareJoined(store, ro.job_id, t);
     });
     CheckAgreement({got.begin() + k, got.end()}, expected, "generation 1");
     const ProcessUse use = UseOf(store_pid);

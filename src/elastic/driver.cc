@@ -140,7 +140,7 @@ void Driver::PollStore() {
 }
 
 std::optional<Membership> Driver::JoinAsNewcomer(int64_t from, bool ask_regroup) {
-  AnnounceSpare(store_, job_);
+  AnnounceSpare(store_, job_, ro_.worker_id);
   if (ask_regroup) RequestRegroup(store_, job_, 1);
   for (int64_t g = from;; ++g) {
     g = WaitForRound(store_, ro_, g);
@@ -148,7 +148,7 @@ std::optional<Membership> Driver::JoinAsNewcomer(int64_t from, bool ask_regroup)
     ro_.last_call = ro_.timeout;  // the members' last call decides
     const Membership m = JoinRound(store_, ro_, g, MembersOf(store_, job_, g - 1, ro_.timeout));
     if (m.rank < 0) continue;
-    SpareJoined(store_, job_);
+    SpareJoined(store_, job_, ro_.worker_id);
     // What this worker held is older than the group's: it receives the group's state.
     state_.Forget();
     failure_.reset();

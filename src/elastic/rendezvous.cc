@@ -1,6 +1,7 @@
 #include "elastic/rendezvous.h"
 
 #include <algorithm>
+#include <random>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -22,7 +23,18 @@ std::string GoneKey(const std::string& job, int w) {
 std::string FaultKey(const std::string& job, int w) {
   return job + "/elastic/fault/" + std::to_string(w);
 }
-std::string SparesKey(const std::string& job) { return job + "/elastic/spares_waiting"; }
+// Spares count themselves on kSpareShards counters (by worker id), so that 256 spares starting
+// at once do not all contend for one key (etcd can only add by compare-and-swap).
+constexpr int kSpareShards = 16;
+std::string SparesKey(const std::string& job, int shard) {
+  return job + "/elastic/spares_waiting/" + std::to_string(shard);
+}
+
+int SparesWaiting(Store& store, const std::string& job) {
+  int64_t n = 0;
+  for (int s = 0; s < kSpareShards; ++s) n += store.Add(SparesKey(job, s), 0);
+  return static_cast<int>(n);
+}
 
 int ParseInt(const std::string& s, const std::string& key) {
   try {
@@ -47,7 +59,24 @@ std::vector<int> ParseList(const std::string& csv, const std::string& key) {
   return out;
 }
 
+std::string Csv(const std::vector<int>& values) {
+  std::string csv;
+  for (int v : values) csv += (csv.empty() ? "" : ",") + std::to_string(v);
+  return csv;
+}
+
+int Sum(const std::vector<int>& values) {
+  int n = 0;
+  for (int v : values) n += v;
+  return n;
+}
+
 }  // namespace
+
+int ArrivalShards(size_t expected) {
+  return static_cast<int>(std::clamp<size_t>((expected + kMembersPerShard - 1) / kMembersPerShard,
+                                             1, kMaxArrivalShards));
+}
 
 namespace {
 
@@ -61,59 +90,86 @@ class RoundWatch {
         generation_(generation),
         round_(Round(o.job_id, generation)),
         previous_(previous),
-        arrived_at_(arrived_at) {}
+        arrived_at_(arrived_at),
+        arrivals_(static_cast<size_t>(ArrivalShards(previous.size()))) {}
 
-  // The closing loop: returns the round's arrival count once it closed (this member's CompareSet
-  // or another's). The coordinator beats its heartbeat while it runs.
-  int Close(bool coordinator) {
+  int shards() const { return static_cast<int>(arrivals_.size()); }
+  std::string CounterKey(int shard) const { return round_ + "arrivals/" + std::to_string(shard); }
+  std::string ArrivalKey(int shard, int n) const {
+    return round_ + "arrival/" + std::to_string(shard) + "/" + std::to_string(n);
+  }
+
+  // The closing loop: returns the round's arrival counts by shard once it closed (this member's
+  // CompareSet or another's). The coordinator beats its heartbeat while it runs.
+  std::vector<int> Close(bool coordinator) {
+    coordinator_ = coordinator;
     std::string closed;
     for (auto pause = std::chrono::microseconds(200);;
          pause = std::min(pause * 2, std::chrono::microseconds(5000))) {
-      if (coordinator) Beat();
+      Beat();
       if (store_.Check(round_ + "closed")) {
         closed = store_.Get(round_ + "closed", o_.timeout);
         break;
       }
-      const int count = static_cast<int>(store_.Add(round_ + "arrivals", 0));
-      ReadArrivals(count);
+      const std::vector<int> counts = Counts();
+      const int count = Sum(counts);
+      ReadArrivals(counts);
       int alive = 0;  // members of the previous generation that arrived
       for (int w : previous_) alive += arrived_.count(w) != 0 ? 1 : 0;
       const bool missing = !Missing(/*all=*/false).empty();
       // Spares to wait for: enough to restore target_world, as many as are waiting.
       bool spares_here = true;
       if (o_.target_world > 0 && alive < o_.target_world) {
-        const int waiting = static_cast<int>(store_.Add(SparesKey(o_.job_id), 0));
+        const int waiting = SparesWaiting(store_, o_.job_id);
         spares_here = count - alive >= std::min(o_.target_world - alive, waiting);
       }
       const bool last_call = Clock::now() - arrived_at_ >= o_.last_call;
       if (count >= o_.min_workers && ((!missing && spares_here) || last_call)) {
-        closed = store_.CompareSet(round_ + "closed", "", std::to_string(count));
+        closed = store_.CompareSet(round_ + "closed", "", Csv(counts));
         break;
       }
       if (count < o_.min_workers && (!missing || last_call) && !paused_) {
         std::vector<int> present;
-        for (int w : arrivals_)
-          if (w >= 0) present.push_back(w);
+        for (const auto& shard : arrivals_)
+          for (int w : shard)
+            if (w >= 0) present.push_back(w);
         Pause(present);
-        if (coordinator) Beat(/*now=*/true);
+        Beat(/*now=*/true);
       }
       if (Clock::now() - arrived_at_ >= Limit()) ThrowTimeout(count);
       std::this_thread::sleep_for(pause);
     }
-    return ParseInt(closed, round_ + "closed");
+    return ClosedCounts(closed);
+  }
+
+  // The arrival counts by shard that "closed" holds.
+  std::vector<int> ClosedCounts(const std::string& closed) const {
+    std::vector<int> counts = ParseList(closed, round_ + "closed");
+    if (static_cast<int>(counts.size()) != shards())
+      throw Error(ErrorCode::kProtocol,
+                  "elastic rendezvous: store key '" + round_ + "closed' holds " +
+                      std::to_string(counts.size()) + " arrival count(s), but this worker (" +
+                      std::to_string(o_.worker_id) + ") expects " + std::to_string(shards()) +
+                      ": workers of different versions, or another job with the same --job-id?");
+    return counts;
   }
 
   // Everyone but the coordinator: waits (parked in the store, no polling) for the members list
   // the closer writes, and returns it. Returns false when this member must run the closing loop
-  // itself: the coordinator's heartbeat stopped for `coordinator_silence` (it died or hangs) or
-  // this member's own deadline passed (the loop then says who is missing). A pause the
-  // coordinator announces is this member's pause too (on_pause runs here).
+  // itself: the coordinator's heartbeat stopped for `coordinator_silence` (it died or hangs) and
+  // this member won the succession (then took_over(): it coordinates, heartbeat included; the
+  // others go on waiting, the successor's silence timed afresh — were all of them to close the
+  // round, each would read every arrival: 512 members cost 266,871 requests), or this member's
+  // own deadline passed (the loop then says who is missing). A pause the coordinator announces is
+  // this member's pause too (on_pause runs here).
   bool AwaitMembers(std::string* csv) {
     std::string beat;
     auto beat_seen = Clock::now();
     for (;;) {
       try {
-        store_.Wait({round_ + "members"}, kSlice);
+        // Parked for a whole coordinator_silence before the heartbeat is looked at: each look
+        // costs requests, and 1,024 members looking every 0.5 s were more than etcd could serve.
+        store_.Wait({round_ + "members"}, std::max(o_.coordinator_silence, kSlice));
         *csv = store_.Get(round_ + "members", o_.timeout);
         return true;
       } catch (const Error& e) {
@@ -127,17 +183,30 @@ class RoundWatch {
         const auto at = beat.find(" paused ");
         if (at != std::string::npos && !paused_) Pause(ParseList(beat.substr(at + 8), round_));
       }
-      if (now - beat_seen >= o_.coordinator_silence || now - arrived_at_ >= Limit()) return false;
+      if (now - beat_seen >= o_.coordinator_silence) {
+        // One successor per silent heartbeat value (a count unique to its writer).
+        const std::string me = std::to_string(o_.worker_id);
+        if (store_.CompareSet(round_ + "successor/" + beat, "", me) == me) {
+          took_over_ = true;
+          return false;
+        }
+        beat_seen = now;
+      }
+      if (now - arrived_at_ >= Limit()) return false;
     }
   }
 
-  // The members (worker ids by rank) of the round closed with `arrived` arrivals: the previous
-  // generation's in their order, then newcomers by id (up to target_world).
-  std::vector<int> Members(int arrived) {
-    ReadArrivals(arrived);
+  bool took_over() const { return took_over_; }
+
+  // The members (worker ids by rank) of the round closed with `counts` arrivals by shard: the
+  // previous generation's in their order, then newcomers by id (up to target_world).
+  std::vector<int> Members(const std::vector<int>& counts) {
+    ReadArrivals(counts);
     std::vector<int> ids;
-    for (int i = 0; i < arrived; ++i)
-      if (arrivals_[static_cast<size_t>(i)] >= 0) ids.push_back(arrivals_[static_cast<size_t>(i)]);
+    for (size_t s = 0; s < arrivals_.size(); ++s)
+      for (int i = 0; i < counts[s]; ++i)
+        if (arrivals_[s][static_cast<size_t>(i)] >= 0)
+          ids.push_back(arrivals_[s][static_cast<size_t>(i)]);
     std::unordered_map<int, int> previous_rank;
     for (size_t r = 0; r < previous_.size(); ++r)
       previous_rank.emplace(previous_[r], static_cast<int>(r));
@@ -162,20 +231,32 @@ class RoundWatch {
  private:
   static constexpr auto kSlice = std::chrono::milliseconds(500);
 
-  // Reads the worker ids of arrival numbers up to `count`, as they appear.
-  void ReadArrivals(int count) {
-    while (static_cast<int>(arrivals_.size()) < count) {
-      const std::string key = round_ + "arrival/" + std::to_string(arrivals_.size());
-      // A number taken by a request whose reply was lost (the worker's link went down; its
-      // retry took another) never gets its key: after a short wait it counts as nobody (-1).
-      int id = -1;
-      try {
-        id = ParseInt(store_.Get(key, std::min(o_.timeout, std::chrono::milliseconds(3000))), key);
-      } catch (const Error& e) {
-        if (e.code() != ErrorCode::kTimeout) throw;
+  std::vector<int> Counts() {
+    std::vector<int> counts;
+    for (int s = 0; s < shards(); ++s)
+      counts.push_back(static_cast<int>(store_.Add(CounterKey(s), 0)));
+    return counts;
+  }
+
+  // Reads the worker ids of arrival numbers up to `counts` (by shard), as they appear.
+  void ReadArrivals(const std::vector<int>& counts) {
+    for (int s = 0; s < shards(); ++s) {
+      std::vector<int>& shard = arrivals_[static_cast<size_t>(s)];
+      while (static_cast<int>(shard.size()) < counts[static_cast<size_t>(s)]) {
+        const std::string key = ArrivalKey(s, static_cast<int>(shard.size()));
+        // A number taken by a request whose reply was lost (the worker's link went down; its
+        // retry took another) never gets its key: after a short wait it counts as nobody (-1).
+        int id = -1;
+        try {
+          id =
+              ParseInt(store_.Get(key, std::min(o_.timeout, std::chrono::milliseconds(3000))), key);
+        } catch (const Error& e) {
+          if (e.code() != ErrorCode::kTimeout) throw;
+        }
+        shard.push_back(id);
+        arrived_.insert(id);
+        Beat();  // reading 1,024 arrivals from a busy etcd can outlast the silence
       }
-      arrivals_.push_back(id);
-      arrived_.insert(id);
     }
   }
 
@@ -206,18 +287,15 @@ class RoundWatch {
     if (o_.on_pause) o_.on_pause(present);
   }
 
-  // The coordinator's heartbeat: a count, then " paused <present>" once the round paused.
-  // Written every kSlice (or at once with `now`).
+  // The coordinator's heartbeat: "<worker id>:<count>", then " paused <present>" once the round
+  // paused. Written every kSlice (or at once with `now`) while this member coordinates.
   void Beat(bool now = false) {
+    if (!coordinator_) return;
     const auto t = Clock::now();
     if (!now && t < next_beat_) return;
     next_beat_ = t + kSlice;
-    std::string value = std::to_string(++beats_);
-    if (paused_) {
-      std::string csv;
-      for (int w : present_) csv += (csv.empty() ? "" : ",") + std::to_string(w);
-      value += " paused " + csv;
-    }
+    std::string value = std::to_string(o_.worker_id) + ":" + std::to_string(++beats_);
+    if (paused_) value += " paused " + Csv(present_);
     store_.Set(round_ + "coordinator", value);
   }
 
@@ -240,11 +318,13 @@ class RoundWatch {
   const std::string round_;
   const std::vector<int>& previous_;
   const Clock::time_point arrived_at_;
-  std::vector<int> arrivals_;        // worker ids by arrival number (-1: nobody)
-  std::unordered_set<int> arrived_;  // the same, as a set
-  std::unordered_set<int> gone_;     // reported gone (for good)
+  std::vector<std::vector<int>> arrivals_;  // by shard: worker ids by arrival number (-1: nobody)
+  std::unordered_set<int> arrived_;         // the same, as a set
+  std::unordered_set<int> gone_;            // reported gone (for good)
   bool paused_ = false;
   std::vector<int> present_;  // at the pause
+  bool coordinator_ = false;  // in Close, as the round's coordinator or its successor
+  bool took_over_ = false;
   int64_t beats_ = 0;
   Clock::time_point next_beat_{};
 };
@@ -256,41 +336,48 @@ Membership JoinRound(Store& store, const RendezvousOptions& o, int64_t generatio
   const auto arrived_at = Clock::now();
   RoundWatch watch(store, o, generation, previous, arrived_at);
   const std::string& round = watch.round();
-  const int my_arrival = static_cast<int>(store.Add(round + "arrivals", 1)) - 1;
-  store.Set(round + "arrival/" + std::to_string(my_arrival), std::to_string(o.worker_id));
-
-  // The first to arrive coordinates: it alone reads every arrival and closes the round, and
-  // writes the members; the others wait for that list. Were everyone to poll every arrival, a
+  // An arrival number on this worker's shard of the round's counters: at most kMembersPerShard
+  // workers contend for one counter (etcd adds by compare-and-swap, and 1,024 writers of one key
+  // never all got through: docs/benchmarks.md).
+  const int shard = o.worker_id % watch.shards();
+  const int my_arrival = static_cast<int>(store.Add(watch.CounterKey(shard), 1)) - 1;
+  store.Set(watch.ArrivalKey(shard, my_arrival), std::to_string(o.worker_id));
+  // The first to open the round coordinates: it alone reads every arrival and closes the round,
+  // and writes the members; the others wait for that list. Were everyone to poll every arrival, a
   // round of N would cost N² store requests (59 s to form 1,024 members, docs/benchmarks.md).
+  const std::string me = std::to_string(o.worker_id);
+  const bool coordinator = store.CompareSet(round + "open", "", me) == me;
+
   std::vector<int> ids;
-  int arrived = 0;
+  std::vector<int> arrived;
   std::string csv;
-  if (my_arrival != 0 && watch.AwaitMembers(&csv)) {
+  if (!coordinator && watch.AwaitMembers(&csv)) {
     ids = ParseList(csv, round + "members");
-    arrived = ParseInt(store.Get(round + "closed", o.timeout), round + "closed");
+    arrived = watch.ClosedCounts(store.Get(round + "closed", o.timeout));
   } else {
-    arrived = watch.Close(/*coordinator=*/my_arrival == 0);
+    arrived = watch.Close(coordinator || watch.took_over());
     ids = watch.Members(arrived);
-    csv.clear();
-    for (int w : ids) csv += (csv.empty() ? "" : ",") + std::to_string(w);
-    store.Set(round + "members", csv);  // the same list whoever writes it
+    store.Set(round + "members", Csv(ids));  // the same list whoever writes it
   }
   const bool spare =
       std::find(previous.begin(), previous.end(), o.worker_id) == previous.end() && generation > 0;
-  if (my_arrival >= arrived && !spare)
+  if (my_arrival >= arrived[static_cast<size_t>(shard)] && !spare)
     throw Error(ErrorCode::kAborted, "elastic rendezvous: worker " + std::to_string(o.worker_id) +
                                          " arrived late: generation " + std::to_string(generation) +
-                                         " closed with " + std::to_string(arrived) + " arrival(s)");
+                                         " closed with " + std::to_string(Sum(arrived)) +
+                                         " arrival(s)");
   Membership m;
   m.generation = generation;
   m.world = static_cast<int>(ids.size());
   m.workers = ids;
-  const auto me = std::find(ids.begin(), ids.end(), o.worker_id);
-  m.rank = me == ids.end() ? -1 : static_cast<int>(me - ids.begin());
+  const auto at = std::find(ids.begin(), ids.end(), o.worker_id);
+  m.rank = at == ids.end() ? -1 : static_cast<int>(at - ids.begin());
   return m;
 }
 
-void AnnounceSpare(Store& store, const std::string& job_id) { store.Add(SparesKey(job_id), 1); }
+void AnnounceSpare(Store& store, const std::string& job_id, int worker_id) {
+  store.Add(SparesKey(job_id, worker_id % kSpareShards), 1);
+}
 
 std::vector<int> MembersOf(Store& store, const std::string& job_id, int64_t generation,
                            std::chrono::milliseconds timeout) {
@@ -301,6 +388,8 @@ std::vector<int> MembersOf(Store& store, const std::string& job_id, int64_t gene
 int64_t WaitForRound(Store& store, const RendezvousOptions& o, int64_t from) {
   bool all_gone = false;  // since all_gone_since
   Clock::time_point all_gone_since{}, next_look{};
+  std::unordered_set<int> seen_gone;  // reported gone: for good
+  std::minstd_rand random(static_cast<unsigned>(o.worker_id) + 1);
   for (int64_t g = std::max<int64_t>(1, from);;) {
     if (IsFinished(store, o.job_id)) return -1;
     const std::string round = Round(o.job_id, g);
@@ -309,24 +398,36 @@ int64_t WaitForRound(Store& store, const RendezvousOptions& o, int64_t from) {
       all_gone = false;
       continue;
     }
-    if (store.Check(round + "arrivals")) return g;
+    if (store.Check(round + "open")) return g;
     // Generation g - 1 runs. If every member is gone, nobody will open round g: a waiting spare
-    // would wait forever (and its agent with it). Looked at every 200 ms; the first member still
-    // there ends the look.
+    // would wait forever (and its agent with it). Looked at every abandon_after / 4, at most
+    // every 5 s (256 spares looking every 200 ms were a good part of a busy etcd's load), and
+    // once more when abandon_after has passed; the first member still there ends the look,
+    // members taken in a random order and those seen gone not asked again (256 spares asking
+    // after 1,024 members, the first 256 of them gone, made 69,376 requests of one round).
     const auto now = Clock::now();
     if (now >= next_look) {
-      next_look = now + std::chrono::milliseconds(200);
+      // Often enough to end within abandon_after of the last death, at most every 5 s.
+      next_look =
+          now + std::clamp<Clock::duration>(o.abandon_after / 4, std::chrono::milliseconds(200),
+                                            std::chrono::milliseconds(5000));
       const std::string members_key = Round(o.job_id, g - 1) + "members";
       std::vector<int> members;
       bool gone = store.Check(members_key);
       if (gone) members = MembersOf(store, o.job_id, g - 1, o.timeout);
-      for (size_t i = 0; gone && i < members.size(); ++i)
-        gone = IsGone(store, o.job_id, members[i]);
+      std::vector<int> order = members;
+      std::shuffle(order.begin(), order.end(), random);
+      for (size_t i = 0; gone && i < order.size(); ++i) {
+        if (seen_gone.count(order[i]) != 0) continue;
+        gone = IsGone(store, o.job_id, order[i]);
+        if (gone) seen_gone.insert(order[i]);
+      }
       if (!gone) {
         all_gone = false;
       } else if (!all_gone) {
         all_gone = true;
         all_gone_since = now;
+        next_look = std::min(next_look, now + o.abandon_after);
       } else if (now - all_gone_since >= o.abandon_after) {
         std::string ids;
         for (int w : members) ids += (ids.empty() ? "" : ", ") + std::to_string(w);
@@ -341,14 +442,19 @@ int64_t WaitForRound(Store& store, const RendezvousOptions& o, int64_t from) {
     // Parked in the store until the round opens, not polled every 5 ms: every waiting spare's
     // polls were load on the one store thread all members share.
     try {
-      store.Wait({round + "arrivals"}, std::chrono::milliseconds(100));
+      const auto until_look =
+          std::chrono::duration_cast<std::chrono::milliseconds>(next_look - Clock::now());
+      store.Wait({round + "open"}, std::clamp(until_look, std::chrono::milliseconds(1),
+                                              std::chrono::milliseconds(2000)));
     } catch (const Error& e) {
       if (e.code() != ErrorCode::kTimeout) throw;
     }
   }
 }
 
-void SpareJoined(Store& store, const std::string& job_id) { store.Add(SparesKey(job_id), -1); }
+void SpareJoined(Store& store, const std::string& job_id, int worker_id) {
+  store.Add(SparesKey(job_id, worker_id % kSpareShards), -1);
+}
 
 void NoteWatcher(Store& store, const std::string& job_id, double unix_now) {
   store.Set(job_id + "/live/watcher", std::to_string(unix_now));

@@ -2,24 +2,32 @@
 //
 // A communicator never changes membership (cdt/communicator.h); after a failure the survivors
 // build generation g + 1. Rendezvous round g, under "<job>/elastic/g<g>/" in the job's store:
-//   * each worker takes an arrival number (Add on "arrivals") and writes its worker id under
-//     "arrival/<n>";
-//   * the round closes — the first CompareSet on "closed" wins and fixes the member count N — as
-//     soon as every member of the previous generation has either arrived or been reported gone
-//     (ReportGone, by its agent, under "<job>/elastic/gone/<worker>"), or when `last_call` has
-//     passed since this worker arrived (a hung worker neither arrives nor is reported), with at
-//     least `min_workers` there;
-//   * members are the first N arrivals, ranked by their rank in the previous generation, then by
-//     worker id (so rank 0 stays rank 0 while it lives, and new workers come last).
+//   * each worker takes an arrival number on its shard s = worker id mod S (Add on
+//     "arrivals/<s>") and writes its worker id under "arrival/<s>/<n>"; S = ArrivalShards(the
+//     previous generation's size), one counter per 32 workers, so that no counter has more than
+//     32 writers at once (etcd adds by compare-and-swap: 1,024 writers of one key never all got
+//     through, docs/benchmarks.md);
+//   * the round closes — the first CompareSet on "closed" wins and fixes the arrival count of
+//     every shard ("c0,c1,..") — as soon as every member of the previous generation has either
+//     arrived or been reported gone (ReportGone, by its agent, under
+//     "<job>/elastic/gone/<worker>"), or when `last_call` has passed since this worker arrived (a
+//     hung worker neither arrives nor is reported), with at least `min_workers` there;
+//   * members are the arrivals the closing counts cover, ranked by their rank in the previous
+//     generation, then by worker id (so rank 0 stays rank 0 while it lives, and new workers come
+//     last).
 // A worker arriving after its round closed is not a member (kAborted, "arrived late").
 //
-// The first arrival coordinates: it alone reads the arrivals and the reports of the dead, closes
-// the round and writes its members under "members"; everyone else waits for that key, parked in
-// the store, so a round of N costs O(N) store requests, not N² (docs/benchmarks.md, "Rendezvous
-// at 1,024 members"). The coordinator writes a heartbeat ("coordinator": a count, then
-// " paused <present>" once the round paused, so that every present worker's on_pause runs); if it
-// stops for `coordinator_silence`, or a worker's own deadline passes, that worker runs the
-// closing loop itself. Whoever closes writes the same members list.
+// The first worker to open the round (CompareSet on "open" after taking its number) coordinates:
+// it alone reads the arrivals and the reports of the dead, closes the round and writes its members
+// under "members"; everyone else waits for that key, parked in the store, so a round of N costs
+// O(N) store requests, not N² (docs/benchmarks.md, "Rendezvous at 1,024 members"). The
+// coordinator writes a heartbeat ("coordinator": "<worker id>:<count>", then " paused <present>"
+// once the round paused, so that every present worker's on_pause runs), which the others look at
+// once every `coordinator_silence` (each look costs store requests; 1,024 members looking every
+// 0.5 s were more than etcd could serve). If it did not change over one silence, the first member
+// to win CompareSet on "successor/<that heartbeat>" takes over as coordinator (one successor,
+// not everyone: 512 members closing the round themselves cost 266,871 requests); a worker whose
+// own deadline passes runs the closing loop itself. Whoever closes writes the same members list.
 //
 // Hot spares: workers started beside the job (`--spares`), loaded and waiting (WaitAsSpare). When
 // a round opens they arrive too; with `target_world` set, the round also waits until enough
@@ -61,10 +69,16 @@ struct RendezvousOptions {
   // generation has been reported gone for this long: nobody is left to open a round, nor holds the
   // training state to hand over.
   std::chrono::milliseconds abandon_after{30000};
-  // The round's coordinator (its first arrival) writes a heartbeat; when it stops for this long
-  // (the coordinator died or hangs), the others close the round themselves.
+  // The round's coordinator writes a heartbeat; when it stops for this long (the coordinator died
+  // or hangs), one of the others takes over. Also how often a waiting member looks at it.
   std::chrono::milliseconds coordinator_silence{5000};
 };
+
+// Arrival counters of a round whose previous generation had `expected` workers: one per
+// kMembersPerShard, at most kMaxArrivalShards, at least 1.
+constexpr size_t kMembersPerShard = 32;
+constexpr size_t kMaxArrivalShards = 64;
+int ArrivalShards(size_t expected);
 
 struct Membership {
   int64_t generation = 0;
@@ -83,9 +97,9 @@ Membership JoinRound(Store& store, const RendezvousOptions& options, int64_t gen
 // that round with JoinRound, `previous` = MembersOf(generation - 1); chosen as a member, it
 // calls SpareJoined. WaitForRound throws cdt::Error(kPeerLost) naming them when every member of
 // the running generation has been reported gone for `abandon_after`.
-void AnnounceSpare(Store& store, const std::string& job_id);
+void AnnounceSpare(Store& store, const std::string& job_id, int worker_id);
 int64_t WaitForRound(Store& store, const RendezvousOptions& options, int64_t from);
-void SpareJoined(Store& store, const std::string& job_id);
+void SpareJoined(Store& store, const std::string& job_id, int worker_id);
 // Scale-up: a worker outside the group (it arrived late: it was hung, or its link was down)
 // announces itself like a spare and asks the group to regroup (+1; -1 once it is a member). The
 // group's rank 0 polls RegroupRequests at step boundaries; the group then ends its generation

@@ -81,6 +81,37 @@ TEST(Rendezvous, AHungWorkerIsLeftOutAfterTheLastCallAndTurnedAwayLate) {
   }
 }
 
+TEST(Rendezvous, ArrivalsSpreadOverShardsAndALateWorkerOfAnyShardIsTurnedAway) {
+  // 100 workers: 4 arrival counters (at most 32 writers each, so that etcd's compare-and-swap
+  // adds get through), the round's counts fixed per shard. Worker 57 (shard 1) hangs and is left
+  // out after the last call; arriving afterwards it is late although its shard's count is not
+  // the one that closed last.
+  ASSERT_EQ(ArrivalShards(100), 4);
+  ASSERT_EQ(ArrivalShards(32), 1);
+  ASSERT_EQ(ArrivalShards(1), 1);
+  ASSERT_EQ(ArrivalShards(100000), static_cast<int>(kMaxArrivalShards));
+  MemoryStore store;
+  std::vector<int> everyone(100), present;
+  std::iota(everyone.begin(), everyone.end(), 0);
+  for (int w : everyone)
+    if (w != 57) present.push_back(w);
+  auto m = Join(store, present, 1, everyone, Options(milliseconds(300)));
+  EXPECT_EQ(m[0].world, 99);
+  EXPECT_EQ(m[99].rank, 98);
+  EXPECT_EQ(store.Get("job/elastic/g1/closed", milliseconds(100)), "25,24,25,25");
+  for (int s = 0; s < 4; ++s)
+    EXPECT_LE(store.Add("job/elastic/g1/arrivals/" + std::to_string(s), 0), 25);
+  RendezvousOptions late = Options(milliseconds(300));
+  late.worker_id = 57;
+  try {
+    JoinRound(store, late, 1, everyone);
+    FAIL() << "a late worker became a member";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kAborted);
+    EXPECT_NE(std::string(e.what()).find("arrived late"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Rendezvous, NewWorkersRankAfterTheSurvivors) {
   // Worker 0 died; spare 7 and survivors 2, 1 form the next generation: the survivors keep their
   // order, the spare comes last.
@@ -88,7 +119,7 @@ TEST(Rendezvous, NewWorkersRankAfterTheSurvivors) {
   ReportGone(store, "job", 0, "exited with status 1");
   RendezvousOptions o = Options(milliseconds(60000));
   o.target_world = 3;
-  AnnounceSpare(store, "job");  // so the round waits for it
+  AnnounceSpare(store, "job", 7);  // so the round waits for it
   std::map<int, Membership> m;
   std::thread spare([&] {
     RendezvousOptions s = o;
@@ -110,8 +141,8 @@ TEST(Rendezvous, WaitingSparesRestoreTheWorldSize) {
   o.target_world = 3;
   Join(store, {0, 1, 2}, 0, {0, 1, 2}, o);
   EXPECT_EQ(MembersOf(store, "job", 0, milliseconds(1000)), (std::vector<int>{0, 1, 2}));
-  AnnounceSpare(store, "job");
-  AnnounceSpare(store, "job");
+  AnnounceSpare(store, "job", 8);
+  AnnounceSpare(store, "job", 9);
   ReportGone(store, "job", 1, "killed by signal 9");
   Membership spare;
   std::thread watching([&] {
@@ -120,7 +151,7 @@ TEST(Rendezvous, WaitingSparesRestoreTheWorldSize) {
     const int64_t g = WaitForRound(store, s, 1);
     ASSERT_EQ(g, 1);
     spare = JoinRound(store, s, g, MembersOf(store, "job", g - 1, milliseconds(5000)));
-    SpareJoined(store, "job");
+    SpareJoined(store, "job", 8);
   });
   std::this_thread::sleep_for(milliseconds(50));
   auto survivors = Join(store, {2, 0}, 1, {0, 1, 2}, o);
@@ -160,6 +191,7 @@ class CountingStore : public Store {
   }
   std::string Get(const std::string& k, milliseconds t) override {
     ++n;
+    if (k.find("/arrival/") != std::string::npos) ++arrival_reads;
     return inner.Get(k, t);
   }
   void Wait(const std::vector<std::string>& k, milliseconds t) override {
@@ -184,6 +216,7 @@ class CountingStore : public Store {
     return inner.Check(k);
   }
   std::atomic<int64_t> n{0};
+  std::atomic<int64_t> arrival_reads{0};  // what closing the round costs
   MemoryStore inner;
 };
 
@@ -202,8 +235,9 @@ TEST(Rendezvous, AMemberClosesTheRoundWhenTheCoordinatorFallsSilent) {
   // Worker 2 arrived first (it coordinates) and then hung: its heartbeat never comes, and after
   // coordinator_silence the others close the round themselves, with worker 2 in it (it arrived).
   MemoryStore store;
-  store.Add("job/elastic/g1/arrivals", 1);
-  store.Set("job/elastic/g1/arrival/0", "2");
+  store.Add("job/elastic/g1/arrivals/0", 1);
+  store.Set("job/elastic/g1/arrival/0/0", "2");
+  store.Set("job/elastic/g1/open", "2");
   RendezvousOptions o = Options(milliseconds(60000));
   o.coordinator_silence = milliseconds(300);
   const auto start = std::chrono::steady_clock::now();
@@ -212,6 +246,22 @@ TEST(Rendezvous, AMemberClosesTheRoundWhenTheCoordinatorFallsSilent) {
   EXPECT_EQ(m[0].workers, (std::vector<int>{0, 1, 2}));
   EXPECT_EQ(m[1].rank, 1);
   EXPECT_EQ(MembersOf(store, "job", 1, milliseconds(1000)), (std::vector<int>{0, 1, 2}));
+}
+
+TEST(Rendezvous, OneMemberSucceedsASilentCoordinator) {
+  // As above with 8 waiting: one of them takes over (the "successor/" CompareSet) and reads the 9
+  // arrivals; the others go on waiting for its list. Were every one of them to close the round,
+  // the arrivals would be read 8 x 9 times (512 members: 266,871 requests).
+  CountingStore store;
+  store.Add("job/elastic/g1/arrivals/0", 1);
+  store.Set("job/elastic/g1/arrival/0/0", "2");
+  store.Set("job/elastic/g1/open", "2");
+  RendezvousOptions o = Options(milliseconds(60000));
+  o.coordinator_silence = milliseconds(300);
+  std::vector<int> everyone = {0, 1, 2, 3, 4, 5, 6, 7, 8}, waiting = {0, 1, 3, 4, 5, 6, 7, 8};
+  auto m = Join(store, waiting, 1, everyone, o);
+  for (int w : waiting) EXPECT_EQ(m[w].workers, everyone) << "worker " << w;
+  EXPECT_LE(store.arrival_reads.load(), 9 + 2);
 }
 
 TEST(Rendezvous, EveryWorkerPresentPausesBelowMinWorkers) {
@@ -230,6 +280,7 @@ TEST(Rendezvous, EveryWorkerPresentPausesBelowMinWorkers) {
       o.worker_id = w;
       o.min_workers = 3;
       o.pause_timeout = milliseconds(1500);
+      o.coordinator_silence = milliseconds(1000);  // how often a waiting member looks (5 s)
       o.on_pause = [&, w](const std::vector<int>& present) {
         std::vector<int> sorted = present;
         std::sort(sorted.begin(), sorted.end());
