@@ -259,8 +259,9 @@ int main(int argc, char** argv) {
   try {
     const Options o = Parse(argc, argv);
     if (o.store == "etcd" && !cdt::testing::EtcdServer::available()) {
-      std::fprintf(stderr, "rendezvous_scale: --store etcd needs /usr/bin/etcd (Debian "
-                           "etcd-server); skipped\n");
+      std::fprintf(stderr,
+                   "rendezvous_scale: --store etcd needs /usr/bin/etcd (Debian "
+                   "etcd-server); skipped\n");
       return 77;  // ctest's skip
     }
     rlimit lim{};
