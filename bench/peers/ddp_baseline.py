@@ -87,8 +87,39 @@ class Cnn(nn.Module):
         return self.fc2(F.relu(self.fc1(x.flatten(1))))
 
 
+def scale_of(a, global_batch):
+    return global_batch / a.lr_reference_batch if a.lr_reference_batch > 0 else 1.0
+
+
+def resolve_scaling_defaults(a, global_batch, total):
+    """cann-dist-train's scaling defaults (src/train/lr_schedule.h): --warmup-steps and
+    --larc-trust left at -1 become, when the rate is scaled up with the global batch,
+    round(5 log2 scale) steps (at most a quarter of the run) and LARC trust 0.05; else 0."""
+    scale = scale_of(a, global_batch)
+    if a.warmup_steps == -1:
+        a.warmup_steps = 0
+        if scale > 1:
+            a.warmup_steps = max(min(round(5 * math.log2(scale)), total // 4), min(1, total))
+    if a.larc_trust == -1:
+        a.larc_trust = 0.05 if scale > 1 else 0.0
+
+
+def clip_by_trust_ratio(params, trust, lr):
+    """LARC clip mode, as src/train/larc.cc (Apex's apex.parallel.LARC): each gradient scaled by
+    min(1, trust ||w|| / (lr ||g||))."""
+    with torch.no_grad():
+        for p in params:
+            if p.grad is None:
+                continue
+            w, g = p.norm().item(), p.grad.norm().item()
+            if w > 0 and g > 0:
+                scale = min(1.0, trust * w / (lr * g))
+                if scale < 1.0:
+                    p.grad.mul_(scale)
+
+
 def lr_at(a, step, global_batch, total):
-    peak = a.lr * global_batch / a.lr_reference_batch if a.lr_reference_batch > 0 else a.lr
+    peak = a.lr * scale_of(a, global_batch)
     if step < a.warmup_steps:
         return peak * (step + 1) / a.warmup_steps
     if total <= a.warmup_steps:
@@ -167,6 +198,7 @@ def worker(local_rank, a):
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
     global_batch = a.batch_size * world
     total = a.steps
+    resolve_scaling_defaults(a, global_batch, total)
     epoch, pos, perm = 0, 0, permutation(n, a.seed, 0)
     curve, backward_s, exposed_s = [], 0.0, 0.0
     tx = (torch.from_numpy(test_images.astype(np.float32)) / 255.0 - 0.2860) / 0.3530
@@ -190,8 +222,9 @@ def worker(local_rank, a):
         shares = [take // world + (1 if r < take % world else 0) for r in range(world)]
         first = pos + sum(shares[:rank])
         idx = perm[first:first + shares[rank]]
+        lr = lr_at(a, step, global_batch, total)
         for group in opt.param_groups:
-            group["lr"] = lr_at(a, step, global_batch, total)
+            group["lr"] = lr
         x = x_all[idx].unsqueeze(1)
         y = y_all[idx]
         opt.zero_grad(set_to_none=True)
@@ -201,6 +234,8 @@ def worker(local_rank, a):
         end = time.perf_counter()
         backward_s += end - t
         exposed_s += end - max(t, timing["last_launch"])
+        if a.larc_trust > 0 and lr > 0:
+            clip_by_trust_ratio(model.parameters(), a.larc_trust, lr)
         opt.step()
         reduced = loss.detach().clone() * len(idx)
         dist.all_reduce(reduced)
@@ -252,7 +287,10 @@ def main():
     p.add_argument("--lr", type=float, default=0.1)  # as cann-dist-train train
     p.add_argument("--lr-reference-batch", type=int, default=256)
     p.add_argument("--momentum", type=float, default=0.9)
-    p.add_argument("--warmup-steps", type=int, default=0)
+    p.add_argument("--warmup-steps", type=int, default=-1,
+                   help="-1 = automatic, as cann-dist-train train (src/train/lr_schedule.h)")
+    p.add_argument("--larc-trust", type=float, default=-1,
+                   help="LARC clip mode; -1 = automatic (0.05 when the rate is scaled up)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--threads", type=int, default=0, help="torch threads per rank (0 = cores / ranks)")
     p.add_argument("--fp16-hook", action="store_true", help="PyTorch's fp16_compress_hook")

@@ -39,10 +39,14 @@ void AddOptimizerOptions(CLI::App* cmd, TrainCommandOptions* o) {
       ->capture_default_str();
   cmd->add_option("--momentum", t.optimizer.momentum, "SGD momentum")->capture_default_str();
   cmd->add_option("--weight-decay", t.optimizer.weight_decay, "weight decay")->capture_default_str();
-  cmd->add_option("--warmup-steps", t.optimizer.warmup_steps, "linear LR warmup")->capture_default_str();
+  cmd->add_option("--warmup-steps", t.optimizer.warmup_steps,
+                  "linear LR warm-up steps (-1 = automatic: when the rate is scaled up with the "
+                  "global batch, 5 x log2(scale) steps, at most a quarter of the run; 0 = none)")
+      ->capture_default_str();
   cmd->add_option("--larc-trust", t.optimizer.larc_trust,
-                  "LARC (clip mode): no layer's step above this fraction of its weights' norm; "
-                  "for large global batches (0 = off)")
+                  "LARC (clip mode): no layer's step above this fraction of its weights' norm, "
+                  "for large global batches (-1 = automatic: 0.05 when the rate is scaled up; "
+                  "0 = off)")
       ->capture_default_str();
   cmd->add_flag("--cosine,!--no-cosine", t.optimizer.cosine, "cosine LR decay after warmup (default on)");
   cmd->add_option("--seed", t.seed, "model init and data order")->capture_default_str();

@@ -7,6 +7,16 @@
 
 namespace cdt::train {
 
+bool MomentumInCompressor(const TrainOptions& o) {
+  using compress::Method;
+  const ReductionOptions& c = o.reduction;
+  const std::optional<Method> m =
+      compress::ParseMethod(c.compress);  // validated: a name or adaptive
+  return c.momentum_correction && c.error_feedback && o.optimizer.name == "sgd" &&
+         o.optimizer.momentum > 0 &&
+         (m == Method::kTopK || m == Method::kRandomK || m == Method::kSignSgd);
+}
+
 CompressionSetup MakeCompressionSetup(const ReductionOptions& o, uint64_t seed, int world_size) {
   CompressionSetup s;
   s.adaptive = o.compress == "adaptive";

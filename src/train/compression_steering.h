@@ -44,6 +44,10 @@ struct CompressionSetup {
 // `seed`: the run's, for the compressors' random draws.
 CompressionSetup MakeCompressionSetup(const ReductionOptions& o, uint64_t seed, int world_size);
 
+// DGC's momentum correction: whether the compressor's error feedback keeps the momentum instead of
+// SGD (top-k, random-k and signSGD with error feedback, under SGD with momentum).
+bool MomentumInCompressor(const TrainOptions& o);
+
 // What to add to "lower --lr" when the loss diverges: the flag that makes `--compress` lossy
 // compression milder (", or raise --compress-ratio"), empty for none, fp16, bf16 and adaptive.
 std::string CompressLessHint(const CompressionSetup& setup);

@@ -7,10 +7,20 @@
 
 namespace cdt::train {
 
-double LrSchedule::Peak() const {
-  if (reference_batch <= 0) return base_lr;
-  return base_lr * static_cast<double>(global_batch) / static_cast<double>(reference_batch);
+int64_t AutomaticWarmupSteps(double scale, int64_t total_steps) {
+  if (!(scale > 1)) return 0;
+  const auto steps = static_cast<int64_t>(std::lround(5 * std::log2(scale)));
+  return std::max<int64_t>(std::min(steps, total_steps / 4), std::min<int64_t>(1, total_steps));
 }
+
+double AutomaticLarcTrust(double scale) { return scale > 1 ? 0.05 : 0.0; }
+
+double LrSchedule::Scale() const {
+  if (reference_batch <= 0) return 1;
+  return static_cast<double>(global_batch) / static_cast<double>(reference_batch);
+}
+
+double LrSchedule::Peak() const { return base_lr * Scale(); }
 
 double LrSchedule::At(int64_t step) const {
   const double peak = Peak();
@@ -32,6 +42,10 @@ std::string LrSchedule::Describe() const {
     std::snprintf(text, sizeof text, "peak %g (not scaled with the global batch)", Peak());
   std::string out = text;
   out += warmup_steps > 0 ? ", warm-up " + std::to_string(warmup_steps) + " steps" : ", no warm-up";
+  if (warmup_automatic && warmup_steps > 0) {
+    std::snprintf(text, sizeof text, " (automatic for a rate scaled %gx)", Scale());
+    out += text;
+  }
   out += cosine ? ", cosine decay to 0 at step " + std::to_string(total_steps) : ", then constant";
   return out;
 }

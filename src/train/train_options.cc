@@ -40,8 +40,13 @@ void ValidateTrainOptions(const TrainOptions& o, bool builtin_model) {
   if (o.steps < 0) bad("--steps must be >= 0");
   if (o.steps == 0 && !(o.epochs > 0)) bad("give --steps N or --epochs E > 0");
   if (!(o.optimizer.lr > 0)) bad("--lr must be > 0");
-  if (!(o.optimizer.larc_trust >= 0) || !(o.optimizer.larc_trust <= 1))
-    bad("--larc-trust must be in 0..1 (0 = off; Apex's default 0.02)");
+  if (o.optimizer.larc_trust != -1 &&
+      (!(o.optimizer.larc_trust >= 0) || !(o.optimizer.larc_trust <= 1)))
+    bad("--larc-trust must be in 0..1 (0 = off; Apex's default 0.02), or -1 (automatic: 0.05 "
+        "when the learning rate is scaled up with the global batch)");
+  if (o.optimizer.warmup_steps < -1)
+    bad("--warmup-steps must be >= 0, or -1 (automatic: when the learning rate is scaled up with "
+        "the global batch)");
   if (o.reduction.bucket_mb < 0) bad("--bucket-mb must be >= 0");
   if (o.checkpoint.resume && o.checkpoint.dir.empty()) bad("--resume needs --checkpoint-dir");
   if (o.checkpoint.mtbf_s > 0 && o.reduction.compress != "none")

@@ -52,11 +52,13 @@ struct OptimizerOptions {
   int64_t lr_reference_batch = 256;  // linear scaling; 0 = off
   double momentum = 0.9;
   double weight_decay = 0.0;
-  int64_t warmup_steps = 0;
+  // Linear warm-up steps; -1 = automatic (train/lr_schedule.h: when the rate is scaled up with
+  // the global batch, round(5 log2 scale) steps, at most a quarter of the run; else none).
+  int64_t warmup_steps = -1;
   bool cosine = true;
   // LARC clip mode (train/larc.h): each layer's step at most this fraction of its weights' norm;
-  // 0 = off.
-  double larc_trust = 0.0;
+  // 0 = off; -1 = automatic (0.05 when the rate is scaled up, else off).
+  double larc_trust = -1;
 };
 
 // Gradient reduction: buckets, overlap, compression (docs/compression.md).

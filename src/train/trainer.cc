@@ -52,17 +52,6 @@ double Since(Clock::time_point t) {
 
 std::string Who(const Communicator& comm) { return "rank " + std::to_string(comm.rank()); }
 
-// DGC's momentum correction: the compressor's error feedback keeps the momentum instead of SGD.
-bool MomentumInCompressor(const TrainOptions& o) {
-  using compress::Method;
-  const ReductionOptions& c = o.reduction;
-  const std::optional<Method> m =
-      compress::ParseMethod(c.compress);  // validated: a name or adaptive
-  return c.momentum_correction && c.error_feedback && o.optimizer.name == "sgd" &&
-         o.optimizer.momentum > 0 &&
-         (m == Method::kTopK || m == Method::kRandomK || m == Method::kSignSgd);
-}
-
 // Buckets: explicit --bucket-mb, else the topology plan's size, else a quarter of the model (at
 // least 256 KiB, at most DDP's 25 MiB) so that even a small model is cut into several buckets
 // that can overlap backward. `source` receives which.
@@ -136,7 +125,8 @@ class Trainer {
   bool momentum_in_compressor_ = false;
   Position at_;
   int64_t total_steps_ = 0, end_step_ = 0;
-  std::unique_ptr<LrSchedule> schedule_;
+  std::unique_ptr<LrSchedule> schedule_;  // warm-up resolved (kAutomaticWarmup)
+  double larc_trust_ = 0;                 // resolved (kAutomaticLarc)
 
   CompressionSetup compression_;
   std::unique_ptr<GradientReducer> reducer_;
@@ -237,11 +227,17 @@ void Trainer::PlaceStart() {
     // The world changed: the remaining samples of the run take a different number of steps.
     total_steps_ = at_.step + StepsToFinish(data_->train_count(), o_.epochs, at_, global_batch);
   const OptimizerOptions& opt = o_.optimizer;
-  schedule_ = std::make_unique<LrSchedule>(LrSchedule{opt.lr, global_batch, opt.lr_reference_batch,
-                                                      opt.warmup_steps, total_steps_, opt.cosine});
+  LrSchedule s{opt.lr,           global_batch, opt.lr_reference_batch,
+               opt.warmup_steps, total_steps_, opt.cosine};
+  s.warmup_automatic = opt.warmup_steps == kAutomaticWarmup;
+  if (s.warmup_automatic) s.warmup_steps = AutomaticWarmupSteps(s.Scale(), total_steps_);
+  larc_trust_ = opt.larc_trust == kAutomaticLarc ? AutomaticLarcTrust(s.Scale()) : opt.larc_trust;
+  schedule_ = std::make_unique<LrSchedule>(s);
   if (me_ == 0)
     log_.Info("cann-dist-train train: learning rate {}{}", schedule_->Describe(),
-              opt.larc_trust > 0 ? fmt::format(", LARC trust {:g}", opt.larc_trust) : "");
+              larc_trust_ > 0 ? fmt::format(", LARC trust {:g}{}", larc_trust_,
+                                            opt.larc_trust == kAutomaticLarc ? " (automatic)" : "")
+                              : "");
   r_.total_steps = total_steps_;
 }
 
@@ -275,7 +271,7 @@ void Trainer::SetUpReduction() {
   r_.compress_values = ro.compress_values;
   ResumeCompression();  // constructs steering_
   updates_ = std::make_unique<UpdateScheduler>(*reducer_, *opt_, model_->parameters());
-  updates_->set_larc_trust(o_.optimizer.larc_trust);
+  updates_->set_larc_trust(larc_trust_);
   updates_->LearnLaunchOrders(*model_, Images(data_->train_set(), {0}));
   if (ro.overlap_next_forward)
     model_->set_use_hook(
@@ -298,7 +294,7 @@ void Trainer::ResumeCompression() {
                                        o_.reduction.compress, &why_not, &adaptive_state)
              : std::vector<std::vector<float>>();
   steering_ = std::make_unique<CompressionSteering>(
-      o_.reduction, o_.optimizer.warmup_steps, o_.metrics.progress, log_, compression_, comm_,
+      o_.reduction, schedule_->warmup_steps, o_.metrics.progress, log_, compression_, comm_,
       *reducer_, at_.step, &r_, resume ? &adaptive_state : nullptr);
   if (!resume) return;
   if (!states.empty()) {

@@ -190,6 +190,25 @@ TEST(LrSchedule, DescribesWhatIsInForce) {
   EXPECT_EQ((LrSchedule{0.1, 128, 256, 0, 59, true}.WarmUpHint()), "");
 }
 
+TEST(LrSchedule, ScaledUpRatesWarmUpAndBoundEachLayerByDefault) {
+  // Nothing changes at the reference batch or below.
+  EXPECT_EQ(AutomaticWarmupSteps(1.0, 235), 0);
+  EXPECT_EQ(AutomaticWarmupSteps(0.5, 235), 0);
+  EXPECT_EQ(AutomaticLarcTrust(1.0), 0.0);
+  // 8 workers (x2): 5 steps; 16 (x4): 10; 32 (x8): 15, but at most a quarter of a 30-step run.
+  EXPECT_EQ(AutomaticWarmupSteps(2.0, 117), 5);
+  EXPECT_EQ(AutomaticWarmupSteps(4.0, 59), 10);
+  EXPECT_EQ(AutomaticWarmupSteps(8.0, 30), 7);
+  EXPECT_EQ(AutomaticWarmupSteps(8.0, 3), 1);
+  EXPECT_EQ(AutomaticLarcTrust(4.0), 0.05);
+  LrSchedule s{0.1, 1024, 256, 10, 59, true};
+  s.warmup_automatic = true;
+  EXPECT_DOUBLE_EQ(s.Scale(), 4.0);
+  EXPECT_EQ(s.Describe(),
+            "peak 0.4 = 0.1 x global batch 1024 / 256, warm-up 10 steps (automatic for a rate "
+            "scaled 4x), cosine decay to 0 at step 59");
+}
+
 TEST(BlasLibrary, NamesDebiansAlternatives) {
   EXPECT_EQ(ClassifyBlasPath("/usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3").name,
             "OpenBLAS");

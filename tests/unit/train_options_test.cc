@@ -105,10 +105,15 @@ TEST(TrainOptions, LarcTrustOutsideZeroToOneIsRefused) {
   TrainOptions o;
   o.optimizer.larc_trust = 0.05;
   EXPECT_EQ(Refusal(o), "");
-  for (double bad : {-0.1, 1.5, std::nan("")}) {
+  o.optimizer.larc_trust = -1;  // automatic
+  EXPECT_EQ(Refusal(o), "");
+  for (double bad : {-0.1, -2.0, 1.5, std::nan("")}) {
     o.optimizer.larc_trust = bad;
     EXPECT_NE(Refusal(o).find("--larc-trust must be in 0..1"), std::string::npos) << bad;
   }
+  o.optimizer.larc_trust = -1;
+  o.optimizer.warmup_steps = -2;
+  EXPECT_NE(Refusal(o).find("--warmup-steps must be >= 0, or -1"), std::string::npos);
 }
 
 // Model options are checked here too, so that the launcher refuses them once instead of every
