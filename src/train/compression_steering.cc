@@ -46,10 +46,9 @@ CompressionSetup MakeCompressionSetup(const ReductionOptions& o, uint64_t seed, 
 
 CompressionSteering::CompressionSteering(const ReductionOptions& o, int64_t warmup_steps,
                                          bool progress, const Log& log,
-                                         const CompressionSetup& setup,
-                                         Communicator& comm, GradientReducer& reducer,
-                                         int64_t first_step, TrainResult* r,
-                                         const std::vector<double>* resumed)
+                                         const CompressionSetup& setup, Communicator& comm,
+                                         GradientReducer& reducer, int64_t first_step,
+                                         TrainResult* r, const std::vector<double>* resumed)
     : progress_(progress), log_(log), setup_(setup), reducer_(reducer), r_(*r), rank_(comm.rank()) {
   if (!setup_.adaptive) {
     r_.compression_phases.push_back({first_step, "fixed", compress::MethodName(setup_.method),
@@ -119,9 +118,8 @@ CompressionSteering::CompressionSteering(const ReductionOptions& o, int64_t warm
         "compress: adaptive resumed at step {}: phase {} {}{} ({}, chosen for step {} on); an "
         "uncompressed allreduce of the gradient takes {:.1f} ms here{}",
         first_step, in_force_.phase, compress::MethodName(first.method),
-        first.method == compress::Method::kPowerSgd
-            ? " rank " + std::to_string(first.powersgd_rank)
-            : "",
+        first.method == compress::Method::kPowerSgd ? " rank " + std::to_string(first.powersgd_rank)
+                                                    : "",
         in_force_.reason, in_force_.from_step, 1e3 * plain_comm_s_,
         link_changed ? fmt::format(", {:.1f} ms before the stop: the step times measured then "
                                    "are forgotten",
@@ -182,7 +180,7 @@ std::string CompressLessHint(const CompressionSetup& s) {
 double CompressionSteering::ParameterOf(compress::Method method, int rank) const {
   return method == compress::Method::kPowerSgd ? double(rank)
          : compress::IsSparse(method)          ? setup_.ratio
-                                          : 0.0;
+                                               : 0.0;
 }
 
 void CompressionSteering::AfterBackward(int64_t step, int64_t end_step, double comm_wait_s,

@@ -64,8 +64,8 @@ class CompressionSteering {
   // `warmup_steps`: the LR warm-up (the controller keeps compression off during it); `progress`:
   // a progress line is drawn on rank 0; `log`: this rank's.
   CompressionSteering(const ReductionOptions& o, int64_t warmup_steps, bool progress,
-                      const Log& log, const CompressionSetup& setup, Communicator& comm, GradientReducer& reducer,
-                      int64_t first_step, TrainResult* r,
+                      const Log& log, const CompressionSetup& setup, Communicator& comm,
+                      GradientReducer& reducer, int64_t first_step, TrainResult* r,
                       const std::vector<double>* resumed = nullptr);
 
   // The interval sums may still be on their way into this object (the constructor sends them on
