@@ -20,9 +20,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (kv.exists && kv.mod_revision <= 0) __builtin_trap();  // the contract
         break;
       }
-      case 't':
-        (void)cdt::etcd::ParseTxnReply(body, where);
+      case 't': {
+        std::optional<cdt::etcd::KeyValue> read;
+        const bool held = cdt::etcd::ParseTxnReply(body, where, "job/n", &read);
+        if (held != cdt::etcd::ParseTxnReply(body, where)) __builtin_trap();
+        if (read && read->exists && read->mod_revision <= 0) __builtin_trap();
         break;
+      }
       case 'p':
         cdt::etcd::ParsePutReply(body, where);
         break;

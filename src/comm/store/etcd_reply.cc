@@ -113,10 +113,17 @@ std::optional<std::string> FromBase64(std::string_view text) {
   return out;
 }
 
-KeyValue ParseRangeReply(std::string_view body, std::string_view key, const std::string& where) {
-  const json j = ParseResponse(body, where);
+namespace {
+
+// The key of a range response `j` (a reply, or a txn's response_range; `body` is the whole reply,
+// for messages).
+KeyValue RangeOf(const json& j, std::string_view key, const std::string& where,
+                 std::string_view body) {
+  const auto header = j.find("header");
+  if (header == j.end() || !header->is_object())
+    Refuse(where, "a range response has no header object", body);
   KeyValue out;
-  out.revision = IntField(j.at("header"), "revision", where, body).value_or(0);
+  out.revision = IntField(*header, "revision", where, body).value_or(0);
   if (out.revision < 0) Refuse(where, "the header's revision is negative", body);
   const auto kvs = j.find("kvs");
   if (kvs == j.end() || kvs->is_null()) return out;
@@ -135,6 +142,12 @@ KeyValue ParseRangeReply(std::string_view body, std::string_view key, const std:
   out.mod_revision = IntField(kv, "mod_revision", where, body).value_or(0);
   if (out.mod_revision <= 0) Refuse(where, "kvs[0] has no positive mod_revision", body);
   return out;
+}
+
+}  // namespace
+
+KeyValue ParseRangeReply(std::string_view body, std::string_view key, const std::string& where) {
+  return RangeOf(ParseResponse(body, where), key, where, body);
 }
 
 WatchMessage ParseWatchMessage(std::string_view line, std::string_view key,
@@ -190,13 +203,27 @@ WatchMessage ParseWatchMessage(std::string_view line, std::string_view key,
   return out;
 }
 
-bool ParseTxnReply(std::string_view body, const std::string& where) {
+bool ParseTxnReply(std::string_view body, const std::string& where, std::string_view key,
+                   std::optional<KeyValue>* read) {
   const json j = ParseResponse(body, where);
+  bool held = false;  // proto3 leaves out false
   const auto succeeded = j.find("succeeded");
-  if (succeeded == j.end() || succeeded->is_null()) return false;  // proto3 leaves out false
-  if (!succeeded->is_boolean())
-    Refuse(where, "field 'succeeded' is " + Describe(*succeeded) + ", not true or false", body);
-  return succeeded->get<bool>();
+  if (succeeded != j.end() && !succeeded->is_null()) {
+    if (!succeeded->is_boolean())
+      Refuse(where, "field 'succeeded' is " + Describe(*succeeded) + ", not true or false", body);
+    held = succeeded->get<bool>();
+  }
+  if (held || read == nullptr) return held;
+  // The failure branch's read, when there is one: {"responses":[{"response_range":{...}}]}.
+  const auto responses = j.find("responses");
+  if (responses == j.end() || responses->is_null()) return false;
+  if (!responses->is_array() || responses->size() != 1 || !responses->front().is_object())
+    Refuse(where, "field 'responses' is not the one response of the failure branch", body);
+  const auto range = responses->front().find("response_range");
+  if (range == responses->front().end() || !range->is_object())
+    Refuse(where, "the failure branch's response is not a range", body);
+  *read = RangeOf(*range, key, where, body);
+  return false;
 }
 
 void ParsePutReply(std::string_view body, const std::string& where) {

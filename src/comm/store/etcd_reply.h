@@ -13,7 +13,8 @@
 //                with "kvs" (and "count") left out when the key is missing, and "value" left
 //                out when it is empty;
 //   txn          {"header":{...},"succeeded":true,"responses":[...]}, "succeeded" left out when
-//                the comparison failed;
+//                the comparison failed (then "responses" holds the failure branch's: one
+//                {"response_range":{...as a range...}} for EtcdStore's transactions);
 //   put          {"header":{...}};
 //   deleterange  {"header":{...},"deleted":"1"}, "deleted" left out when nothing was;
 //   GET /version {"etcdserver":"3.4.23","etcdcluster":"3.4.0"};
@@ -65,8 +66,11 @@ struct WatchMessage {
 WatchMessage ParseWatchMessage(std::string_view line, std::string_view key,
                                const std::string& where);
 
-// A txn reply: whether the comparison held (and so the success branch ran).
-bool ParseTxnReply(std::string_view body, const std::string& where);
+// A txn reply: whether the comparison held (and so the success branch ran). When it did not and
+// `read` is given, the failure branch's range of `key` goes there (left empty when the reply
+// carries none).
+bool ParseTxnReply(std::string_view body, const std::string& where, std::string_view key = {},
+                   std::optional<KeyValue>* read = nullptr);
 
 // A put reply: only its shape is checked (a header and nothing contradicting success).
 void ParsePutReply(std::string_view body, const std::string& where);

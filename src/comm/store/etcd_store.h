@@ -9,11 +9,11 @@
 // 1,024 waiters of a rendezvous round kept the server too busy for the round to form in 300 s
 // (docs/benchmarks.md). A server without the watch endpoint (HTTP 404: a proxy, an old gateway)
 // is polled instead, with backoff (1 → 50 ms, after the first second up to 500 ms). Add and
-// CompareSet = read the
-// key, then a transaction that writes only if the key's mod revision (or its absence, create
-// revision 0) is still what was read, retried when another writer got there first after a random
-// pause whose window doubles (2 ms … 512 ms; Add(0) of an existing key is only the read);
-// Delete = delete range; Check = range.
+// CompareSet = read the key, then a transaction that writes only if the key's mod revision (or
+// its absence, create revision 0) is still what was read, retried when another writer got there
+// first after a random pause whose window doubles (2 ms … 512 ms; Add(0) of an existing key is
+// only the read); a CompareSet lost to another writer returns what that writer wrote, read by
+// the lost transaction itself (its failure branch). Delete = delete range; Check = range.
 // Keys and values are base64 in the gateway's JSON (etcd_reply.h reads the replies).
 //
 // Errors: every reply is read as untrusted (etcd_reply.h): garbage, an empty body, JSON of the
@@ -81,8 +81,10 @@ class EtcdStore : public Store {
   std::optional<std::string> WatchForPut(const std::string& key, int64_t seen,
                                          std::chrono::steady_clock::time_point until);
   // Writes `value` at `key` if the key is still as `seen` (same mod revision, or still missing);
-  // returns whether it did.
-  bool PutIfUnchanged(const std::string& key, const etcd::KeyValue& seen, const std::string& value);
+  // returns whether it did. When it did not and `now` is given, the transaction's failure branch
+  // read the key into it (left empty by a reply without that read).
+  bool PutIfUnchanged(const std::string& key, const etcd::KeyValue& seen, const std::string& value,
+                      std::optional<etcd::KeyValue>* now);
   // One HTTP exchange. `failure` is empty when a reply came: at most etcd::kMaxReplyBytes,
   // arriving within the request timeout (else failure says which), with any status.
   struct Reply {
