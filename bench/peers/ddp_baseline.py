@@ -96,12 +96,11 @@ def resolve_scaling_defaults(a, global_batch, total):
     --larc-trust left at -1 become, when the rate is scaled up with the global batch,
     round(5 log2 scale) steps (at most a quarter of the run) and LARC trust 0.05; else 0."""
     scale = scale_of(a, global_batch)
+    steps = round(5 * math.log2(scale)) if scale > 1 else 0  # 0 below a scale of 2^0.1
     if a.warmup_steps == -1:
-        a.warmup_steps = 0
-        if scale > 1:
-            a.warmup_steps = max(min(round(5 * math.log2(scale)), total // 4), min(1, total))
+        a.warmup_steps = max(min(steps, total // 4), min(1, total)) if steps >= 1 else 0
     if a.larc_trust == -1:
-        a.larc_trust = 0.05 if scale > 1 else 0.0
+        a.larc_trust = 0.05 if steps >= 1 else 0.0
 
 
 def clip_by_trust_ratio(params, trust, lr):

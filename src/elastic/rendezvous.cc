@@ -157,11 +157,13 @@ class RoundWatch {
   // Everyone but the coordinator: waits (parked in the store, no polling) for the members list
   // the closer writes, and returns it. Returns false when this member must run the closing loop
   // itself: the coordinator's heartbeat stopped for `coordinator_silence` (it died or hangs) and
-  // this member won the succession (then took_over(): it coordinates, heartbeat included; the
-  // others go on waiting, the successor's silence timed afresh — were all of them to close the
-  // round, each would read every arrival: 512 members cost 266,871 requests), or this member's
-  // own deadline passed (the loop then says who is missing). A pause the coordinator announces is
-  // this member's pause too (on_pause runs here).
+  // this member won the succession — a CompareSet of the heartbeat from the silent value to its
+  // own first beat, so that winning is beating, and a successor that dies at once is succeeded
+  // in turn (then took_over(): it coordinates; the others go on waiting, the successor's silence
+  // timed afresh — were all of them to close the round, each would read every arrival: 512
+  // members cost 266,871 requests) — or this member's own deadline passed (the loop then says
+  // who is missing). A pause the coordinator announces is this member's pause too (on_pause runs
+  // here).
   bool AwaitMembers(std::string* csv) {
     std::string beat;
     auto beat_seen = Clock::now();
@@ -169,7 +171,8 @@ class RoundWatch {
       try {
         // Parked for a whole coordinator_silence before the heartbeat is looked at: each look
         // costs requests, and 1,024 members looking every 0.5 s were more than etcd could serve.
-        store_.Wait({round_ + "members"}, std::max(o_.coordinator_silence, kSlice));
+        store_.Wait({round_ + "members"}, std::clamp(LeftOf(Limit()), std::chrono::milliseconds(1),
+                                                     std::max(o_.coordinator_silence, kSlice)));
         *csv = store_.Get(round_ + "members", o_.timeout);
         return true;
       } catch (const Error& e) {
@@ -184,10 +187,10 @@ class RoundWatch {
         if (at != std::string::npos && !paused_) Pause(ParseList(beat.substr(at + 8), round_));
       }
       if (now - beat_seen >= o_.coordinator_silence) {
-        // One successor per silent heartbeat value (a count unique to its writer).
-        const std::string me = std::to_string(o_.worker_id);
-        if (store_.CompareSet(round_ + "successor/" + beat, "", me) == me) {
+        const std::string mine = NextBeat();
+        if (store_.CompareSet(round_ + "coordinator", beat, mine) == mine) {
           took_over_ = true;
+          next_beat_ = Clock::now() + kSlice;
           return false;
         }
         beat_seen = now;
@@ -287,16 +290,27 @@ class RoundWatch {
     if (o_.on_pause) o_.on_pause(present);
   }
 
-  // The coordinator's heartbeat: "<worker id>:<count>", then " paused <present>" once the round
-  // paused. Written every kSlice (or at once with `now`) while this member coordinates.
+  // The coordinator's heartbeat: "<worker id>.<nonce>:<count>" (a nonce per RoundWatch, so that
+  // a worker joining the round again never repeats a value), then " paused <present>" once the
+  // round paused. Written every kSlice (or at once with `now`) while this member coordinates.
   void Beat(bool now = false) {
     if (!coordinator_) return;
     const auto t = Clock::now();
     if (!now && t < next_beat_) return;
     next_beat_ = t + kSlice;
-    std::string value = std::to_string(o_.worker_id) + ":" + std::to_string(++beats_);
+    store_.Set(round_ + "coordinator", NextBeat());
+  }
+  std::string NextBeat() {
+    std::string value = std::to_string(o_.worker_id) + "." + std::to_string(nonce_) + ":" +
+                        std::to_string(++beats_);
     if (paused_) value += " paused " + Csv(present_);
-    store_.Set(round_ + "coordinator", value);
+    return value;
+  }
+  // What is left of `limit` since this member arrived (0 when past).
+  std::chrono::milliseconds LeftOf(std::chrono::milliseconds limit) const {
+    const auto spent =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - arrived_at_);
+    return spent >= limit ? std::chrono::milliseconds(0) : limit - spent;
   }
 
   [[noreturn]] void ThrowTimeout(int count) {
@@ -325,6 +339,7 @@ class RoundWatch {
   std::vector<int> present_;  // at the pause
   bool coordinator_ = false;  // in Close, as the round's coordinator or its successor
   bool took_over_ = false;
+  const uint32_t nonce_ = std::random_device{}();
   int64_t beats_ = 0;
   Clock::time_point next_beat_{};
 };
@@ -336,7 +351,7 @@ Membership JoinRound(Store& store, const RendezvousOptions& o, int64_t generatio
   const auto arrived_at = Clock::now();
   RoundWatch watch(store, o, generation, previous, arrived_at);
   const std::string& round = watch.round();
-  // An arrival number on this worker's shard of the round's counters: at most kMembersPerShard
+  // An arrival number on this worker's shard of the round's counters: about kMembersPerShard
   // workers contend for one counter (etcd adds by compare-and-swap, and 1,024 writers of one key
   // never all got through: docs/benchmarks.md).
   const int shard = o.worker_id % watch.shards();
@@ -357,7 +372,11 @@ Membership JoinRound(Store& store, const RendezvousOptions& o, int64_t generatio
   } else {
     arrived = watch.Close(coordinator || watch.took_over());
     ids = watch.Members(arrived);
-    store.Set(round + "members", Csv(ids));  // the same list whoever writes it
+    // The first list written stands: a slow coordinator and its successor may each close, and an
+    // arrival key one of them gave up on (-1) could make their lists differ.
+    csv = Csv(ids);
+    const std::string written = store.CompareSet(round + "members", "", csv);
+    if (written != csv) ids = ParseList(written, round + "members");
   }
   const bool spare =
       std::find(previous.begin(), previous.end(), o.worker_id) == previous.end() && generation > 0;
@@ -402,7 +421,8 @@ int64_t WaitForRound(Store& store, const RendezvousOptions& o, int64_t from) {
     // Generation g - 1 runs. If every member is gone, nobody will open round g: a waiting spare
     // would wait forever (and its agent with it). Looked at every abandon_after / 4, at most
     // every 5 s (256 spares looking every 200 ms were a good part of a busy etcd's load), and
-    // once more when abandon_after has passed; the first member still there ends the look,
+    // again when abandon_after has passed since all were seen gone; the first member still there
+    // ends the look,
     // members taken in a random order and those seen gone not asked again (256 spares asking
     // after 1,024 members, the first 256 of them gone, made 69,376 requests of one round).
     const auto now = Clock::now();
@@ -427,7 +447,6 @@ int64_t WaitForRound(Store& store, const RendezvousOptions& o, int64_t from) {
       } else if (!all_gone) {
         all_gone = true;
         all_gone_since = now;
-        next_look = std::min(next_look, now + o.abandon_after);
       } else if (now - all_gone_since >= o.abandon_after) {
         std::string ids;
         for (int w : members) ids += (ids.empty() ? "" : ", ") + std::to_string(w);
@@ -438,6 +457,10 @@ int64_t WaitForRound(Store& store, const RendezvousOptions& o, int64_t from) {
                         "state; the job cannot go on. Start it again with --resume to continue "
                         "from its last checkpoint");
       }
+      // ... and once more the moment abandon_after has passed (an abandon_after too large to
+      // add to the clock never passes).
+      if (all_gone && o.abandon_after < std::chrono::hours(24 * 365 * 100))
+        next_look = std::min(next_look, all_gone_since + o.abandon_after);
     }
     // Parked in the store until the round opens, not polled every 5 ms: every waiting spare's
     // polls were load on the one store thread all members share.

@@ -4,9 +4,9 @@
 // build generation g + 1. Rendezvous round g, under "<job>/elastic/g<g>/" in the job's store:
 //   * each worker takes an arrival number on its shard s = worker id mod S (Add on
 //     "arrivals/<s>") and writes its worker id under "arrival/<s>/<n>"; S = ArrivalShards(the
-//     previous generation's size), one counter per 32 workers, so that no counter has more than
-//     32 writers at once (etcd adds by compare-and-swap: 1,024 writers of one key never all got
-//     through, docs/benchmarks.md);
+//     previous generation's size), one counter per 32 workers of it, so that a counter has few
+//     writers at once (etcd adds by compare-and-swap: 1,024 writers of one key never all got
+//     through, docs/benchmarks.md; a group growing past its previous size puts more on each);
 //   * the round closes — the first CompareSet on "closed" wins and fixes the arrival count of
 //     every shard ("c0,c1,..") — as soon as every member of the previous generation has either
 //     arrived or been reported gone (ReportGone, by its agent, under
@@ -21,13 +21,15 @@
 // it alone reads the arrivals and the reports of the dead, closes the round and writes its members
 // under "members"; everyone else waits for that key, parked in the store, so a round of N costs
 // O(N) store requests, not N² (docs/benchmarks.md, "Rendezvous at 1,024 members"). The
-// coordinator writes a heartbeat ("coordinator": "<worker id>:<count>", then " paused <present>"
-// once the round paused, so that every present worker's on_pause runs), which the others look at
-// once every `coordinator_silence` (each look costs store requests; 1,024 members looking every
-// 0.5 s were more than etcd could serve). If it did not change over one silence, the first member
-// to win CompareSet on "successor/<that heartbeat>" takes over as coordinator (one successor,
-// not everyone: 512 members closing the round themselves cost 266,871 requests); a worker whose
-// own deadline passes runs the closing loop itself. Whoever closes writes the same members list.
+// coordinator writes a heartbeat ("coordinator": "<worker id>.<nonce>:<count>", then
+// " paused <present>" once the round paused, so that every present worker's on_pause runs), which
+// the others look at once every `coordinator_silence` (each look costs store requests; 1,024
+// members looking every 0.5 s were more than etcd could serve). If it did not change between two
+// looks, the first member to win CompareSet of "coordinator" from that value to its own first
+// beat takes over as coordinator (one successor, not everyone: 512 members closing the round
+// themselves cost 266,871 requests; a successor that dies is succeeded in turn); a worker whose
+// own deadline passes runs the closing loop itself. "members" is written by CompareSet: the first
+// list stands, and every closer adopts it.
 //
 // Hot spares: workers started beside the job (`--spares`), loaded and waiting (WaitAsSpare). When
 // a round opens they arrive too; with `target_world` set, the round also waits until enough

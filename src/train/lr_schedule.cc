@@ -7,13 +7,22 @@
 
 namespace cdt::train {
 
+namespace {
+
+// round(5 log2 scale): 0 up to a scale of 2^0.1 (1.07), which is not "scaled up" enough to act.
+int64_t WarmupForScale(double scale) {
+  return scale > 1 ? static_cast<int64_t>(std::lround(5 * std::log2(scale))) : 0;
+}
+
+}  // namespace
+
 int64_t AutomaticWarmupSteps(double scale, int64_t total_steps) {
-  if (!(scale > 1)) return 0;
-  const auto steps = static_cast<int64_t>(std::lround(5 * std::log2(scale)));
+  const int64_t steps = WarmupForScale(scale);
+  if (steps < 1) return 0;
   return std::max<int64_t>(std::min(steps, total_steps / 4), std::min<int64_t>(1, total_steps));
 }
 
-double AutomaticLarcTrust(double scale) { return scale > 1 ? 0.05 : 0.0; }
+double AutomaticLarcTrust(double scale) { return WarmupForScale(scale) >= 1 ? 0.05 : 0.0; }
 
 double LrSchedule::Scale() const {
   if (reference_batch <= 0) return 1;
@@ -41,7 +50,9 @@ std::string LrSchedule::Describe() const {
   else
     std::snprintf(text, sizeof text, "peak %g (not scaled with the global batch)", Peak());
   std::string out = text;
-  out += warmup_steps > 0 ? ", warm-up " + std::to_string(warmup_steps) + " steps" : ", no warm-up";
+  out += warmup_steps > 0 ? ", warm-up " + std::to_string(warmup_steps) +
+                                (warmup_steps == 1 ? " step" : " steps")
+                          : ", no warm-up";
   if (warmup_automatic && warmup_steps > 0) {
     std::snprintf(text, sizeof text, " (automatic for a rate scaled %gx)", Scale());
     out += text;

@@ -195,6 +195,9 @@ TEST(LrSchedule, ScaledUpRatesWarmUpAndBoundEachLayerByDefault) {
   EXPECT_EQ(AutomaticWarmupSteps(1.0, 235), 0);
   EXPECT_EQ(AutomaticWarmupSteps(0.5, 235), 0);
   EXPECT_EQ(AutomaticLarcTrust(1.0), 0.0);
+  EXPECT_EQ(AutomaticWarmupSteps(288.0 / 256, 1000), 1);  // 1.125: round(5 log2) = 1
+  EXPECT_EQ(AutomaticWarmupSteps(1.05, 1000), 0);         // below 2^0.1: not scaled up enough
+  EXPECT_EQ(AutomaticLarcTrust(1.05), 0.0);
   // 8 workers (x2): 5 steps; 16 (x4): 10; 32 (x8): 15, but at most a quarter of a 30-step run.
   EXPECT_EQ(AutomaticWarmupSteps(2.0, 117), 5);
   EXPECT_EQ(AutomaticWarmupSteps(4.0, 59), 10);

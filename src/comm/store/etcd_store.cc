@@ -186,11 +186,13 @@ std::optional<std::string> EtcdStore::WatchForPut(const std::string& key, int64_
                                                   Clock::time_point until) {
   const std::string request = "watch of key [" + Printable(key) + "]";
   httplib::Client client(server_.host, static_cast<int>(server_.port));
-  client.set_connection_timeout(0, 2000000);
   // Nothing arrives while the key stays missing: the read waits until `until` (and a little).
+  // Connecting and sending the request are bounded by the same time (and 2 s at most to connect).
   const int64_t us = std::max<int64_t>(
       1000,
       std::chrono::duration_cast<std::chrono::microseconds>(until - Clock::now()).count() + 20000);
+  client.set_connection_timeout(0, static_cast<time_t>(std::min<int64_t>(us, 2000000)));
+  client.set_write_timeout(static_cast<time_t>(us / 1000000), static_cast<time_t>(us % 1000000));
   client.set_read_timeout(static_cast<time_t>(us / 1000000), static_cast<time_t>(us % 1000000));
   json create = {{"key", etcd::ToBase64(key)}};
   if (seen > 0) create["start_revision"] = std::to_string(seen + 1);
