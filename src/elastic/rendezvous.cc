@@ -1,6 +1,7 @@
 #include "elastic/rendezvous.h"
 
 #include <algorithm>
+#include <numeric>
 #include <random>
 #include <thread>
 #include <unordered_map>
@@ -59,17 +60,14 @@ std::vector<int> ParseList(const std::string& csv, const std::string& key) {
   return out;
 }
 
-std::string Csv(const std::vector<int>& values) {
+// "3,1,7" (what ParseList reads), or "3, 1, 7" for a message with `separator` ", ".
+std::string Csv(const std::vector<int>& values, const char* separator = ",") {
   std::string csv;
-  for (int v : values) csv += (csv.empty() ? "" : ",") + std::to_string(v);
+  for (int v : values) csv += (csv.empty() ? "" : separator) + std::to_string(v);
   return csv;
 }
 
-int Sum(const std::vector<int>& values) {
-  int n = 0;
-  for (int v : values) n += v;
-  return n;
-}
+int Sum(const std::vector<int>& values) { return std::accumulate(values.begin(), values.end(), 0); }
 
 }  // namespace
 
@@ -314,8 +312,7 @@ class RoundWatch {
   }
 
   [[noreturn]] void ThrowTimeout(int count) {
-    std::string who;
-    for (int w : Missing(/*all=*/true)) who += (who.empty() ? "" : ", ") + std::to_string(w);
+    const std::string who = Csv(Missing(/*all=*/true), ", ");
     throw Error(ErrorCode::kTimeout,
                 "elastic rendezvous: worker " + std::to_string(o_.worker_id) + ": generation " +
                     std::to_string(generation_) + " did not close within " +
@@ -448,8 +445,7 @@ int64_t WaitForRound(Store& store, const RendezvousOptions& o, int64_t from) {
         all_gone = true;
         all_gone_since = now;
       } else if (now - all_gone_since >= o.abandon_after) {
-        std::string ids;
-        for (int w : members) ids += (ids.empty() ? "" : ", ") + std::to_string(w);
+        const std::string ids = Csv(members, ", ");
         throw Error(ErrorCode::kPeerLost,
                     "worker " + std::to_string(o.worker_id) + ": every worker of generation " +
                         std::to_string(g - 1) + " (" + ids +

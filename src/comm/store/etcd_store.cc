@@ -28,6 +28,13 @@ std::string Seconds(Clock::duration d) {
   return text;
 }
 
+// Bounds every read and write of `client` by `us` microseconds, and connecting by at most 2 s.
+void Bound(httplib::Client& client, int64_t us) {
+  client.set_connection_timeout(0, static_cast<time_t>(std::min<int64_t>(us, 2000000)));
+  client.set_read_timeout(static_cast<time_t>(us / 1000000), static_cast<time_t>(us % 1000000));
+  client.set_write_timeout(static_cast<time_t>(us / 1000000), static_cast<time_t>(us % 1000000));
+}
+
 // The read-then-conditional-write loop of Add and CompareSet: a round lost to another writer is
 // retried after a short random pause (so that contending writers spread out), until the tries
 // are spent or the deadline passes; then a kStore error says so.
@@ -88,9 +95,7 @@ EtcdStore::EtcdStore(const net::HostPort& server, milliseconds connect_timeout,
   if (sodium_init() < 0) throw Error(ErrorCode::kIo, "libsodium failed to initialise");
   // Per-read and per-write limits of one request, at most a day (any more is "wait forever").
   const int64_t us = std::min<int64_t>(request_timeout_.count(), 86400000) * 1000;
-  http_->set_connection_timeout(0, static_cast<time_t>(std::min<int64_t>(us, 2000000)));
-  http_->set_read_timeout(static_cast<time_t>(us / 1000000), static_cast<time_t>(us % 1000000));
-  http_->set_write_timeout(static_cast<time_t>(us / 1000000), static_cast<time_t>(us % 1000000));
+  Bound(*http_, us);
   const auto deadline = DeadlineAfter(connect_timeout);
   for (;;) {
     const Reply r = Exchange("GET", "/version", "");
@@ -191,9 +196,7 @@ std::optional<std::string> EtcdStore::WatchForPut(const std::string& key, int64_
   const int64_t us = std::max<int64_t>(
       1000,
       std::chrono::duration_cast<std::chrono::microseconds>(until - Clock::now()).count() + 20000);
-  client.set_connection_timeout(0, static_cast<time_t>(std::min<int64_t>(us, 2000000)));
-  client.set_write_timeout(static_cast<time_t>(us / 1000000), static_cast<time_t>(us % 1000000));
-  client.set_read_timeout(static_cast<time_t>(us / 1000000), static_cast<time_t>(us % 1000000));
+  Bound(client, us);
   json create = {{"key", etcd::ToBase64(key)}};
   if (seen > 0) create["start_revision"] = std::to_string(seen + 1);
   httplib::Request req;
