@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: deps configure build test test-torch2 demo bench asan asan-unit tsan fuzz clean format
+.PHONY: deps configure build test test-torch2 test-gpu demo bench asan asan-unit tsan fuzz clean format
 
 deps:
 	@bash scripts/install-deps.sh
@@ -36,6 +36,14 @@ test-torch2: deps
 	  > build-torch$(TORCH2).configure.log 2>&1 || (cat build-torch$(TORCH2).configure.log; exit 1)
 	@cmake --build build-torch$(TORCH2) -j $(JOBS) --target $(TORCH2_TARGETS)
 	cd build-torch$(TORCH2) && ctest --output-on-failure -j 1 --timeout 900 -E '$(TORCH2_SKIP)'
+
+# The GPU tests (tests/gpu, docs/device.md): collectives on CUDA memory, world sizes 1-4 sharing
+# cuda:0. Built wherever the CUDA toolkit is (make test builds them; CI compiles and links them
+# without a GPU); each test skips, naming what it needs, where no GPU is. bench/device/run.sh runs
+# them with the device benchmarks on an accelerator machine.
+test-gpu: build
+	@if [ -x $(BUILD)/bin/cdt_gpu_tests ]; then $(BUILD)/bin/cdt_gpu_tests; \
+	else echo "make test-gpu: $(BUILD)/bin/cdt_gpu_tests was not built: it needs the CUDA toolkit (nvcc and the CUDA runtime; $(BUILD).configure.log says what CMake found)"; fi
 
 # A short 4-worker training run of the cnn on Fashion-MNIST (about a minute here), the carbon-aware
 # plan of a day-long job on California's 2022 grid, then the allreduce benchmark beside its peers

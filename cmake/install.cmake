@@ -2,7 +2,7 @@
 #   runtime  bin/cann-dist-train, bin/cann-dashboard, share/cann-dist-train/knowledge_base (the
 #            commands find it beside themselves, so the prefix may move);
 #   dev      lib/libcdt.so (the communication core: the store, the communicator and its
-#            collectives), include/cdt/*.h (its contract) and lib/cmake/CannDistTrain, so that a
+#            collectives, the staged collectives on device memory), include/cdt/*.h (its contract) and lib/cmake/CannDistTrain, so that a
 #            C++ program says find_package(CannDistTrain) and links cdt::cdt.
 # The Python package installs with pip (setup.py), which takes the runtime component into the wheel.
 include(GNUInstallDirs)
@@ -11,7 +11,7 @@ include(CMakePackageConfigHelpers)
 # The installed library is one shared object made of the static libraries the engine itself links
 # (PIC throughout), so that their private dependencies (libsodium, OpenSSL, cpp-httplib) stay
 # inside it and find_package needs only what the headers use (fmt, threads).
-add_library(cdt SHARED $<TARGET_OBJECTS:cdt_comm> $<TARGET_OBJECTS:cdt_common>)
+add_library(cdt SHARED $<TARGET_OBJECTS:cdt_comm> $<TARGET_OBJECTS:cdt_common> $<TARGET_OBJECTS:cdt_device>)
 add_library(cdt::cdt ALIAS cdt)
 target_link_libraries(cdt PUBLIC fmt::fmt Threads::Threads
                       PRIVATE PkgConfig::SODIUM OpenSSL::Crypto PkgConfig::HTTPLIB)
