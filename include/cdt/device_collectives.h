@@ -22,7 +22,9 @@
 //     every later operation fails with kAborted. A device that reports a fault, or a copy that does
 //     not complete within the communicator's timeout, fails the operation with kIo / kTimeout
 //     naming the device and the chunk, and aborts the communicator so that the peers fail fast too.
-//   * A failed operation may leave the device buffer partly reduced (as on CPU tensors).
+//   * A failed operation may leave the device buffer partly reduced (as on CPU tensors). After a
+//     copy timed out, the copies queued behind it still run once the device moves again: keep
+//     the buffer allocated until the caller's stream has drained (the error says so).
 //   * The device buffer and the caller's stream must outlive the operation's Wait().
 #pragma once
 

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cdt/error.h"
+#include "cli/bench_buffer.h"
+#include "cli/bench_device.h"
 #include "comm/allreduce_autotuner.h"
 #include "common/element_access.h"
 #include "common/file_io.h"
@@ -44,9 +46,9 @@ int64_t CountWrong(const void* base, DataType t, size_t count, int p, size_t* fi
 // traffic rule alone asked a 4-byte size for a million calls: minutes of warm-up with no output
 // where ranks outnumber cores. Every rank takes the same decision from the slowest rank's clock,
 // agreed by an allreduce between batches that double in size (a handful of extra calls per size).
-int WarmUp(Communicator& comm, void* buf, size_t count, DataType dtype, AllreduceOptions ao,
+int WarmUp(Communicator& comm, BenchBuffer& buf, size_t count, DataType dtype, AllreduceOptions ao,
            int explicit_calls, int min_calls) {
-  auto call = [&] { comm.Allreduce(buf, count, dtype, ReduceOp::kSum, ao)->Wait(); };
+  auto call = [&] { buf.Allreduce(count, dtype, ao); };
   if (explicit_calls > 0) {
     for (int i = 0; i < explicit_calls; ++i) call();
     return explicit_calls;
@@ -58,6 +60,7 @@ int WarmUp(Communicator& comm, void* buf, size_t count, DataType dtype, Allreduc
   int done = 0;
   for (int batch = 1;; batch *= 2) {
     for (int i = 0; i < batch; ++i) call();
+    buf.Drain();
     done += batch;
     if (done < min_calls) continue;
     if (static_cast<size_t>(done) * bytes >= kWarmupTraffic) return done;
@@ -70,12 +73,14 @@ int WarmUp(Communicator& comm, void* buf, size_t count, DataType dtype, Allreduc
   }
 }
 
-// The slowest rank's mean time of `iters` calls, in microseconds (the job waits for it).
-double TimeAllreduce(Communicator& comm, void* buf, size_t count, DataType dtype,
+// The slowest rank's mean time of `iters` calls, in microseconds (the job waits for it). On a
+// device the clock stops once the last result is in device memory (nccl-tests' stream sync).
+double TimeAllreduce(Communicator& comm, BenchBuffer& buf, size_t count, DataType dtype,
                      const AllreduceOptions& ao, int iters) {
   comm.Barrier()->Wait();
   const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) comm.Allreduce(buf, count, dtype, ReduceOp::kSum, ao)->Wait();
+  for (int i = 0; i < iters; ++i) buf.Allreduce(count, dtype, ao);
+  buf.Drain();
   double time_us =
       std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() /
       iters;
@@ -87,12 +92,15 @@ double TimeAllreduce(Communicator& comm, void* buf, size_t count, DataType dtype
 
 // --check: one more call on fresh data against the closed form; the wrong elements of every rank
 // (this rank's first one on stderr).
-int64_t CheckAllreduce(Communicator& comm, void* buf, size_t count, DataType dtype,
+int64_t CheckAllreduce(Communicator& comm, BenchBuffer& buf, size_t count, DataType dtype,
                        const AllreduceOptions& ao, const std::string& name) {
-  Fill(buf, dtype, count, comm.rank());
-  comm.Allreduce(buf, count, dtype, ReduceOp::kSum, ao)->Wait();
+  Fill(buf.host(), dtype, count, comm.rank());
+  buf.Upload(count * ElementSize(dtype));
+  buf.Allreduce(count, dtype, ao);
+  buf.Drain();
+  buf.Download(count * ElementSize(dtype));
   size_t first_bad = 0;
-  int64_t wrong = CountWrong(buf, dtype, count, comm.size(), &first_bad);
+  int64_t wrong = CountWrong(buf.host(), dtype, count, comm.size(), &first_bad);
   if (wrong > 0)
     std::fprintf(stderr, "rank %d: %s allreduce of %zu bytes: %lld wrong elements, first at %zu\n",
                  comm.rank(), name.c_str(), count * ElementSize(dtype),
@@ -121,13 +129,18 @@ int RunBenchAllreduce(Communicator& comm, const BenchAllreduceOptions& o,
 
   const int p = comm.size();
   const bool lead = comm.rank() == 0;
-  std::vector<unsigned char> buf(max_bytes / elem * elem + elem);
+  const std::unique_ptr<Device> device = OpenBenchDevice(o.device, o.local_rank);
+  StagingOptions staging;
+  staging.chunk_bytes = ParseBytes(o.staging_chunk, "--staging-chunk");
+  BenchBuffer buf(comm, device.get(), max_bytes / elem * elem + elem, staging);
   nlohmann::json results = nlohmann::json::array();
   int64_t total_wrong = 0;
   if (lead) {
     std::printf(
-        "# cann-dist-train allreduce: %d ranks on %d node(s), backend %s, dtype %s, op sum\n", p,
-        comm.layout().num_nodes, comm.backend_name().c_str(), DataTypeName(dtype));
+        "# cann-dist-train allreduce: %d ranks on %d node(s), backend %s, dtype %s, op sum, "
+        "buffers on %s\n",
+        p, comm.layout().num_nodes, comm.backend_name().c_str(), DataTypeName(dtype),
+        buf.where().c_str());
     std::printf("# algbw = bytes / time; busbw = algbw * 2(n-1)/n (nccl-tests)\n");
     std::printf("%12s %12s %6s %10s %12s %11s %11s %7s%s\n", "bytes", "count", "type", "algo",
                 "time_us", "algbw_GBps", "busbw_GBps", "check", model ? "  predicted_us" : "");
@@ -146,14 +159,15 @@ int RunBenchAllreduce(Communicator& comm, const BenchAllreduceOptions& o,
               ? 1 + AllreduceAutotuner::CallsToDecide(
                         o.autotune_trials, AllreduceAutotuner::kDefaultMinBytes, real_bytes)
               : 0;
-      Fill(buf.data(), dtype, count, comm.rank());
+      Fill(buf.host(), dtype, count, comm.rank());
+      buf.Upload(real_bytes);
       const int warmup =
-          WarmUp(comm, buf.data(), count, dtype, ao, o.warmup > 0 ? std::max(o.warmup, tuned) : 0,
+          WarmUp(comm, buf, count, dtype, ao, o.warmup > 0 ? std::max(o.warmup, tuned) : 0,
                  std::max({2, iters / 5, tuned}));
-      const double time_us = TimeAllreduce(comm, buf.data(), count, dtype, ao, iters);
+      const double time_us = TimeAllreduce(comm, buf, count, dtype, ao, iters);
       std::string check = "-";
       if (o.check) {
-        const int64_t wrong = CheckAllreduce(comm, buf.data(), count, dtype, ao, name);
+        const int64_t wrong = CheckAllreduce(comm, buf, count, dtype, ao, name);
         total_wrong += wrong;
         check = wrong == 0 ? "ok" : "WRONG";
       }
@@ -196,6 +210,7 @@ int RunBenchAllreduce(Communicator& comm, const BenchAllreduceOptions& o,
     nlohmann::json doc = {{"world_size", p},
                           {"nodes", comm.layout().num_nodes},
                           {"backend", comm.backend_name()},
+                          {"device", buf.where()},
                           {"dtype", DataTypeName(dtype)},
                           {"op", "sum"},
                           {"results", results}};

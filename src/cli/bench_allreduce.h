@@ -20,6 +20,11 @@ struct BenchAllreduceOptions {
   int autotune_trials = 2;  // CDT_AUTOTUNE
   bool check = false;
   std::string json;
+  // Where the buffer lives (cli/bench_device.h): cpu, cuda, cuda:N, host-standin; on a device the
+  // allreduce is DeviceCollectives' staged one, in chunks of staging_chunk bytes.
+  std::string device = "cpu";
+  std::string staging_chunk = "4M";
+  int local_rank = 0;  // picks this worker's GPU for `cuda`
 };
 
 // Runs the benchmark on this rank; rank 0 prints the table and writes the JSON. With a cost model

@@ -88,6 +88,13 @@ void AddBenchVerbs(CLI::App& app, const Environment& env, BenchVerbs* v) {
       "--warmup", bench.warmup,
       "untimed iterations per size (0 = at least iters/5, then until 4 MiB moved or 0.5 s passed)");
   ar->add_flag("--check", bench.check, "verify every element against the closed form");
+  ar->add_option("--device", bench.device,
+                 "where the buffers live: cpu, cuda (the local rank's GPU), cuda:N, or "
+                 "host-standin (host memory behind the device staging pipeline)")
+      ->capture_default_str();
+  ar->add_option("--staging-chunk", bench.staging_chunk,
+                 "bytes per chunk of the device staging pipeline")
+      ->capture_default_str();
   ar->add_option("--json", bench.json, "write results to this file (rank 0)");
   ar->add_flag("--adaptive-comm", v->adaptive,
                "pick `auto` algorithms with the measured topology planner (cached)");
@@ -125,6 +132,7 @@ int RunBenchVerb(BenchVerbs& v, const Environment& env, int argc, char** argv) {
       v.allreduce_options.autotune_trials = std::max(0, std::atoi(env.autotune->c_str()));
     if (!ShouldRunAsWorker(env)) return RunAsAgent(v.allreduce_launch, argc, argv);
     WorkerSession s = JoinGroup(env, v.allreduce_launch);
+    v.allreduce_options.local_rank = IdentityOf(env).local_rank;
     if (!v.adaptive) return RunBenchAllreduce(*s.comm, v.allreduce_options);
     topology::Discovery d = DiscoverTopology(*s.comm, v.topo, env.strategy_cache_dir);
     s.comm->SetAllreduceSelector(d.planner);

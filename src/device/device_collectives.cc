@@ -65,6 +65,7 @@ class DeviceCollectives::Impl {
     }
     cv_.notify_all();
     thread_.join();
+    DrainStreams();  // copies still queued (after a copy timeout) read and write the slots
   }
 
   std::shared_ptr<DeviceWork> Submit(DeviceStream& caller, std::string what, void* data,
@@ -136,7 +137,9 @@ class DeviceCollectives::Impl {
                 work.description() + ": " + what + " did not complete within " +
                     std::to_string(options_.copy_timeout.count()) +
                     " ms (a kernel queued on the caller's stream before the collective still "
-                    "runs, or the device hangs); the communicator was aborted");
+                    "runs, or the device hangs); the communicator was aborted. The copies already "
+                    "queued run once the stream moves again: keep the buffer allocated until the "
+                    "caller's stream has drained");
   }
 
   void Run(StagedWork& work, const DeviceEvent& ready, char* data, size_t count, size_t element,
@@ -171,6 +174,16 @@ class DeviceCollectives::Impl {
   // A failed operation: abort the communicator (the peers fail fast, later operations with
   // kAborted), let the copies already queued end (they read and write the caller's buffer), then
   // hand the error to the Work.
+  // Waits, within copy_timeout per stream, for the copies queued on the engine's streams.
+  void DrainStreams() {
+    for (DeviceStream* stream : {out_.get(), in_.get()}) {
+      try {
+        stream->Record()->WaitFor(options_.copy_timeout);
+      } catch (...) {  // the device's own fault: whoever waited for an operation was told
+      }
+    }
+  }
+
   void Fail(StagedWork& work, std::exception_ptr error) {
     comm_.Abort();
     if (!broken_) {
@@ -182,12 +195,7 @@ class DeviceCollectives::Impl {
         broken_ = "an unknown exception";
       }
     }
-    for (DeviceStream* stream : {out_.get(), in_.get()}) {
-      try {
-        stream->Record()->WaitFor(options_.copy_timeout);
-      } catch (...) {  // the device's own fault: the operation's error says enough
-      }
-    }
+    DrainStreams();
     work.Finish(nullptr, error);
   }
 
@@ -195,8 +203,8 @@ class DeviceCollectives::Impl {
   Communicator& comm_;
   Device& device_;
   StagingOptions options_;
+  std::vector<std::shared_ptr<void>> slots_;  // declared before the streams: outlives their copies
   std::unique_ptr<DeviceStream> out_, in_;
-  std::vector<std::shared_ptr<void>> slots_;
   std::vector<std::shared_ptr<DeviceEvent>> slot_free_;  // the operations' thread only
   std::optional<std::string> broken_;  // the first failure's message; the operations' thread only
   const std::shared_ptr<std::atomic<uint64_t>> progress_ =

@@ -243,6 +243,26 @@ TEST(Launcher, BenchAllreduceAllAlgorithmsChecked) {
   EXPECT_EQ(doc.find("WRONG"), std::string::npos) << doc;
 }
 
+// --device host-standin: the buffers behind the device staging pipeline (small chunks: many
+// through 3 slots), across processes, every algorithm exact; --device cuda where this build or
+// machine has no GPU is refused naming why, before any rank hangs.
+TEST(Launcher, BenchAllreduceOnDeviceBuffersIsExact) {
+  std::string out = TempPath("bench_device"), json = TempPath("bench_device.json");
+  Proc p = Spawn({CDT_CLI, "bench", "allreduce", "--nproc-per-node", "3", "--algo", "all",
+                  "--min-bytes", "4", "--max-bytes", "1M", "--iters", "2", "--warmup", "2", "--check", "--device",
+                  "host-standin", "--staging-chunk", "64K", "--json", json},
+                 {}, out);
+  ASSERT_EQ(WaitFor(p.pid, std::chrono::seconds(180)), 0) << ReadFile(out);
+  const std::string doc = ReadFile(json);
+  EXPECT_EQ(doc.find("WRONG"), std::string::npos) << doc;
+  EXPECT_NE(doc.find("\"device\": \"host stand-in (no device)\""), std::string::npos) << doc;
+  std::string refused = TempPath("bench_cuda");
+  Proc q = Spawn({CDT_CLI, "bench", "allreduce", "--nproc-per-node", "2", "--device", "cuda:0"},
+                 {{"CUDA_VISIBLE_DEVICES", ""}}, refused);
+  EXPECT_EQ(WaitFor(q.pid, std::chrono::seconds(60)), 2) << ReadFile(refused);
+  EXPECT_NE(ReadFile(refused).find("--device cuda:0: "), std::string::npos) << ReadFile(refused);
+}
+
 // Same-node ranks share memory unless CDT_SHM=0: topo-scan shows the measured "shm" level (and
 // the plan's hierarchical allreduce) only then, and `bench --check` is exact either way.
 // --encrypt across processes: every algorithm, every element checked, over sealed TCP (shared

@@ -99,10 +99,12 @@ TEST(DeviceCollectivesFailure, ACopyThatDoesNotCompleteTimesOut) {
     HostDevice device;
     StagingOptions o = SmallChunks(3);
     o.copy_timeout = std::chrono::milliseconds(100);
-    DeviceCollectives dc(comm, device, o);
+    // The buffer and the caller's stream outlive the collectives: the copy-out that timed out
+    // is still queued behind the kernel (the contract in cdt/device_collectives.h).
     auto caller_stream = device.NewStream();
     auto& caller = static_cast<HostStream&>(*caller_stream);
     auto data = device.AllocateDevice(64 * sizeof(float));
+    DeviceCollectives dc(comm, device, o);
     caller.Launch([] { std::this_thread::sleep_for(std::chrono::milliseconds(600)); });
     auto work = dc.Allreduce(caller, data.get(), 64, DataType::kFloat32, ReduceOp::kSum);
     try {
