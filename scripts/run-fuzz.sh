@@ -11,7 +11,7 @@ seconds="${1:-60}"
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(store_request peer_hello checkpoint carbon_csv carbon_json rules_file fault_spec idx live_document
+  targets=(store_request peer_hello checkpoint carbon_csv carbon_json carbon_provider rules_file fault_spec idx live_document
            certificate sim_documents etcd_reply dashboard_request arena_header replay_document)
 fi
 if ! command -v clang++-14 > /dev/null; then

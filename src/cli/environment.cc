@@ -53,6 +53,8 @@ Environment Environment::FromProcess() {
   e.rdzv_endpoint = Get("CDT_RDZV_ENDPOINT");
   e.node_addr = Get("CDT_NODE_ADDR");
   e.job_id = Get("CDT_JOB_ID");
+  e.carbon_url = Get("CDT_CARBON_URL");
+  e.carbon_token = Get("CDT_CARBON_TOKEN");
   e.job_secret = Get("CDT_JOB_SECRET");
   e.timeout = Get("CDT_TIMEOUT");
   e.allreduce_algo = Get("CDT_ALLREDUCE_ALGO");

@@ -31,6 +31,9 @@ struct Environment {
   // CDT_AUTOTUNE: timed calls per candidate for online autotuning (0 = off).
   std::optional<std::string> autotune;
   std::optional<std::string> master_addr, master_port;
+  // `green --carbon-provider`: CDT_CARBON_URL (the provider's base URL; the public API when unset)
+  // and CDT_CARBON_TOKEN (green/carbon_provider.h, docs/green.md "Live providers").
+  std::optional<std::string> carbon_url, carbon_token;
   // Transport tuning knobs: CDT_SPIN_US, CDT_REMOTE_SPIN_US, CDT_REMOTE_RECV_BATCH_BYTES,
   // CDT_SOCKET_BUFFER_BYTES (bulk channel, same-host peers), CDT_YIELD_SEND_BUFFER_BYTES (the
   // bulk communicator's sockets beside a priority one) and CDT_YIELD_SEND_BUFFER_MIN_BYTES (its

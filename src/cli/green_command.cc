@@ -23,6 +23,11 @@ void AddGreenOptions(CLI::App* cmd, GreenOptions* o) {
       "carbon intensity: dc-rl CSV, timestamp,gco2_per_kwh CSV or Carbon Aware SDK JSON");
   cmd->add_option("--region", o->region,
                   "without --trace: the annual average of this country (ISO alpha-3, WORLD, EU)");
+  cmd->add_option("--carbon-provider", o->carbon_provider,
+                  "plan on a live forecast from now: electricitymaps | watttime | carbon-aware-sdk "
+                  "(CDT_CARBON_URL, CDT_CARBON_TOKEN; --trace then stands in when it fails)");
+  cmd->add_option("--zone", o->zone,
+                  "--carbon-provider's zone, region or location (DE, CAISO_NORTH, eastus)");
   cmd->add_option("--start", o->start,
                   "trace time the job starts, ISO 8601 UTC (e.g. 2022-03-14T05:00:00Z)");
   cmd->add_option("--gap-policy", o->gap_policy, "trace gaps: fail | interpolate | hold")

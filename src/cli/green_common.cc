@@ -4,10 +4,12 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 
 #include "cdt/error.h"
 #include "common/file_io.h"
 #include "common/unix_time.h"
+#include "green/carbon_provider.h"
 #include "green/carbon_sources.h"
 #include "green/forecaster.h"
 #include "green/iso_time.h"
@@ -15,7 +17,47 @@
 
 namespace cdt::cli {
 
+namespace {
+
+// --carbon-provider: the provider's forecast from this hour for the deadline's hours (--trace, if
+// given, is the forecaster's history when the provider fails; the warning says so).
+green::CarbonTrace LoadLiveForecast(const GreenOptions& o, const Environment& env) {
+  if (!o.region.empty())
+    throw Error(ErrorCode::kInvalidArgument,
+                "green: give --carbon-provider or --region, not both (--trace may go with "
+                "--carbon-provider: the forecaster over it stands in when the provider fails)");
+  if (!o.start.empty())
+    throw Error(ErrorCode::kInvalidArgument,
+                "green: --carbon-provider plans from now; --start belongs to a trace's past");
+  green::CarbonProviderOptions p;
+  p.kind = green::ParseCarbonProviderKind(o.carbon_provider);
+  p.zone = o.zone;
+  p.base_url = env.carbon_url.value_or("");
+  p.token = env.carbon_token.value_or("");
+  std::optional<green::CarbonTrace> history;
+  if (!o.trace.empty()) {
+    green::TraceReadOptions r;
+    r.gaps = green::ParseGapPolicy(o.gap_policy);
+    history = green::ReadCarbonTrace(o.trace, r);
+  }
+  const int hours = static_cast<int>(std::ceil(o.deadline > 0 ? o.deadline : 3 * o.job_hours));
+  if (hours < 1)
+    throw Error(ErrorCode::kInvalidArgument,
+                "green: --carbon-provider needs --deadline or --job-hours");
+  auto provider = green::MakeHttpCarbonProvider(p);
+  green::LiveForecast f =
+      green::ForecastOrFallBack(*provider, history ? &*history : nullptr, UnixSeconds(), hours);
+  if (f.fell_back) {
+    std::fprintf(stderr, "cann-dist-train green: warning: %s\n", f.note.c_str());
+    f.trace.notes.push_back(f.note);
+  }
+  return f.trace;
+}
+
+}  // namespace
+
 green::CarbonTrace LoadGreenTrace(const GreenOptions& o, const Environment& env) {
+  if (!o.carbon_provider.empty()) return LoadLiveForecast(o, env);
   if (!o.trace.empty() && !o.region.empty())
     throw Error(ErrorCode::kInvalidArgument, "green: give --trace or --region, not both");
   if (!o.region.empty())
@@ -39,6 +81,7 @@ green::CarbonTrace LoadGreenTrace(const GreenOptions& o, const Environment& env)
 }
 
 double GreenStart(const GreenOptions& o, const green::CarbonTrace& trace) {
+  if (!o.carbon_provider.empty()) return trace.start_unix();  // this hour: the forecast's first
   if (o.start.empty()) {
     if (trace.constant()) return std::floor(UnixSeconds() / 3600) * 3600;
     // A past year's trace: this hour of that year (the default the journey commands rely on).

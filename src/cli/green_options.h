@@ -13,6 +13,7 @@ struct GreenOptions {
        forecast = false;
   std::string trace, region, start, strategy = "suspend-resume", gap_policy = "interpolate";
   std::string json, report_dir = "green-report", run_id, price_trace;
+  std::string carbon_provider, zone;  // a live provider's forecast instead of a trace's hours
   std::vector<double> weights = {0.6, 0.3, 0.1};
   double job_hours = 0, deadline = 0, power_kw = 0, time_scale = 3600, carbon_cap_kg = 0;
   double scaling_efficiency = 0.9, pue = 1.58, embodied_kg = 0, lifetime_years = 4;

@@ -6,10 +6,13 @@
 
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
+#include "fake_etcd.h"
 #include "green/iso_time.h"
 #include "process_util.h"
 
@@ -55,6 +58,60 @@ TEST(Green, PlanOnlyWritesThePlanAgainstTheCarbonAgnosticBaseline) {
                    &out),
             2);
   EXPECT_NE(out.find(bad + ":3: duplicate timestamp"), std::string::npos) << out;
+}
+
+// --carbon-provider: the plan from now on a live forecast (a local server playing Electricity
+// Maps, CDT_CARBON_URL and CDT_CARBON_TOKEN from the environment) runs in its clean hours; when
+// the provider fails, --trace's forecaster stands in with a warning, and without --trace the
+// command stops, saying what to pass.
+TEST(Green, PlanOnALiveProviderAndFallBackWhenItFails) {
+  testing::FakeEtcd server;
+  const double hour0 = std::floor(static_cast<double>(std::time(nullptr)) / 3600) * 3600;
+  std::string forecast;
+  for (int h = 0; h < 80; ++h)  // dirty but for hours 30-39
+    forecast += std::string(h ? "," : "") + R"({"carbonIntensity":)" +
+                (h >= 30 && h < 40 ? "100" : "500") + R"(,"datetime":")" +
+                green::FormatIsoTime(hour0 + 3600.0 * h) + R"("})";
+  std::string token;
+  server.On("/v3/carbon-intensity/forecast",
+            [&](const httplib::Request& req, httplib::Response& res) {
+              token = req.get_header_value("auth-token");
+              res.set_content(R"({"zone":"DE","forecast":[)" + forecast + R"(],"updatedAt":")" +
+                                  green::FormatIsoTime(hour0) + R"("})",
+                              "application/json");
+            });
+  const std::map<std::string, std::string> env = {
+      {"CDT_CARBON_URL", "http://127.0.0.1:" + std::to_string(server.port())},
+      {"CDT_CARBON_TOKEN", "t0ken"}};
+  const std::vector<std::string> args = {
+      "green",      "--plan-only", "--carbon-provider", "electricitymaps",
+      "--zone",     "DE",          "--job-hours",       "8",
+      "--deadline", "72"};
+  const std::string json = TempPath("live_plan.json");
+  std::vector<std::string> with_json = args;
+  with_json.insert(with_json.end(), {"--json", json});
+  std::string out;
+  ASSERT_EQ(RunCli("live_plan", with_json, &out, env), 0) << out;
+  EXPECT_EQ(token, "t0ken");
+  const nlohmann::json p = nlohmann::json::parse(ReadFile(json));
+  ASSERT_FALSE(p["plan"].empty()) << p.dump();
+  for (const auto& s : p["plan"]) {
+    const double start = *green::ParseIsoTime(s["start"].get<std::string>());
+    EXPECT_GE(start, hour0 + 30 * 3600.0) << p.dump();
+    EXPECT_LE(start + 3600 * s["hours"].get<double>(), hour0 + 40 * 3600.0) << p.dump();
+  }
+  EXPECT_NEAR(p["reduction"].get<double>(), 0.8, 1e-9) << p.dump();  // 100 against 500 g/kWh
+
+  server.On("/v3/carbon-intensity/forecast", testing::FakeEtcd::Answer("{}", 503));
+  std::vector<std::string> fallback = args;
+  fallback.insert(fallback.end(),
+                  {"--trace", std::string(CDT_KNOWLEDGE_BASE) + "/carbon_traces/CISO_2022.csv"});
+  ASSERT_EQ(RunCli("live_fallback", fallback, &out, env), 0) << out;
+  EXPECT_NE(out.find("warning: electricitymaps DE"), std::string::npos) << out;
+  EXPECT_NE(out.find("answered HTTP 503"), std::string::npos) << out;
+  EXPECT_NE(out.find("planned on the forecaster over"), std::string::npos) << out;
+  EXPECT_EQ(RunCli("live_no_fallback", args, &out, env), 1) << out;  // a failure, not a usage error
+  EXPECT_NE(out.find("pass --trace FILE"), std::string::npos) << out;
 }
 
 TEST(Green, CarbonAwareRunPausesThroughDirtyHoursAndMatchesTheUnpausedRun) {
