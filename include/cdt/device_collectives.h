@@ -49,6 +49,9 @@ struct StagingOptions {
   // How long a copy may take before the operation fails with kTimeout (a kernel of the caller's
   // that never ends, a hung device). Host collectives keep the communicator's own timeout.
   std::chrono::milliseconds copy_timeout{30000};
+  // The communicator's timeout (CommunicatorOptions::timeout): Wait() gives up on an operation
+  // that moved nothing for 2 x copy_timeout + this.
+  std::chrono::milliseconds host_timeout{30000};
 };
 
 // One device operation: a cdt::Work (Wait, Completed, run_seconds) whose Wait also orders the

@@ -18,10 +18,32 @@ void Check(cudaError_t rc, int ordinal, const char* call) {
                                   cudaGetErrorName(rc) + " (" + cudaGetErrorString(rc) + ")");
 }
 
+// Makes `ordinal` the calling thread's device for the scope and gives the caller back its own
+// after: Record() and Wait() run on the caller's threads, where torch keeps its current device.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int ordinal) {
+    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+    if (previous_ != ordinal) {
+      Check(cudaSetDevice(ordinal), ordinal, "cudaSetDevice");
+      changed_ = true;
+    }
+  }
+  ~DeviceGuard() {
+    if (changed_ && previous_ >= 0) cudaSetDevice(previous_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+  bool changed_ = false;
+};
+
 class CudaEvent : public DeviceEvent {
  public:
   CudaEvent(int ordinal, cudaStream_t stream) : ordinal_(ordinal) {
-    Check(cudaSetDevice(ordinal), ordinal, "cudaSetDevice");
+    DeviceGuard guard(ordinal);
     Check(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), ordinal,
           "cudaEventCreateWithFlags");
     Check(cudaEventRecord(event_, stream), ordinal, "cudaEventRecord");
@@ -65,12 +87,12 @@ class CudaStream : public DeviceStream {
     if (owned_) cudaStreamDestroy(stream_);
   }
   void CopyToHost(void* host, const void* device, size_t bytes) override {
-    Check(cudaSetDevice(ordinal_), ordinal_, "cudaSetDevice");
+    DeviceGuard guard(ordinal_);
     Check(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_), ordinal_,
           "cudaMemcpyAsync (device to host)");
   }
   void CopyToDevice(void* device, const void* host, size_t bytes) override {
-    Check(cudaSetDevice(ordinal_), ordinal_, "cudaSetDevice");
+    DeviceGuard guard(ordinal_);
     Check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_), ordinal_,
           "cudaMemcpyAsync (host to device)");
   }
@@ -82,7 +104,7 @@ class CudaStream : public DeviceStream {
     if (!cuda_event)
       throw Error(ErrorCode::kInvalidArgument,
                   "a CUDA stream can only wait for CUDA events (not a host stand-in's)");
-    Check(cudaSetDevice(ordinal_), ordinal_, "cudaSetDevice");
+    DeviceGuard guard(ordinal_);
     Check(cudaStreamWaitEvent(stream_, cuda_event->get(), 0), ordinal_, "cudaStreamWaitEvent");
   }
   std::string name() const override {
@@ -127,7 +149,7 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
 }
 
 std::unique_ptr<DeviceStream> CudaDevice::NewStream() {
-  Check(cudaSetDevice(ordinal_), ordinal_, "cudaSetDevice");
+  DeviceGuard guard(ordinal_);
   cudaStream_t stream = nullptr;
   Check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), ordinal_,
         "cudaStreamCreateWithFlags");
@@ -139,7 +161,7 @@ std::unique_ptr<DeviceStream> CudaDevice::WrapStream(void* cuda_stream) {
 }
 
 std::shared_ptr<void> CudaDevice::AllocatePinned(size_t bytes) {
-  Check(cudaSetDevice(ordinal_), ordinal_, "cudaSetDevice");
+  DeviceGuard guard(ordinal_);
   void* p = nullptr;
   Check(cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocPortable), ordinal_,
         "cudaHostAlloc");
@@ -147,14 +169,10 @@ std::shared_ptr<void> CudaDevice::AllocatePinned(size_t bytes) {
 }
 
 std::shared_ptr<void> CudaDevice::AllocateDevice(size_t bytes) {
-  Check(cudaSetDevice(ordinal_), ordinal_, "cudaSetDevice");
+  DeviceGuard guard(ordinal_);
   void* p = nullptr;
   Check(cudaMalloc(&p, std::max<size_t>(bytes, 1)), ordinal_, "cudaMalloc");
-  const int ordinal = ordinal_;
-  return std::shared_ptr<void>(p, [ordinal](void* q) {
-    cudaSetDevice(ordinal);
-    cudaFree(q);
-  });
+  return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });  // any device may free it
 }
 
 }  // namespace cdt

@@ -65,7 +65,25 @@ class DeviceCollectives::Impl {
     }
     cv_.notify_all();
     thread_.join();
-    DrainStreams();  // copies still queued (after a copy timeout) read and write the slots
+    // Copies may still be queued behind a copy that timed out; they read and write the slots.
+    // A host stand-in's stream runs its queue as it goes; a CUDA stream's work outlives
+    // cudaStreamDestroy, so when the drain did not finish the slots are left allocated on purpose
+    // (a hung device's DMA into freed pinned memory would be worse than the leak).
+    const std::vector<std::shared_ptr<DeviceEvent>> drained = DrainStreams();
+    out_.reset();
+    in_.reset();
+    for (const auto& event : drained) {
+      bool done = false;
+      try {
+        done = event->Done();
+      } catch (...) {  // a faulted device: its copies will not run
+        done = true;
+      }
+      if (!done) {
+        for (auto& slot : slots_) new std::shared_ptr<void>(std::move(slot));  // deliberate leak
+        break;
+      }
+    }
   }
 
   std::shared_ptr<DeviceWork> Submit(DeviceStream& caller, std::string what, void* data,
@@ -92,9 +110,10 @@ class DeviceCollectives::Impl {
   void AbortComm() { comm_.Abort(); }
 
   // Work::Wait()'s own bound: the operation's waits end by themselves (copies after copy_timeout,
-  // host collectives after the communicator's timeout, 30 s by default); this is the backstop.
+  // host collectives after the communicator's timeout, StagingOptions::host_timeout); this is the
+  // backstop.
   std::chrono::milliseconds BackstopWait() const {
-    return 2 * options_.copy_timeout + std::chrono::milliseconds(30000);
+    return 2 * options_.copy_timeout + options_.host_timeout;
   }
 
   const StagingOptions& options() const { return options_; }
@@ -117,10 +136,15 @@ class DeviceCollectives::Impl {
       }
       progress_->fetch_add(1, std::memory_order_relaxed);
       work->MarkStarted();
+      if (broken_) {  // as the communicator's contract: later operations fail at once
+        work->Finish(nullptr, std::make_exception_ptr(
+                                  Error(ErrorCode::kAborted, work->description() +
+                                                                 ": an earlier device operation "
+                                                                 "failed: " +
+                                                                 *broken_)));
+        continue;
+      }
       try {
-        if (broken_)  // as the communicator's contract: later operations fail at once
-          throw Error(ErrorCode::kAborted,
-                      work->description() + ": an earlier device operation failed: " + *broken_);
         task();
       } catch (...) {
         Fail(*work, std::current_exception());
@@ -157,6 +181,9 @@ class DeviceCollectives::Impl {
       out_done[s] = out_->Record();
     };
     out_->Wait(ready);
+    // After the previous operation's copy-ins (an operation on the same buffer may be submitted
+    // before the previous one was waited for, with other chunk boundaries).
+    out_->Wait(*in_->Record());
     for (size_t i = 0; i < std::min(k, chunks); ++i) issue_out(i);
     for (size_t i = 0; i < chunks; ++i) {
       const size_t s = i % k;
@@ -174,14 +201,18 @@ class DeviceCollectives::Impl {
   // A failed operation: abort the communicator (the peers fail fast, later operations with
   // kAborted), let the copies already queued end (they read and write the caller's buffer), then
   // hand the error to the Work.
-  // Waits, within copy_timeout per stream, for the copies queued on the engine's streams.
-  void DrainStreams() {
+  // Waits, within copy_timeout per stream, for the copies queued on the engine's streams; the
+  // events it waited for (one may not be done).
+  std::vector<std::shared_ptr<DeviceEvent>> DrainStreams() {
+    std::vector<std::shared_ptr<DeviceEvent>> events;
     for (DeviceStream* stream : {out_.get(), in_.get()}) {
       try {
-        stream->Record()->WaitFor(options_.copy_timeout);
+        events.push_back(stream->Record());
+        events.back()->WaitFor(options_.copy_timeout);
       } catch (...) {  // the device's own fault: whoever waited for an operation was told
       }
     }
+    return events;
   }
 
   void Fail(StagedWork& work, std::exception_ptr error) {

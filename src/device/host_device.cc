@@ -92,15 +92,22 @@ class HostStream::Queue {
   std::thread thread_;
 };
 
-HostStream::HostStream() : queue_(std::make_shared<Queue>()) {}
+HostStream::HostStream(std::chrono::microseconds copy_delay)
+    : copy_delay_(copy_delay), queue_(std::make_shared<Queue>()) {}
 HostStream::~HostStream() = default;
 
 void HostStream::CopyToHost(void* host, const void* device, size_t bytes) {
-  queue_->Push([=] { std::memcpy(host, device, bytes); });
+  queue_->Push([=, delay = copy_delay_] {
+    if (delay.count() > 0) std::this_thread::sleep_for(delay);
+    std::memcpy(host, device, bytes);
+  });
 }
 
 void HostStream::CopyToDevice(void* device, const void* host, size_t bytes) {
-  queue_->Push([=] { std::memcpy(device, host, bytes); });
+  queue_->Push([=, delay = copy_delay_] {
+    if (delay.count() > 0) std::this_thread::sleep_for(delay);
+    std::memcpy(device, host, bytes);
+  });
 }
 
 void HostStream::Launch(std::function<void()> kernel) { queue_->Push(std::move(kernel)); }
@@ -126,7 +133,9 @@ void HostStream::Wait(const DeviceEvent& event) {
   });
 }
 
-std::unique_ptr<DeviceStream> HostDevice::NewStream() { return std::make_unique<HostStream>(); }
+std::unique_ptr<DeviceStream> HostDevice::NewStream() {
+  return std::make_unique<HostStream>(copy_delay_);
+}
 std::shared_ptr<void> HostDevice::AllocatePinned(size_t bytes) { return AllocateHost(bytes); }
 std::shared_ptr<void> HostDevice::AllocateDevice(size_t bytes) { return AllocateHost(bytes); }
 

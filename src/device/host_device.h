@@ -6,6 +6,7 @@
 // pipeline's CPU benchmarks only.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -18,17 +19,24 @@ class HostStream;
 
 class HostDevice : public Device {
  public:
+  // `copy_delay`: every copy first sleeps this long (a slow copy engine), so that a copy the
+  // pipeline forgot to wait for is still in flight when its bytes are read.
+  explicit HostDevice(std::chrono::microseconds copy_delay = std::chrono::microseconds(0))
+      : copy_delay_(copy_delay) {}
   std::string name() const override { return "host stand-in (no device)"; }
   std::unique_ptr<DeviceStream> NewStream() override;
   std::shared_ptr<void> AllocatePinned(size_t bytes) override;
   std::shared_ptr<void> AllocateDevice(size_t bytes) override;
+
+ private:
+  std::chrono::microseconds copy_delay_;
 };
 
 // The stream HostDevice::NewStream returns, with what a kernel launch would be: Launch queues
 // `kernel` to run on the stream's thread in queue order (tests write "device memory" with it).
 class HostStream : public DeviceStream {
  public:
-  HostStream();
+  explicit HostStream(std::chrono::microseconds copy_delay = std::chrono::microseconds(0));
   // Runs what is queued (waits for events nobody will record end at once), then stops.
   ~HostStream() override;
   void CopyToHost(void* host, const void* device, size_t bytes) override;
@@ -40,6 +48,7 @@ class HostStream : public DeviceStream {
 
  private:
   class Queue;
+  std::chrono::microseconds copy_delay_;
   std::shared_ptr<Queue> queue_;
 };
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/check.h"
+
 namespace cdt {
 
 StagedWork::StagedWork(std::string description, DeviceStream& caller,
@@ -75,7 +77,15 @@ void StagedWork::WaitHost(std::chrono::milliseconds timeout) {
     lock.unlock();
     abort_(*stalled);
     lock.lock();
-    cv_.wait(lock, [&] { return done_; });  // the aborted operation's waits are bounded
+    // The aborted operation's waits are bounded (copies by the copy timeout, the host collective
+    // ends at the abort): joining it takes at most `timeout` more, and a minute is a broken
+    // invariant, not a slow device.
+    const auto join_limit =
+        std::max<std::chrono::milliseconds>(2 * timeout, std::chrono::seconds(60));
+    if (!cv_.wait_for(lock, join_limit, [&] { return done_; }))
+      internal::CheckFailed(__FILE__, __LINE__, "an aborted device operation finishes",
+                            description_ + " still runs " + std::to_string(join_limit.count()) +
+                                " ms after its communicator was aborted");
   }
   if (error_) {
     if (stalled)

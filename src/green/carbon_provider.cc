@@ -35,6 +35,12 @@ const nlohmann::json& Member(const nlohmann::json& obj, const char* key, const s
   return obj[key];
 }
 
+// A string member that only names things (a zone, a region): "" when missing or not a string.
+std::string NameOr(const nlohmann::json& obj, const char* key) {
+  if (!obj.is_object() || !obj.contains(key) || !obj[key].is_string()) return "";
+  return obj[key].get<std::string>();
+}
+
 double TimeOf(const nlohmann::json& v, const std::string& source, const std::string& where) {
   const std::optional<double> t = v.is_string() ? ParseIsoTime(v.get<std::string>()) : std::nullopt;
   if (!t) Bad(source, where + ": '" + Printable(v.dump()) + "' is not an ISO 8601 time");
@@ -83,8 +89,7 @@ CarbonTrace ParseElectricityMaps(const nlohmann::json& doc, const std::string& s
   }
   *generated = doc.contains("updatedAt") ? TimeOf(doc["updatedAt"], source, "updatedAt")
                                          : (points.empty() ? 0 : points[0].t);
-  const std::string zone = doc.value("zone", std::string());
-  return TraceOf(std::move(points), 0, source, zone);
+  return TraceOf(std::move(points), 0, source, NameOr(doc, "zone"));
 }
 
 // {"data": [{"point_time": "…", "value": 870.2}, …], "meta": {"units": "lbs_co2_per_mwh",
@@ -111,8 +116,11 @@ CarbonTrace ParseWattTime(const nlohmann::json& doc, const std::string& source, 
   }
   *generated = meta.contains("generated_at") ? TimeOf(meta["generated_at"], source, "generated_at")
                                              : (points.empty() ? 0 : points[0].t);
-  const double period = meta.value("data_point_period_seconds", 0.0);
-  return TraceOf(std::move(points), period, source, meta.value("region", std::string()));
+  const nlohmann::json* period =
+      meta.contains("data_point_period_seconds") ? &meta["data_point_period_seconds"] : nullptr;
+  return TraceOf(std::move(points),
+                 period ? NumberOf(*period, source, "meta.data_point_period_seconds") : 0, source,
+                 NameOr(meta, "region"));
 }
 
 // [{"generatedAt": "…", "location": "eastus", "forecastData": [{"timestamp": "…",
@@ -131,12 +139,12 @@ CarbonTrace ParseCarbonAwareSdk(const nlohmann::json& doc, const std::string& so
     const std::string where = "forecastData[" + std::to_string(i) + "]";
     points.push_back({TimeOf(Member(data[i], "timestamp", source, where), source, where),
                       NumberOf(Member(data[i], "value", source, where), source, where)});
-    if (data[i].contains("duration") && data[i]["duration"].is_number())
-      period = 60 * data[i]["duration"].get<double>();
+    if (data[i].contains("duration"))
+      period = 60 * NumberOf(data[i]["duration"], source, where + ".duration");
   }
   *generated = f.contains("generatedAt") ? TimeOf(f["generatedAt"], source, "generatedAt")
                                          : (points.empty() ? 0 : points[0].t);
-  return TraceOf(std::move(points), period, source, f.value("location", std::string()));
+  return TraceOf(std::move(points), period, source, NameOr(f, "location"));
 }
 
 class HttpCarbonProvider : public CarbonProvider {
@@ -192,7 +200,14 @@ class HttpCarbonProvider : public CarbonProvider {
   }
 
   std::string Fetch() {
-    httplib::Client client(o_.base_url);
+    std::unique_ptr<httplib::Client> made;
+    try {
+      made = std::make_unique<httplib::Client>(o_.base_url);
+    } catch (const std::exception& e) {  // a scheme other than http and https
+      throw Error(ErrorCode::kInvalidArgument,
+                  name() + ": CDT_CARBON_URL is not http(s)://host[:port] (" + e.what() + ")");
+    }
+    httplib::Client& client = *made;
     const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(o_.timeout);
     const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(o_.timeout - seconds);
     client.set_connection_timeout(seconds.count(), micros.count());
@@ -202,14 +217,14 @@ class HttpCarbonProvider : public CarbonProvider {
     httplib::Params params;
     std::string path;
     switch (o_.kind) {
-      case CarbonProviderKind::kElectricityMaps:
+      case CarbonProviderKind::kElectricityMaps:  // 72 h, the longest it gives (24 by default)
         path = "/v3/carbon-intensity/forecast";
-        params = {{"zone", o_.zone}};
+        params = {{"zone", o_.zone}, {"horizonHours", "72"}};
         if (!o_.token.empty()) headers.emplace("auth-token", o_.token);
         break;
       case CarbonProviderKind::kWattTime:
         path = "/v3/forecast";
-        params = {{"region", o_.zone}, {"signal_type", "co2_moer"}};
+        params = {{"region", o_.zone}, {"signal_type", "co2_moer"}, {"horizon_hours", "72"}};
         break;
       case CarbonProviderKind::kCarbonAwareSdk:
         path = "/emissions/forecasts/current";
@@ -218,7 +233,7 @@ class HttpCarbonProvider : public CarbonProvider {
     }
     if (o_.kind != CarbonProviderKind::kElectricityMaps && !o_.token.empty())
       headers.emplace("Authorization", "Bearer " + o_.token);
-    const httplib::Result r = client.Get(path, params, headers);
+    const httplib::Result r = client.Get(path, params, headers);  // never throws (error codes)
     if (!r)
       throw Error(ErrorCode::kIo, name() + ": no answer to GET " + path + " (" +
                                       httplib::to_string(r.error()) + ")");
@@ -278,13 +293,17 @@ CarbonTrace ParseProviderForecast(CarbonProviderKind kind, const std::string& bo
   } catch (const nlohmann::json::exception& e) {
     Bad(source, "the body is not JSON (" + std::string(e.what()) + "): " + Printable(body, 60));
   }
-  switch (kind) {
-    case CarbonProviderKind::kElectricityMaps:
-      return ParseElectricityMaps(doc, source, generated_unix);
-    case CarbonProviderKind::kWattTime:
-      return ParseWattTime(doc, source, generated_unix);
-    case CarbonProviderKind::kCarbonAwareSdk:
-      return ParseCarbonAwareSdk(doc, source, generated_unix);
+  try {
+    switch (kind) {
+      case CarbonProviderKind::kElectricityMaps:
+        return ParseElectricityMaps(doc, source, generated_unix);
+      case CarbonProviderKind::kWattTime:
+        return ParseWattTime(doc, source, generated_unix);
+      case CarbonProviderKind::kCarbonAwareSdk:
+        return ParseCarbonAwareSdk(doc, source, generated_unix);
+    }
+  } catch (const nlohmann::json::exception& e) {  // a member of another type than the format's
+    Bad(source, std::string("the body is not this provider's format: ") + e.what());
   }
   Bad(source, "unknown provider");
 }
@@ -301,16 +320,23 @@ LiveForecast ForecastOrFallBack(CarbonProvider& provider, const CarbonTrace* his
   LiveForecast out;
   try {
     const CarbonTrace f = provider.Forecast(now_unix);
-    if (f.start_unix() >= hour0 + 3600 || f.end_unix() < until)
+    if (f.start_unix() > hour0 + 3600 || f.end_unix() < until)
       throw Error(ErrorCode::kInvalidArgument,
                   provider.name() + ": its forecast covers " + FormatIsoTime(f.start_unix()) +
                       " .. " + FormatIsoTime(f.end_unix()) + ", not " + FormatIsoTime(hour0) +
                       " .. " + FormatIsoTime(until) + " (" + std::to_string(hours) + " h)");
     std::vector<double> values;
     for (int h = 0; h < hours; ++h) {
-      // The hour's mean over what the forecast covers (its first point may be inside the hour).
+      // The hour's mean over what the forecast covers; a forecast that begins at the next hour
+      // lends its first point to this one (noted).
       const double a = std::max(hour0 + 3600.0 * h, f.start_unix());
       const double b = hour0 + 3600.0 * (h + 1);
+      if (b <= a) {
+        values.push_back(f.IntensityAt(f.start_unix()));
+        out.note = provider.name() + ": the forecast begins at " + FormatIsoTime(f.start_unix()) +
+                   "; its first value stands for the hour before";
+        continue;
+      }
       values.push_back(f.GramsPerKw(a, b) / ((b - a) / 3600));
     }
     out.trace = HourlyTrace(values, hour0, provider.name(), f.region());

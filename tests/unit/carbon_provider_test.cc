@@ -53,11 +53,12 @@ std::function<double()> FixedClock(double* t) {
 
 TEST(CarbonProvider, ElectricityMapsForecastWithItsTokenAndZone) {
   FakeEtcd server;
-  std::string token, zone;
+  std::string token, zone, horizon;
   server.On("/v3/carbon-intensity/forecast",
             [&](const httplib::Request& req, httplib::Response& res) {
               token = req.get_header_value("auth-token");
               zone = req.get_param_value("zone");
+              horizon = req.get_param_value("horizonHours");
               res.set_content(ElectricityMapsBody(72), "application/json");
             });
   double clock = kNow;
@@ -66,6 +67,7 @@ TEST(CarbonProvider, ElectricityMapsForecastWithItsTokenAndZone) {
   const LiveForecast f = ForecastOrFallBack(*p, nullptr, kNow, 48);
   EXPECT_EQ(token, "secret-token");
   EXPECT_EQ(zone, "DE");
+  EXPECT_EQ(horizon, "72");
   EXPECT_FALSE(f.fell_back) << f.note;
   EXPECT_EQ(f.trace.start_unix(), kNow - 20 * 60);
   const std::vector<double> hourly = f.trace.Hourly(f.trace.start_unix(), 48);
@@ -162,7 +164,7 @@ TEST(CarbonProvider, AFailingStaleOrSilentProviderFallsBackWithAWarning) {
     FakeEtcd server;
     server.On("/v3/carbon-intensity/forecast", c.handler);
     CarbonProviderOptions o = Options(CarbonProviderKind::kElectricityMaps, server);
-    o.timeout = std::chrono::milliseconds(300);
+    o.timeout = std::chrono::milliseconds(std::string(c.what) == "silent" ? 300 : 5000);
     auto p = MakeHttpCarbonProvider(o);
     const LiveForecast f = ForecastOrFallBack(*p, &history, kNow, 24);
     EXPECT_TRUE(f.fell_back);
@@ -177,6 +179,51 @@ TEST(CarbonProvider, AFailingStaleOrSilentProviderFallsBackWithAWarning) {
       EXPECT_NE(std::string(e.what()).find("pass --trace FILE"), std::string::npos) << e.what();
     }
     stop = true;
+  }
+}
+
+// A forecast whose first point is the next hour lends it to the current one, saying so; members
+// of the wrong type are the provider's format error (and so a fallback), not a crash.
+TEST(CarbonProvider, AForecastFromTheNextHourAndWrongTypedMembers) {
+  FakeEtcd server;
+  std::string points;
+  for (int h = 1; h <= 30; ++h)
+    points += std::string(h > 1 ? "," : "") + R"({"carbonIntensity":)" + std::to_string(100 * h) +
+              R"(,"datetime":")" + FormatIsoTime(std::floor(kNow / 3600) * 3600 + 3600.0 * h) +
+              R"("})";
+  server.On("/v3/carbon-intensity/forecast",
+            FakeEtcd::Answer(R"({"zone":7,"forecast":[)" + points + R"(],"updatedAt":")" +
+                             FormatIsoTime(kNow) + R"("})"));
+  auto p = MakeHttpCarbonProvider(Options(CarbonProviderKind::kElectricityMaps, server));
+  const LiveForecast f = ForecastOrFallBack(*p, nullptr, kNow, 24);
+  EXPECT_FALSE(f.fell_back);
+  EXPECT_NE(f.note.find("its first value stands for the hour before"), std::string::npos) << f.note;
+  const std::vector<double> hourly = f.trace.Hourly(f.trace.start_unix(), 3);
+  EXPECT_DOUBLE_EQ(hourly[0], 100);
+  EXPECT_DOUBLE_EQ(hourly[1], 100);
+  EXPECT_DOUBLE_EQ(hourly[2], 200);
+  double generated = 0;
+  for (const char* body :
+       {R"({"forecast":"soon"})",
+        R"({"forecast":[{"carbonIntensity":"3","datetime":"2026-12-07T10:00:00Z"}]})",
+        R"({"data":[],"meta":{"units":"lbs_co2_per_mwh","data_point_period_seconds":"300"}})"}) {
+    for (CarbonProviderKind kind :
+         {CarbonProviderKind::kElectricityMaps, CarbonProviderKind::kWattTime}) {
+      try {
+        ParseProviderForecast(kind, body, "p", &generated);
+        ADD_FAILURE() << body;
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::kProtocol) << e.what();
+      }
+    }
+  }
+  CarbonProviderOptions o = Options(CarbonProviderKind::kElectricityMaps, server);
+  o.base_url = "ftp://127.0.0.1:1";
+  try {
+    MakeHttpCarbonProvider(o)->Forecast(kNow);
+    ADD_FAILURE() << "ftp accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("CDT_CARBON_URL"), std::string::npos) << e.what();
   }
 }
 

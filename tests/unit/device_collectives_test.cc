@@ -49,6 +49,18 @@ TEST_P(DeviceCollectivesTest, AllreduceEveryTypeAndOpSameBitsAsHost) {
   });
 }
 
+// With slow copies (every copy sleeps first), a copy the pipeline did not wait for is still in
+// flight when its bytes are used: reduced before its copy-out, or a slot refilled before its
+// copy-in left.
+TEST_P(DeviceCollectivesTest, AllreduceWithSlowCopiesStillExact) {
+  RunRanks(GetParam(), [&](Communicator& comm) {
+    HostDevice device(std::chrono::microseconds(300));
+    DeviceCollectives dc(comm, device, SmallChunks(2));
+    for (DataType t : {DataType::kFloat32, DataType::kInt8})
+      ASSERT_EQ(CheckDeviceAllreduce(comm, device, dc, t, ReduceOp::kSum, 1031), "");
+  });
+}
+
 TEST_P(DeviceCollectivesTest, BroadcastFromEveryRoot) {
   const int p = GetParam();
   RunRanks(p, [&](Communicator& comm) {
@@ -77,7 +89,7 @@ TEST(DeviceCollectivesOrder, WaitsForTheCallersStreamAndOrdersItAfterTheResult) 
     std::fill(d, d + count, -100.0f);  // what a collective that did not wait would reduce
     std::atomic<bool> kernel_ran{false};
     caller.Launch([&] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(150));
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
       for (size_t i = 0; i < count; ++i) d[i] = static_cast<float>(i % 13 + comm.rank());
       kernel_ran = true;
     });
