@@ -140,6 +140,7 @@ class GreenRunConfig:
     min_batch: int
     profiles_path: str
     pue: float
+    replan_hours: float
     run_id: str
     start_unix: float
     strategy: str

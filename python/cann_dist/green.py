@@ -249,12 +249,14 @@ class GreenScheduler:
     trace / region, trace_start (default: this hour in the trace's year), time_scale (wall
     seconds per trace hour; 3600 = real time), deadline_hours (0: three times the job),
     carbon_cap_kg, batch_size (per step, as the job was given), strategy (suspend-resume, the
-    default, or agnostic), pue, calibrate_steps, green_priority (follow an infeasible plan)."""
+    default, or agnostic), pue, calibrate_steps, green_priority (follow an infeasible plan),
+    forecast (plan on the forecaster, priced on the trace), replan_hours (revise the plan every
+    this many trace hours while paused and after each run; 0 = plan once)."""
 
     def __init__(self, trace=None, region=None, trace_start=None, time_scale=3600.0,
                  deadline_hours=0, carbon_cap_kg=0.0, batch_size=64, strategy="suspend-resume",
                  pue=1.58, calibrate_steps=30, green_priority=False, forecast=False,
-                 output_dir=".", run_id="", verbose=True):
+                 replan_hours=0.0, output_dir=".", run_id="", verbose=True):
         c = _C.GreenRunConfig()
         c.trace_path = _trace_path(trace, region, "GreenScheduler")
         c.profiles_path = os.path.join(knowledge_base(), "hardware_profiles", "devices.json")
@@ -268,6 +270,7 @@ class GreenScheduler:
         c.calibrate_steps = int(calibrate_steps)
         c.green_priority = bool(green_priority)
         c.forecast = bool(forecast)
+        c.replan_hours = float(replan_hours)
         c.run_id = run_id or time.strftime("green-%Y%m%dT%H%M%S")
         self.config, self.output_dir, self.verbose = c, output_dir, verbose
         self.lines = []

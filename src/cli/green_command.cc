@@ -63,6 +63,10 @@ void AddGreenOptions(CLI::App* cmd, GreenOptions* o) {
                   "batch control: largest per-rank batch (default batch x 4)");
   cmd->add_flag("--forecast", o->forecast,
                 "plan on the forecast from the trace's past, not on the trace itself");
+  cmd->add_option("--replan-every", o->replan_hours,
+                  "--carbon-aware: revise the plan every this many trace hours while paused and "
+                  "after each run, on the forecast made then (0 = plan once; docs/green.md)")
+      ->capture_default_str();
   cmd->add_option("--time-scale", o->time_scale,
                   "--carbon-aware: wall seconds per trace hour (3600 = real time)")
       ->capture_default_str();

@@ -16,6 +16,8 @@ struct GreenOptions {
   std::string carbon_provider, zone;  // a live provider's forecast instead of a trace's hours
   std::vector<double> weights = {0.6, 0.3, 0.1};
   double job_hours = 0, deadline = 0, power_kw = 0, time_scale = 3600, carbon_cap_kg = 0;
+  // --replan-every: trace hours between re-plans of a carbon-aware run (0 = plan once).
+  double replan_hours = 0;
   double scaling_efficiency = 0.9, pue = 1.58, embodied_kg = 0, lifetime_years = 4;
   int workers = 0, min_workers = 0, max_workers = 0, calibrate_steps = 30;
   int min_batch = 0, max_batch = 0;     // batch control bounds (0 = batch / 4, batch x 4)

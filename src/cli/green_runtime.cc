@@ -182,6 +182,7 @@ int RunCarbonAware(const GreenOptions& o, const Environment& env) {
   co.max_batch = o.max_batch;
   co.embodied_kg = o.embodied_kg;
   co.lifetime_years = o.lifetime_years;
+  co.replan_hours = o.replan_hours;
   green::ValidateCarbonAwareOptions(co);
   if (nnodes != "1" && (co.min_workers != co.base_workers || co.max_workers != co.base_workers))
     throw Error(ErrorCode::kInvalidArgument,
@@ -218,9 +219,10 @@ int RunCarbonAware(const GreenOptions& o, const Environment& env) {
   };
   ChildProcessJob job(env.self_exe, train, work);
   SystemClock clock;
-  const green::GreenReport r = green::RunCarbonAware(
-      job, trace, meter, clock, co,
-      [&](const green::JobSpec& spec) { return PlanGreenJob(po, trace, co.start_unix, spec); });
+  const green::GreenReport r = green::RunCarbonAware(job, trace, meter, clock, co,
+                                                     [&](const green::JobSpec& spec, double start) {
+                                                       return PlanGreenJob(po, trace, start, spec);
+                                                     });
   WriteReports(o, env, r);
   return 0;
 }

@@ -98,9 +98,14 @@ class Runner {
   // One training run per stretch; the checkpoint carries the job across pauses and worker counts
   // (the sampler's global position re-partitions the remaining samples).
   void Follow();
-  void WaitForStretch(size_t i, const Calibration& c);
+  // Sleeps until stretch k's start-up; false when a re-plan came due first (made, stretches_
+  // replaced: follow the new plan from its first stretch).
+  bool WaitForStretch(size_t k, const Calibration& c);
+  // Plans the work left from trace time `now` up to the deadline (options.replan_hours); true
+  // when the new plan replaced stretches_ (false: too close to the deadline, or infeasible).
+  bool Replan(double now_trace);
   void ControlBatch(size_t i, const Calibration& c, double now_trace);
-  void RunStretch(size_t i, int workers, const Calibration& c, double now_trace);
+  void RunStretch(size_t i, size_t k, int workers, const Calibration& c, double now_trace);
   GreenReport Account() const;
 
   CarbonAwareJob& job_;
@@ -115,6 +120,10 @@ class Runner {
   JobSpec spec_;
   Plans plans_;
   std::vector<Stretch> stretches_;
+  double plan_start_ = 0;     // trace time of stretches_' hour 0 (moves with each re-plan)
+  double next_replan_ = 0;    // trace time of the next re-plan while paused (replan_hours)
+  double deadline_unix_ = 0;  // trace time the job must finish by (the first plan's deadline)
+  int replans_ = 0;
   std::vector<std::string> notes_;
   Metering m_;
   std::vector<RunInterval> actual_;
@@ -203,7 +212,7 @@ void Runner::MakeThePlan() {
     for (const auto& [w, c] : cal_)
       spec_.scaling.push_back(
           {w, (c.samples_per_step / c.step_s) / (b.samples_per_step / b.step_s), kw(c)});
-    plans_ = plan_(spec_);
+    plans_ = plan_(spec_, o_.start_unix);
     const size_t n = std::max<size_t>(1, Stretches(plans_.plan).size());
     if (n == runs) break;
     runs = n;
@@ -222,13 +231,61 @@ void Runner::MakeThePlan() {
   if (o_.show_plan) o_.show_plan(spec_, power_kw, plans_);
 }
 
-void Runner::WaitForStretch(size_t i, const Calibration& c) {
-  const double at = o_.start_unix + 3600 * stretches_[i].start_h;
-  const double begin = m_.tb.ToWall(at) - c.startup_s;
-  if (begin <= clock_.Steady()) return;
-  Say(Format("cann-dist-train green: paused (checkpoint at step %lld on disk) until %s, %.1f s",
-             static_cast<long long>(step_), FormatIsoTime(at).c_str(), begin - clock_.Steady()));
-  clock_.SleepFor(begin - clock_.Steady());
+bool Runner::WaitForStretch(size_t k, const Calibration& c) {
+  for (;;) {
+    const double at = plan_start_ + 3600 * stretches_[k].start_h;
+    const double begin = m_.tb.ToWall(at) - c.startup_s;
+    if (begin <= clock_.Steady()) return true;
+    if (o_.replan_hours > 0 && m_.tb.ToWall(next_replan_) < begin) {
+      // A re-plan comes due during the pause: sleep until then and plan again (Replan moves
+      // next_replan_ on, replaced or not).
+      const double until = m_.tb.ToWall(next_replan_);
+      if (until > clock_.Steady()) {
+        Say(
+            Format("cann-dist-train green: paused (checkpoint at step %lld on disk); the plan "
+                   "is revised at %s",
+                   static_cast<long long>(step_), FormatIsoTime(next_replan_).c_str()));
+        clock_.SleepFor(until - clock_.Steady());
+      }
+      if (Replan(m_.tb.ToTrace(clock_.Steady()))) return false;
+      continue;
+    }
+    Say(Format("cann-dist-train green: paused (checkpoint at step %lld on disk) until %s, %.1f s",
+               static_cast<long long>(step_), FormatIsoTime(at).c_str(), begin - clock_.Steady()));
+    clock_.SleepFor(begin - clock_.Steady());
+    return true;
+  }
+}
+
+bool Runner::Replan(double now_trace) {
+  next_replan_ = now_trace + 3600 * o_.replan_hours;
+  const int hours_left = static_cast<int>(std::floor((deadline_unix_ - now_trace) / 3600));
+  if (hours_left < 1) return false;  // the last hour: the plan stands (or runs on to the end)
+  const Calibration& b = cal_.at(o_.base_workers);
+  JobSpec left = spec_;
+  const double step_s = b.step_s * batch_ / o_.batch;
+  left.work =
+      (static_cast<double>(total_steps_ - step_) * step_s + b.startup_s + b.exit_s + b.eval_s) /
+      o_.time_scale;
+  left.deadline_hours = hours_left;
+  const Plans p = plan_(left, now_trace);
+  if (!p.plan.feasible && !o_.green_priority) {
+    notes_.push_back("re-plan at " + FormatIsoTime(now_trace) + " infeasible (" + p.plan.reason +
+                     "); the previous plan stands");
+    Say("cann-dist-train green: " + notes_.back());
+    return false;
+  }
+  stretches_ = Stretches(p.plan);
+  plan_start_ = now_trace;
+  ++replans_;
+  const std::string next = stretches_.empty()
+                               ? std::string("none")
+                               : FormatIsoTime(now_trace + 3600 * stretches_.front().start_h);
+  Say(Format(
+      "cann-dist-train green: re-planned at %s: %.2f h of work left, %d h to the "
+      "deadline, %zu run(s), the next at %s",
+      FormatIsoTime(now_trace).c_str(), left.work, hours_left, stretches_.size(), next.c_str()));
+  return true;
 }
 
 void Runner::ControlBatch(size_t i, const Calibration& c, double now_trace) {
@@ -255,13 +312,13 @@ void Runner::ControlBatch(size_t i, const Calibration& c, double now_trace) {
   batch_ = d.batch;
 }
 
-void Runner::RunStretch(size_t i, int workers, const Calibration& c, double now_trace) {
-  const bool planned = i < stretches_.size(), last = i + 1 >= stretches_.size();
+void Runner::RunStretch(size_t i, size_t k, int workers, const Calibration& c, double now_trace) {
+  const bool planned = k < stretches_.size(), last = k + 1 >= stretches_.size();
   // Steps for this stretch on `workers` at the batch (the step time scales with the batch).
   const double step_s = c.step_s * batch_ / o_.batch;
   int64_t stop = total_steps_;
   if (planned && !last) {
-    const double stepping = stretches_[i].hours * o_.time_scale - (c.startup_s + c.exit_s);
+    const double stepping = stretches_[k].hours * o_.time_scale - (c.startup_s + c.exit_s);
     stop = std::min(total_steps_, step_ + std::max<int64_t>(1, std::llround(stepping / step_s)));
   }
   RunRequest r;
@@ -298,22 +355,38 @@ void Runner::Follow() {
   m_.tb.trace_start = o_.start_unix;
   m_.tb.seconds_per_hour = o_.time_scale;
   stretches_ = Stretches(plans_.plan);
+  plan_start_ = o_.start_unix;
+  deadline_unix_ = o_.start_unix + 3600.0 * spec_.deadline_hours;
+  next_replan_ = o_.start_unix + 3600 * o_.replan_hours;
   const Calibration& b = cal_.at(o_.base_workers);
   total_steps_ = b.total_steps;
   batch_ = o_.batch;
-  for (size_t i = 0; step_ < total_steps_; ++i) {
-    const bool planned = i < stretches_.size();
-    const int workers = planned ? stretches_[i].workers : o_.base_workers;
+  // i counts runs; k is the stretch of the plan in force (a re-plan starts it again at 0).
+  for (size_t i = 0, k = 0; step_ < total_steps_;) {
+    const bool planned = k < stretches_.size();
+    const int workers = planned ? stretches_[k].workers : o_.base_workers;
     const Calibration& c = cal_.count(workers) ? cal_.at(workers) : b;
-    if (planned)
-      WaitForStretch(i, c);
-    else
+    if (planned) {
+      if (!WaitForStretch(k, c)) {
+        k = 0;
+        continue;
+      }
+    } else {
       notes_.push_back("the plan's stretches ended at step " + std::to_string(step_) +
                        " (the job ran slower than calibrated); ran on to the end at once");
+    }
     const double now_trace = m_.tb.ToTrace(clock_.Steady());
     if (o_.carbon_cap_kg > 0) ControlBatch(i, c, now_trace);
-    RunStretch(i, workers, c, now_trace);
+    RunStretch(i, k, workers, c, now_trace);
+    ++i;
+    ++k;
+    if (o_.replan_hours > 0 && step_ < total_steps_ && Replan(m_.tb.ToTrace(clock_.Steady())))
+      k = 0;
   }
+  if (replans_ > 0)
+    notes_.push_back("the plan was revised " + std::to_string(replans_) +
+                     " time(s) on the newest forecast (every " + Format("%g", o_.replan_hours) +
+                     " trace hour(s) while paused, and after each run)");
 }
 
 GreenReport Runner::Account() const {
@@ -421,6 +494,10 @@ void CheckRunResult(const RunResult& r, const std::string& run) {
 void ValidateCarbonAwareOptions(const CarbonAwareOptions& options) {
   if (!(options.time_scale > 0))
     throw Error(ErrorCode::kInvalidArgument, "--time-scale must be > 0 seconds per trace hour");
+  if (!(options.replan_hours >= 0 && options.replan_hours <= kMaxPlanHours))
+    throw Error(ErrorCode::kInvalidArgument,
+                "--replan-every must be 0 (never) or a number of trace hours up to " +
+                    std::to_string(kMaxPlanHours));
   if (options.base_workers < 1 || options.batch < 1 || options.min_workers < 1 ||
       options.min_workers > options.base_workers || options.max_workers < options.base_workers)
     throw Error(ErrorCode::kInvalidArgument,

@@ -63,7 +63,9 @@ class CarbonAwareJob {
   virtual std::string checkpoint_location() const = 0;  // for messages
 };
 
-using PlanJob = std::function<Plans(const JobSpec& job)>;
+// Plans `job` from `start_unix` on the trace (the first plan from CarbonAwareOptions::start_unix,
+// re-plans from the moment they are made; a planner on a forecast sees only the trace before it).
+using PlanJob = std::function<Plans(const JobSpec& job, double start_unix)>;
 
 struct CarbonAwareOptions {
   double start_unix = 0;  // the plan's hour 0, on the trace
@@ -74,6 +76,10 @@ struct CarbonAwareOptions {
   double pue = 1.58;
   double deadline_hours = 0;    // 0 = three times the job
   bool green_priority = false;  // follow an infeasible plan anyway
+  // Re-planning (the seed's run_adaptive_loop): every this many trace hours while paused, and
+  // after every run, the work left is planned again from that moment, up to the deadline, on the
+  // newest forecast. 0 = the first plan is followed to the end.
+  double replan_hours = 0;
   // Batch control (the seed's rule, once per run; docs/green.md): with a cap > 0.
   double carbon_cap_kg = 0;
   int min_batch = 0, max_batch = 0;  // 0 = batch / 4, batch x 4

@@ -73,6 +73,7 @@ std::string RunGreenFromPython(const GreenRunConfig& c, py::object job, py::obje
   o.min_batch = c.min_batch;
   o.max_batch = c.max_batch;
   o.run_id = c.run_id;
+  o.replan_hours = c.replan_hours;
   o.say = [say](const std::string& line) {
     py::gil_scoped_acquire gil;
     say(line);
@@ -90,9 +91,10 @@ std::string RunGreenFromPython(const GreenRunConfig& c, py::object job, py::obje
   green::GreenReport r;
   {
     py::gil_scoped_release release;
-    r = green::RunCarbonAware(py_job, trace, meter, clock, o, [&](const green::JobSpec& spec) {
-      return green::PlanOnTrace(trace, o.start_unix, spec, t);
-    });
+    r = green::RunCarbonAware(py_job, trace, meter, clock, o,
+                              [&](const green::JobSpec& spec, double start) {
+                                return green::PlanOnTrace(trace, start, spec, t);
+                              });
   }
   if (!emissions_csv.empty()) green::AppendEmissionsCsv(emissions_csv, r);
   return green::ReportJson(r);

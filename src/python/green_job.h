@@ -19,6 +19,7 @@ struct GreenRunConfig {
   std::string trace_path, profiles_path, strategy = "suspend-resume", run_id;
   double start_unix = -1;  // the plan's hour 0 on the trace; <0: today's hour of the trace's year
   double time_scale = 3600, pue = 1.58, deadline_hours = 0, carbon_cap_kg = 0;
+  double replan_hours = 0;  // CarbonAwareOptions::replan_hours (0 = plan once)
   int batch = 64, calibrate_steps = 30, min_batch = 0, max_batch = 0;
   bool green_priority = false, forecast = false;
 };

@@ -365,7 +365,8 @@ void BindGreen(py::module_& m) {
       .def_readwrite("min_batch", &GreenRunConfig::min_batch)
       .def_readwrite("max_batch", &GreenRunConfig::max_batch)
       .def_readwrite("green_priority", &GreenRunConfig::green_priority)
-      .def_readwrite("forecast", &GreenRunConfig::forecast);
+      .def_readwrite("forecast", &GreenRunConfig::forecast)
+      .def_readwrite("replan_hours", &GreenRunConfig::replan_hours);
   m.def(
       "run_carbon_aware",
       [](const GreenRunConfig& c, py::object job, py::object say,

@@ -349,6 +349,14 @@ TEST(Green, CarbonAwareRefusesWhatItCannotFollow) {
             2);
   EXPECT_NE(out.find("--resume"), std::string::npos) << out;
   EXPECT_EQ(RunCli("both", {"green", "--plan-only", "--carbon-aware"}, &out), 2);
+  EXPECT_EQ(RunCli("replan",
+                   {"green", "--carbon-aware", "--region", "FRA", "--replan-every", "-1", "--",
+                    "--nproc-per-node", "1", "--steps", "1"},
+                   &out),
+            2);
+  EXPECT_NE(out.find("--replan-every must be 0 (never) or a number of trace hours"),
+            std::string::npos)
+      << out;
 }
 
 }  // namespace

@@ -136,3 +136,33 @@ def test_the_green_scheduler_runs_a_python_job_through_its_plan(tmp_path):
     assert (tmp_path / "green_report.json").exists()
     (row,) = list(csv.DictReader(open(tmp_path / "emissions.csv")))
     assert float(row["emissions"]) == pytest.approx(report["carbon_kg"], rel=1e-6)
+
+
+def test_the_green_scheduler_revises_its_plan_on_the_newest_forecast(tmp_path):
+    import torch
+    from cann_dist.green import GreenScheduler, TrainingJob
+
+    def init():
+        torch.manual_seed(0)
+        m = torch.nn.Linear(20, 2)
+        return {"model": m, "opt": torch.optim.SGD(m.parameters(), lr=0.1)}
+
+    def step(s, batch):
+        loss = s["model"](torch.randn(batch, 20)).pow(2).mean()
+        s["opt"].zero_grad()
+        loss.backward()
+        s["opt"].step()
+        time.sleep(0.01)
+        return batch
+
+    job = TrainingJob(init, step, total_steps=120)
+    scheduler = GreenScheduler(region="CISO", trace_start="2022-06-01T00:00:00Z", time_scale=0.2,
+                               deadline_hours=24, calibrate_steps=20, forecast=True,
+                               replan_hours=1, output_dir=str(tmp_path), verbose=False)
+    report = scheduler.run(job)
+    assert job.done == 120
+    assert any("re-planned at" in l for l in scheduler.lines), scheduler.lines
+    assert any("the plan was revised" in n for n in report["notes"]), report["notes"]
+    with pytest.raises(ValueError, match="--replan-every"):
+        GreenScheduler(region="CISO", replan_hours=-1, output_dir=str(tmp_path),
+                       verbose=False).run(TrainingJob(init, step, total_steps=10))

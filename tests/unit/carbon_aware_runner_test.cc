@@ -13,47 +13,13 @@
 #include "green/carbon_sources.h"
 #include "green/iso_time.h"
 #include "green/planner.h"
+#include "green/trace_plan.h"
+#include "simulated_job.h"
 
 namespace cdt::green {
 namespace {
 
-// A job of `total` steps at `step_s` seconds each on the base count (faster with more workers:
-// samples per step grow with the workers, steps shrink), with its checkpoint in memory.
-class InProcessJob : public CarbonAwareJob {
- public:
-  InProcessJob(testing::FakeClock& clock, int64_t total, double step_s)
-      : clock_(clock), total_(total), step_s_(step_s) {}
-
-  RunResult Run(const RunRequest& r, const std::function<void()>& tick) override {
-    requests.push_back(r);
-    starts.push_back(clock_.Steady());
-    RunResult out;
-    out.first_step = r.calibration ? 0 : (r.resume ? checkpoint_ : 0);
-    const int64_t end = r.stop_after > 0 ? std::min<int64_t>(r.stop_after, total_) : total_;
-    out.steps = end - out.first_step;
-    out.total_steps = total_;
-    out.samples = static_cast<double>(out.steps) * r.batch * r.workers;
-    out.started_unix = clock_.Unix() + 2;  // two seconds of start-up
-    clock_.Advance(2);
-    for (int64_t s = 0; s < out.steps; ++s) {
-      clock_.Advance(step_s_);
-      if (s % 50 == 0) tick();
-    }
-    out.wall_s = static_cast<double>(out.steps) * step_s_;
-    clock_.Advance(1);  // exit
-    if (!r.calibration) checkpoint_ = end;
-    return out;
-  }
-  std::string checkpoint_location() const override { return "memory"; }
-
-  std::vector<RunRequest> requests;
-  std::vector<double> starts;  // fake steady seconds
-
- private:
-  testing::FakeClock& clock_;
-  int64_t total_, checkpoint_ = 0;
-  double step_s_;
-};
+using InProcessJob = testing::SimulatedJob;
 
 TEST(CarbonAwareRunner, FollowsTheSuspendResumePlanThroughTheCleanHoursOnAFakeClock) {
   const CarbonTrace trace =
@@ -73,15 +39,17 @@ TEST(CarbonAwareRunner, FollowsTheSuspendResumePlanThroughTheCleanHoursOnAFakeCl
   o.say = [&](const std::string& line) { said.push_back(line); };
   Plans shown;
   o.show_plan = [&](const JobSpec&, double, const Plans& p) { shown = p; };
-  const GreenReport r = RunCarbonAware(job, trace, meter, clock, o, [&](const JobSpec& spec) {
-    Plans p;
-    p.intensity = trace.Hourly(o.start_unix, spec.deadline_hours);
-    PlanOptions po;
-    po.contiguous_partial = true;
-    p.plan = MakePlan(Strategy::kSuspendResume, spec, p.intensity, po);
-    p.baseline = MakePlan(Strategy::kAgnostic, spec, p.intensity, po);
-    return p;
-  });
+  const GreenReport r =
+      RunCarbonAware(job, trace, meter, clock, o, [&](const JobSpec& spec, double start) {
+        EXPECT_EQ(start, o.start_unix);  // planned once: no re-plan unless asked
+        Plans p;
+        p.intensity = trace.Hourly(start, spec.deadline_hours);
+        PlanOptions po;
+        po.contiguous_partial = true;
+        p.plan = MakePlan(Strategy::kSuspendResume, spec, p.intensity, po);
+        p.baseline = MakePlan(Strategy::kAgnostic, spec, p.intensity, po);
+        return p;
+      });
 
   ASSERT_GE(job.requests.size(), 2u);
   EXPECT_TRUE(job.requests[0].calibration);
@@ -110,6 +78,59 @@ TEST(CarbonAwareRunner, FollowsTheSuspendResumePlanThroughTheCleanHoursOnAFakeCl
   }
   EXPECT_LT(r.carbon_kg, r.baseline_carbon_kg);
   EXPECT_GT(r.energy_kwh, 0);
+}
+
+// --replan-every 1 on the forecast: while paused, and after each run, the work left is planned
+// again from that moment on the forecast made then (the forecaster sees only the trace before
+// it); the job still runs every step before the deadline, in cleaner hours than the baseline.
+TEST(CarbonAwareRunner, RevisesThePlanEveryHourOnTheNewestForecast) {
+  const CarbonTrace trace =
+      ReadCarbonTrace(std::string(CDT_KNOWLEDGE_BASE) + "/carbon_traces/CISO_2022.csv");
+  testing::FakeClock clock;
+  InProcessJob job(clock, 4000, 3.6);
+  MeterSetOptions mo;
+  mo.profiles_path = std::string(CDT_KNOWLEDGE_BASE) + "/hardware_profiles/devices.json";
+  mo.try_hardware = false;
+  MeterSet meter(mo);
+  CarbonAwareOptions o;
+  o.start_unix = *ParseIsoTime("2022-03-14T05:00:00Z");
+  o.deadline_hours = 24;
+  o.calibrate_steps = 30;
+  o.replan_hours = 1;
+  o.run_id = "replan";
+  std::vector<std::string> said;
+  o.say = [&](const std::string& line) { said.push_back(line); };
+  std::vector<double> starts;
+  std::vector<int> deadlines;
+  TracePlanOptions t;
+  t.forecast = true;
+  t.plan.contiguous_partial = true;
+  const GreenReport r =
+      RunCarbonAware(job, trace, meter, clock, o, [&](const JobSpec& spec, double start) {
+        starts.push_back(start);
+        deadlines.push_back(spec.deadline_hours);
+        return PlanOnTrace(trace, start, spec, t);
+      });
+  // The first plan (a few rounds that settle its run count) from the start, then the re-plans.
+  size_t first_replan = 0;
+  while (first_replan < starts.size() && starts[first_replan] == o.start_unix) ++first_replan;
+  ASSERT_GE(first_replan, 1u);
+  ASSERT_GE(starts.size() - first_replan, 2u) << "re-planned at least twice";
+  for (size_t i = first_replan; i < starts.size(); ++i) {
+    EXPECT_GT(starts[i], starts[i - 1]) << i;
+    // Each re-plan plans to the same deadline: the hours left, whole.
+    EXPECT_LE(starts[i] + 3600.0 * deadlines[i], o.start_unix + 3600.0 * 24 + 1e-6) << i;
+  }
+  bool replanned = false;
+  for (const std::string& line : said) replanned |= line.find("re-planned at") != std::string::npos;
+  EXPECT_TRUE(replanned);
+  bool noted = false;
+  for (const std::string& n : r.notes) noted |= n.find("the plan was revised") != std::string::npos;
+  EXPECT_TRUE(noted);
+  EXPECT_EQ(static_cast<int64_t>(r.samples / 64), 4000);  // every step, once
+  for (const RunInterval& a : r.actual)
+    EXPECT_LE(a.end_unix, o.start_unix + 24 * 3600.0 + 60) << "finished by the deadline";
+  EXPECT_LT(r.carbon_kg, r.baseline_carbon_kg);
 }
 
 }  // namespace

@@ -270,7 +270,7 @@ TEST(GreenNumbers, TheRunnerRefusesARunReportingHugeTotalSteps) {
     ExpectRefused(
         [&] {
           green::RunCarbonAware(job, trace, meter, clock, o,
-                                [](const green::JobSpec&) { return green::Plans{}; });
+                                [](const green::JobSpec&, double) { return green::Plans{}; });
         },
         "calibration-1 reported total_steps " + std::to_string(total));
   }
