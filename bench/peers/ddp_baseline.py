@@ -87,6 +87,60 @@ class Cnn(nn.Module):
         return self.fc2(F.relu(self.fc1(x.flatten(1))))
 
 
+class ConvBn(nn.Sequential):
+    def __init__(self, cin, cout, k, stride):
+        super().__init__(nn.Conv2d(cin, cout, k, stride=stride, padding=k // 2, bias=False),
+                         nn.BatchNorm2d(cout))
+
+
+class Block(nn.Module):
+    """Basic (two 3x3) or bottleneck (1x1, 3x3, 1x1, x4) residual block, as src/train/resnet.cc."""
+
+    def __init__(self, cin, width, stride, bottleneck):
+        super().__init__()
+        out = 4 * width if bottleneck else width
+        if bottleneck:
+            self.layers = nn.ModuleList([ConvBn(cin, width, 1, 1), ConvBn(width, width, 3, stride),
+                                         ConvBn(width, out, 1, 1)])
+        else:
+            self.layers = nn.ModuleList([ConvBn(cin, width, 3, stride), ConvBn(width, out, 3, 1)])
+        self.shortcut = ConvBn(cin, out, 1, stride) if stride != 1 or cin != out else None
+
+    def forward(self, x):
+        h = x
+        for i, layer in enumerate(self.layers):
+            h = layer(h)
+            if i + 1 < len(self.layers):
+                h = F.relu(h)
+        return F.relu(h + (self.shortcut(x) if self.shortcut is not None else x))
+
+
+class ResNet(nn.Module):
+    """The same ResNet-18 / -50 as src/train/resnet.cc (11,172,810 / 23,519,690 parameters)."""
+
+    def __init__(self, depth):
+        super().__init__()
+        blocks, bottleneck = {18: ([2, 2, 2, 2], False), 50: ([3, 4, 6, 3], True)}[depth]
+        self.stem = ConvBn(1, 64, 3, 1)
+        layers, cin = [], 64
+        for s, (n, width) in enumerate(zip(blocks, [64, 128, 256, 512])):
+            for b in range(n):
+                layers.append(Block(cin, width, 2 if s > 0 and b == 0 else 1, bottleneck))
+                cin = 4 * width if bottleneck else width
+        self.blocks = nn.Sequential(*layers)
+        self.fc = nn.Linear(cin, 10)
+
+    def forward(self, x):
+        h = self.blocks(F.relu(self.stem(x)))
+        return self.fc(F.adaptive_avg_pool2d(h, 1).flatten(1))
+
+
+def make_model(name):
+    if name == "cnn":
+        return Cnn()
+    return ResNet(int(name[len("resnet"):]))
+
+
 def scale_of(a, global_batch):
     return global_batch / a.lr_reference_batch if a.lr_reference_batch > 0 else 1.0
 
@@ -158,7 +212,8 @@ def worker(local_rank, a):
     # is one bucket: no overlap with backward, the only way it ran reliably here.
     if a.powersgd_rank:
         dist._DEFAULT_FIRST_BUCKET_BYTES = 1 << 30
-    model = nn.parallel.DistributedDataParallel(Cnn(), bucket_cap_mb=1024 if a.powersgd_rank else 25)
+    model = nn.parallel.DistributedDataParallel(make_model(a.model),
+                                                bucket_cap_mb=1024 if a.powersgd_rank else 25)
     # DDP's own allreduce hook (average, then allreduce), timed: comm_s sums each bucket's time
     # from launch to completion; what backward() spends after the last launch is exposed
     # communication (our comm_wait_s). The hook adds one Python call per bucket.
@@ -253,7 +308,7 @@ def worker(local_rank, a):
     accuracy = evaluate() if time_to_target is None else evals[-1][1]
     if rank == 0:
         result = {"peer": f"pytorch-ddp-{a.backend}", "cdt_hook": a.cdt_hook, "torch": torch.__version__, "world_size": world,
-                  "model": "cnn", "params": sum(p.numel() for p in model.parameters()),
+                  "model": a.model, "params": sum(p.numel() for p in model.parameters()),
                   "steps": steps_done, "samples": steps_done * global_batch, "wall_s": wall,
                   "samples_per_s": steps_done * global_batch / wall, "final_loss": curve[-1][1],
                   "loss_curve": curve, "test_accuracy": accuracy, "eval_curve": evals,
@@ -278,6 +333,8 @@ def main():
     p.add_argument("--node-rank", type=int, default=int(os.environ.get("CDT_NODE_RANK", "0")))
     p.add_argument("--master", default=None, help="HOST:PORT of rank 0 (default: the rendezvous "
                    "endpoint's host, port 29510)")
+    p.add_argument("--model", default="cnn", choices=["cnn", "resnet18", "resnet50"],
+                   help="the same network as cann-dist-train train --model")
     p.add_argument("--dataset", default="fashion-mnist", choices=["fashion-mnist", "synthetic"])
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--synthetic-samples", type=int, default=60000)

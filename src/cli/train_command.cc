@@ -15,7 +15,7 @@ namespace {
 // train: the model, the data and how long.
 void AddRunOptions(CLI::App* cmd, TrainCommandOptions* o) {
   train::TrainOptions& t = o->train;
-  cmd->add_option("--model", t.model.name, "mlp | cnn | moe-transformer")->capture_default_str();
+  cmd->add_option("--model", t.model.name, "mlp | cnn | moe-transformer | resnet18 | resnet50")->capture_default_str();
   cmd->add_option("--dataset", t.data.dataset, "fashion-mnist | synthetic")->capture_default_str();
   cmd->add_option("--data-dir", t.data.dir,
                   "Fashion-MNIST idx files (default /usr/share/datasets/fashion-mnist)");

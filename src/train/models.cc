@@ -1,6 +1,7 @@
 #include "train/models.h"
 
 #include "cdt/error.h"
+#include "train/resnet.h"
 
 namespace cdt::train {
 
@@ -199,6 +200,8 @@ class MoeTransformer : public ClassifierModel {
 std::shared_ptr<ClassifierModel> MakeModel(const ModelOptions& o) {
   if (o.name == "mlp") return std::make_shared<Mlp>(o.linear_blocks);
   if (o.name == "cnn") return std::make_shared<Cnn>(o.linear_blocks);
+  if (o.name == "resnet18") return MakeResNet(18);
+  if (o.name == "resnet50") return MakeResNet(50);
   if (o.name == "moe-transformer") {
     if (o.layers < 1 || o.width < 1 || o.heads < 1 || o.width % o.heads != 0 || o.experts < 1 ||
         o.top_k < 1 || o.top_k > o.experts)

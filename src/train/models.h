@@ -8,6 +8,7 @@
 //   moe-transformer  ViT-style encoder over 7x7 patches (16 tokens) whose feed-forward layers are a
 //                    mixture of experts with top-2 gating and the Switch Transformer load-balancing
 //                    loss (Fedus et al. 2021: E * sum_e f_e * P_e), mean-pooled into a linear head
+//   resnet18/50      ResNet for small images, batch normalisation throughout (train/resnet.h)
 //
 // Row blocks (`linear_blocks` > 1, mlp and cnn; off by default): the big first linear layer (fc1)
 // keeps its function, parameter count and initial values but stores its weight as that many row

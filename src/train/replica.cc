@@ -33,9 +33,10 @@ std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const OptimizerOptions& o
   throw Error(ErrorCode::kInvalidArgument, "unknown optimizer '" + o.name + "' (use sgd or adamw)");
 }
 
-void BroadcastState(Communicator& comm, torch::nn::Module& m) {
+// Rank 0's values of `all` to every rank, in one float32 broadcast (integer buffers such as batch
+// norm's step counter fit a float's 24 bits of integer for 16 million steps).
+void BroadcastTensors(Communicator& comm, std::vector<torch::Tensor> all) {
   torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> all = StateTensors(m);
   int64_t n = 0;
   for (auto& t : all) n += t.numel();
   auto flat = torch::empty({n}, torch::kFloat32);
@@ -50,6 +51,14 @@ void BroadcastState(Communicator& comm, torch::nn::Module& m) {
     t.copy_(flat.narrow(0, at, t.numel()).view_as(t));
     at += t.numel();
   }
+}
+
+void BroadcastState(Communicator& comm, torch::nn::Module& m) {
+  BroadcastTensors(comm, StateTensors(m));
+}
+
+void BroadcastBuffers(Communicator& comm, torch::nn::Module& m) {
+  if (!m.buffers().empty()) BroadcastTensors(comm, m.buffers());
 }
 
 bool ParamsConsistent(Communicator& comm, torch::nn::Module& m) {

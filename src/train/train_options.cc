@@ -14,7 +14,8 @@ namespace {
 
 void ValidateModelOptions(const ModelOptions& m) {
   auto bad = [](const std::string& message) { throw Error(ErrorCode::kInvalidArgument, message); };
-  if (m.name != "mlp" && m.name != "cnn" && m.name != "moe-transformer")
+  if (m.name != "mlp" && m.name != "cnn" && m.name != "moe-transformer" && m.name != "resnet18" &&
+      m.name != "resnet50")
     bad("unknown --model '" + m.name + "' (use " + kModelNameList + ")");
   if (m.name == "moe-transformer" &&
       (m.layers < 1 || m.width < 1 || m.heads < 1 || m.width % m.heads != 0 || m.experts < 1 ||
@@ -25,7 +26,7 @@ void ValidateModelOptions(const ModelOptions& m) {
         std::to_string(m.heads) + " --top-k " + std::to_string(m.top_k) + " --experts " +
         std::to_string(m.experts) + ")");
   const int fc1 = m.name == "mlp" ? kMlpHidden : kCnnHidden;
-  if (m.name != "moe-transformer" && (m.linear_blocks < 1 || m.linear_blocks > fc1))
+  if ((m.name == "mlp" || m.name == "cnn") && (m.linear_blocks < 1 || m.linear_blocks > fc1))
     bad("--linear-blocks must be between 1 and " + std::to_string(fc1) +
         " (the outputs of --model " + m.name + "'s fc1)");
 }

@@ -19,11 +19,12 @@ struct LiveMetrics;  // train/live_metrics.h
 // The outputs of fc1 in mlp and cnn (models.cc): the most row blocks --linear-blocks can make.
 inline constexpr int kMlpHidden = 512, kCnnHidden = 128;
 // The --model names MakeModel (models.cc) builds, as error messages list them.
-inline constexpr const char* kModelNameList = "mlp, cnn or moe-transformer";
+inline constexpr const char* kModelNameList =
+    "mlp, cnn, moe-transformer, resnet18 or resnet50";
 
 // The built-in models (train/models.h).
 struct ModelOptions {
-  std::string name = "cnn";       // mlp | cnn | moe-transformer
+  std::string name = "cnn";       // mlp | cnn | moe-transformer | resnet18 | resnet50
   int layers = 2;                 // moe-transformer
   int width = 64;                 // moe-transformer token width
   int heads = 4;                  // moe-transformer attention heads

@@ -356,6 +356,7 @@ StepBatch Trainer::BeginStep() {
 }
 
 double Trainer::ComputeGradients(const StepBatch& batch) {
+  BroadcastBuffers(comm_, *model_);  // batch norm's statistics: rank 0's, as DDP's default
   double loss_sum = 0;
   const int parts = static_cast<int>(batch.micro.size());
   const ImageDataset& train_set = data_->train_set();
@@ -580,6 +581,7 @@ bool Trainer::EvaluateIfDue() {
   const int64_t every = o_.metrics.eval_every;
   if (!((every > 0 && (at_.step + 1) % every == 0) || final_step)) return false;
   Settle();
+  BroadcastBuffers(comm_, *model_);  // every rank scores its share with rank 0's statistics
   auto te = Clock::now();
   const double acc = Evaluate(comm_, *model_, data_->test_set());
   r_.eval_curve.push_back({at_.step, acc});
@@ -653,6 +655,7 @@ void Trainer::Finish() {
       rs.comm_seconds > 0 ? std::clamp(1 - rs.wait_seconds / rs.comm_seconds, 0.0, 1.0) : 0;
   r_.sync_wait_fraction = r_.wall_s > 0 ? r_.step_time.comm_wait_s / r_.wall_s : 0;
   if (!o_.metrics.timeline.empty()) WriteTimeline(comm_, *timeline_, o_.metrics.timeline);
+  BroadcastBuffers(comm_, *model_);  // the last forward moved each rank's statistics its own way
   r_.params_consistent = ParamsConsistent(comm_, *model_);
   energy_->Finish(comm_);  // every rank's energy, on every rank
 }

@@ -75,6 +75,20 @@ TEST(Train, TwoRanksFollowOneRankWithTheDoubleBatch) {
   EXPECT_LT(Losses(two).back(), Losses(two).front());  // it learns
 }
 
+// ResNet-18 (batch normalisation: buffers) on two ranks: rank 0's running statistics go to every
+// rank before each forward and before evaluating, as DDP's broadcast_buffers does, so the ranks end
+// with identical parameters and buffers (the run's own check, which fails the run otherwise).
+TEST(Train, ResNetWithBatchNormKeepsTheRanksIdentical) {
+  nlohmann::json r = Train(
+      "resnet18", {"--model", "resnet18", "--nproc-per-node", "2", "--batch-size", "8", "--steps",
+                   "4", "--seed", "3", "--dataset", "synthetic", "--synthetic-samples", "400"});
+  EXPECT_TRUE(r["params_consistent"].get<bool>());
+  EXPECT_EQ(r["params"], 11172810);
+  EXPECT_EQ(r["world_size"], 2);
+  for (double loss : Losses(r)) EXPECT_TRUE(std::isfinite(loss));
+  EXPECT_GE(r["test_accuracy"].get<double>(), 0.0);
+}
+
 // Deferring each bucket's update into the next forward (and the early layers' gradients on the
 // priority channel) changes when the arithmetic happens, not what it computes: the curves of the
 // two schedules are the same to the last bit.

@@ -38,6 +38,23 @@ TEST(TrainModels, EveryParameterIsAnnouncedBeforeUse) {
   ExpectEveryParameterAnnouncedOnce({"cnn", 2, 64, 4, 8, 2, /*linear_blocks=*/4});
   ExpectEveryParameterAnnouncedOnce({"mlp", 2, 64, 4, 8, 2, /*linear_blocks=*/3});
   ExpectEveryParameterAnnouncedOnce({"moe-transformer", 2, 32, 4, 4, 2});
+  ExpectEveryParameterAnnouncedOnce({"resnet18"});
+  ExpectEveryParameterAnnouncedOnce({"resnet50"});
+}
+
+// The ResNets have the parameter counts of their CIFAR-style form (one input channel: the stem has
+// 64 x 1 x 3 x 3 weights), and map [B, 1, 28, 28] to [B, 10].
+TEST(TrainModels, ResNetsHaveTheirParameterCountsAndShapes) {
+  for (const auto& [name, want] : std::vector<std::pair<std::string, int64_t>>{
+           {"resnet18", 11172810}, {"resnet50", 23519690}}) {
+    auto model = MakeModel({name});
+    int64_t n = 0;
+    for (const auto& p : model->parameters()) n += p.numel();
+    EXPECT_EQ(n, want) << name;
+    EXPECT_EQ(model->Forward(torch::randn({3, 1, 28, 28})).first.sizes(),
+              (std::vector<int64_t>{3, 10}))
+        << name;
+  }
 }
 
 TEST(TrainModels, CnnHasTheSpecifiedParameterCount) {

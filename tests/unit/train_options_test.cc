@@ -121,7 +121,7 @@ TEST(TrainOptions, LarcTrustOutsideZeroToOneIsRefused) {
 TEST(TrainOptions, BadModelOptionsNameTheirFlag) {
   TrainOptions o;
   o.model.name = "resnet";
-  EXPECT_NE(Refusal(o).find("unknown --model 'resnet' (use mlp, cnn or moe-transformer)"),
+  EXPECT_NE(Refusal(o).find("unknown --model 'resnet' (use mlp, cnn, moe-transformer, resnet18 or resnet50)"),
             std::string::npos);
   o = TrainOptions();
   o.model.name = "moe-transformer";
