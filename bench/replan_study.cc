@@ -5,7 +5,7 @@
 // training), three ways:
 //   once    planned once on the forecast made at the start (green --forecast --replan-every 0)
 //   hourly  re-planned every trace hour while paused and after each run, on the forecast made
-//           then (green --forecast, its default --replan-every 1)
+//           then (green --forecast --replan-every 1)
 //   oracle  planned once on the trace itself (what a perfect forecast would allow)
 // Carbon is priced on the trace over the hours the job actually ran (grams per kW, so the meter's
 // power cancels out), against the carbon-agnostic job (the same running hours from the start).

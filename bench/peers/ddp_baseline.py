@@ -259,11 +259,18 @@ def worker(local_rank, a):
     ty = torch.from_numpy(test_labels.astype(np.int64))
 
     def evaluate():
+        # As src/train/replica.cc's Evaluate: evaluation mode (batch norm on its running
+        # statistics), every world-size-th image, 1000 at a time.
+        model.module.eval()
         with torch.no_grad():
             mine = list(range(rank, len(test_labels), world))
-            pred = model.module(tx[mine].unsqueeze(1)).argmax(1)
-            counts = torch.tensor([float((pred == ty[mine]).sum()), float(len(mine))], dtype=torch.float64)
+            correct = 0.0
+            for first in range(0, len(mine), 1000):
+                part = mine[first:first + 1000]
+                correct += float((model.module(tx[part].unsqueeze(1)).argmax(1) == ty[part]).sum())
+            counts = torch.tensor([correct, float(len(mine))], dtype=torch.float64)
             dist.all_reduce(counts)
+        model.module.train()
         return (counts[0] / counts[1]).item()
     eval_s, time_to_target, evals = 0.0, None, []
     dist.barrier()

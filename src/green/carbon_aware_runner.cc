@@ -268,14 +268,23 @@ bool Runner::Replan(double now_trace) {
       (static_cast<double>(total_steps_ - step_) * step_s + b.startup_s + b.exit_s + b.eval_s) /
       o_.time_scale;
   left.deadline_hours = hours_left;
+  if (o_.carbon_cap_kg > 0)  // what is left of the budget (a cap of 0 would mean none)
+    left.carbon_cap_kg =
+        std::max(1e-9, o_.carbon_cap_kg - green::Account(trace_, m_.samples).carbon_kg);
   const Plans p = plan_(left, now_trace);
+  const Plan* follow = &p.plan;
   if (!p.plan.feasible && !o_.green_priority) {
-    notes_.push_back("re-plan at " + FormatIsoTime(now_trace) + " infeasible (" + p.plan.reason +
-                     "); the previous plan stands");
+    // As the first plan: an infeasible one gives way to running now (the baseline) when that
+    // meets the deadline; otherwise the previous plan stands.
+    const bool baseline = p.baseline.feasible;
+    notes_.push_back(
+        "re-plan at " + FormatIsoTime(now_trace) + " infeasible (" + p.plan.reason +
+        (baseline ? "); running without pauses instead" : "); the previous plan stands"));
     Say("cann-dist-train green: " + notes_.back());
-    return false;
+    if (!baseline) return false;
+    follow = &p.baseline;
   }
-  stretches_ = Stretches(p.plan);
+  stretches_ = Stretches(*follow);
   plan_start_ = now_trace;
   ++replans_;
   const std::string next = stretches_.empty()
@@ -386,7 +395,8 @@ void Runner::Follow() {
   if (replans_ > 0)
     notes_.push_back("the plan was revised " + std::to_string(replans_) +
                      " time(s) on the newest forecast (every " + Format("%g", o_.replan_hours) +
-                     " trace hour(s) while paused, and after each run)");
+                     " trace hour(s) while paused, and after each run): the report's plan, its "
+                     "carbon and plan_vs_actual are the first plan's");
 }
 
 GreenReport Runner::Account() const {
@@ -494,9 +504,10 @@ void CheckRunResult(const RunResult& r, const std::string& run) {
 void ValidateCarbonAwareOptions(const CarbonAwareOptions& options) {
   if (!(options.time_scale > 0))
     throw Error(ErrorCode::kInvalidArgument, "--time-scale must be > 0 seconds per trace hour");
-  if (!(options.replan_hours >= 0 && options.replan_hours <= kMaxPlanHours))
+  if (!(options.replan_hours == 0 ||
+        (options.replan_hours >= 0.1 && options.replan_hours <= kMaxPlanHours)))
     throw Error(ErrorCode::kInvalidArgument,
-                "--replan-every must be 0 (never) or a number of trace hours up to " +
+                "--replan-every must be 0 (never) or a number of trace hours from 0.1 to " +
                     std::to_string(kMaxPlanHours));
   if (options.base_workers < 1 || options.batch < 1 || options.min_workers < 1 ||
       options.min_workers > options.base_workers || options.max_workers < options.base_workers)

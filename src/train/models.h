@@ -64,6 +64,19 @@ class ClassifierModel : public torch::nn::Module {
   bool odd_step_ = false;
 };
 
+// Evaluation mode for a scope (batch norm on its running statistics, without updating them),
+// training mode again after it: scoring, and forwards that only look (the update scheduler's).
+class EvalModeScope {
+ public:
+  explicit EvalModeScope(torch::nn::Module& m) : m_(m) { m_.eval(); }
+  ~EvalModeScope() { m_.train(); }
+  EvalModeScope(const EvalModeScope&) = delete;
+  EvalModeScope& operator=(const EvalModeScope&) = delete;
+
+ private:
+  torch::nn::Module& m_;
+};
+
 // Throws cdt::Error(kInvalidArgument) for an unknown name or bad sizes.
 std::shared_ptr<ClassifierModel> MakeModel(const ModelOptions& options);
 

@@ -78,7 +78,8 @@ bool ParamsConsistent(Communicator& comm, torch::nn::Module& m) {
 
 double Evaluate(Communicator& comm, ClassifierModel& model, const ImageDataset& test) {
   torch::NoGradGuard no_grad;
-  double counts[2] = {0, 0};  // correct, seen
+  const EvalModeScope scoring(model);  // batch norm on its running statistics, left as they are
+  double counts[2] = {0, 0};           // correct, seen
   std::vector<int64_t> idx;
   for (int64_t i = comm.rank(); i < test.count; i += comm.size()) idx.push_back(i);
   for (size_t first = 0; first < idx.size(); first += 1000) {

@@ -22,9 +22,9 @@ std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const OptimizerOptions& o
 
 // Rank 0's parameters and buffers to every rank, in one broadcast (a collective).
 void BroadcastState(Communicator& comm, torch::nn::Module& m);
-// Rank 0's buffers (batch norm's running statistics) to every rank, as DDP does before each
-// forward (broadcast_buffers=True, its default); nothing, and no collective, for a model without
-// buffers (the same on every rank).
+// Rank 0's buffers (batch norm's running statistics) to every rank (DDP's broadcast_buffers);
+// nothing, and no collective, for a model without buffers (the same on every rank). A blocking
+// collective on `comm`: call it only with nothing in flight there (after the trainer's Settle).
 void BroadcastBuffers(Communicator& comm, torch::nn::Module& m);
 
 // True when every rank's parameters and buffers are bit-identical (FNV-1a hashes allgathered; a

@@ -4,8 +4,8 @@
 // 10 classes. ResNet-18: basic blocks [2, 2, 2, 2], 11,172,810 parameters; ResNet-50: bottleneck
 // blocks [3, 4, 6, 3] (x4 expansion), 23,519,690 parameters (the CIFAR forms' 11,173,962 and
 // 23,520,842 less the stem's two missing input channels). Batch normalisation throughout: its
-// running statistics are buffers, which the trainer broadcasts from rank 0 before each step's
-// forward, as DDP does by default (broadcast_buffers=True; train/replica.h). Include only from
+// running statistics are buffers, which the trainer broadcasts from rank 0 before each evaluation
+// and the end-of-run check (train/replica.h, docs/training.md). Include only from
 // src/train .cc files.
 #pragma once
 

@@ -103,7 +103,9 @@ class Trainer {
   // Every parameter current, every loss recorded, nothing of ours in flight on any channel: before
   // evaluation, checkpoints and the end.
   void Settle();
-  void SnapshotAt(const Position& p);  // elastic: the state after the previous step, in memory
+  // Elastic: the state after the previous step, in memory; `buffers_before`: the model's buffers
+  // as they were before this step's forward (empty: the model's own, current ones).
+  void SnapshotAt(const Position& p, const std::vector<torch::Tensor>& buffers_before = {});
   void Finish();
   // On the way out by an exception: break both channels (a peer waiting for us fails at once
   // instead of after its timeout), then wait for the collectives still writing into our buffers.
@@ -356,7 +358,12 @@ StepBatch Trainer::BeginStep() {
 }
 
 double Trainer::ComputeGradients(const StepBatch& batch) {
-  BroadcastBuffers(comm_, *model_);  // batch norm's statistics: rank 0's, as DDP's default
+  // Elastic: the snapshot of the state before this step is taken after the first forward (which
+  // applies the deferred updates); batch norm's statistics are copied before it, so that a replay
+  // of the step does not count its batch twice.
+  std::vector<torch::Tensor> buffers_before;
+  if (session_)
+    for (const auto& b : model_->buffers()) buffers_before.push_back(b.detach().clone());
   double loss_sum = 0;
   const int parts = static_cast<int>(batch.micro.size());
   const ImageDataset& train_set = data_->train_set();
@@ -386,7 +393,7 @@ double Trainer::ComputeGradients(const StepBatch& batch) {
                       {{"step", double(at_.step)}});
     }
     updates_->ApplyAll();  // whatever forward did not announce (none of our models)
-    if (session_ && m == 0) SnapshotAt(at_);
+    if (session_ && m == 0) SnapshotAt(at_, buffers_before);
     steering_->DecideIfDue();
     if (m == parts - 1) reducer_->SetLaunchOrder(updates_->LaunchOrderFor(at_.step));
     reducer_->PrepareForBackward(m == parts - 1);
@@ -621,11 +628,14 @@ void Trainer::Regroup() {
                                        ": worker(s) wait to join");
 }
 
-void Trainer::SnapshotAt(const Position& p) {
+void Trainer::SnapshotAt(const Position& p, const std::vector<torch::Tensor>& buffers_before) {
   std::swap(session_->snapshots[0], session_->snapshots[1]);  // reuse the older copy's tensors
   ElasticSession::Snapshot& s = session_->snapshots[0];
   if (!s.memory) s.memory = std::make_shared<MemorySnapshot>();
   TakeMemorySnapshot(*model_, *opt_, p, s.memory.get());
+  const size_t params = model_->parameters().size();  // MemorySnapshot: parameters, then buffers
+  for (size_t j = 0; j < buffers_before.size(); ++j)
+    s.memory->model[params + j] = buffers_before[j];
   s.step = p.step;
   s.world = W_;
 }

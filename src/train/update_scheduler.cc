@@ -39,6 +39,7 @@ void UpdateScheduler::LearnLaunchOrders(ClassifierModel& model, const torch::Ten
       }
     });
     model.set_step(parity);
+    const EvalModeScope looking(model);  // batch norm's statistics untouched by this forward
     model.Forward(sample);
     std::vector<size_t>& order = launch_order_[parity];
     order.clear();
