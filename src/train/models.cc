@@ -1,7 +1,6 @@
 #include "train/models.h"
 
 #include "cdt/error.h"
-#include "train/resnet.h"
 
 namespace cdt::train {
 

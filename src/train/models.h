@@ -8,7 +8,7 @@
 //   moe-transformer  ViT-style encoder over 7x7 patches (16 tokens) whose feed-forward layers are a
 //                    mixture of experts with top-2 gating and the Switch Transformer load-balancing
 //                    loss (Fedus et al. 2021: E * sum_e f_e * P_e), mean-pooled into a linear head
-//   resnet18/50      ResNet for small images, batch normalisation throughout (train/resnet.h)
+//   resnet18/50      ResNet for small images, batch normalisation throughout (MakeResNet below)
 //
 // Row blocks (`linear_blocks` > 1, mlp and cnn; off by default): the big first linear layer (fc1)
 // keeps its function, parameter count and initial values but stores its weight as that many row
@@ -79,5 +79,16 @@ class EvalModeScope {
 
 // Throws cdt::Error(kInvalidArgument) for an unknown name or bad sizes.
 std::shared_ptr<ClassifierModel> MakeModel(const ModelOptions& options);
+
+// ResNet-18 and ResNet-50 for `train --model resnet18|resnet50` (He et al. 2016), in the form used
+// for 32x32 images (a 3x3 stem, no max-pool) on the trainer's [B, 1, 28, 28] input: stages of 64,
+// 128, 256 and 512 channels at 28, 14, 7 and 4 pixels, global average pooling, a linear head to
+// 10 classes. ResNet-18: basic blocks [2, 2, 2, 2], 11,172,810 parameters; ResNet-50: bottleneck
+// blocks [3, 4, 6, 3] (x4 expansion), 23,519,690 parameters (the CIFAR forms' 11,173,962 and
+// 23,520,842 less the stem's two missing input channels). Batch normalisation throughout: its
+// running statistics are buffers, which the trainer broadcasts from rank 0 before each evaluation
+// and the end-of-run check (train/replica.h, docs/training.md). `depth` 18 or 50 (resnet.cc);
+// throws cdt::Error(kInvalidArgument) for another.
+std::shared_ptr<ClassifierModel> MakeResNet(int depth);
 
 }  // namespace cdt::train

@@ -1,4 +1,4 @@
-#include "train/resnet.h"
+#include "train/models.h"
 
 #include <string>
 #include <vector>
