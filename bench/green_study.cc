@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/median.h"
 #include "green/carbon_sources.h"
 #include "green/forecaster.h"
 #include "green/iso_time.h"
@@ -22,16 +23,9 @@
 
 using namespace cdt::green;
 
-namespace {
+using cdt::Median;
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-}  // namespace
+namespace {}  // namespace
 
 int main(int argc, char** argv) {
   std::string kb = "knowledge_base", json_path;

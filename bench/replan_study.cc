@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "common/median.h"
 #include "green/carbon_aware_runner.h"
 #include "green/carbon_sources.h"
 #include "green/iso_time.h"
@@ -30,14 +31,9 @@
 
 using namespace cdt::green;
 
-namespace {
+using cdt::Median;
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+namespace {
 
 struct Outcome {
   double grams_per_kw = 0, baseline_grams_per_kw = 0;

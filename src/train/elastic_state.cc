@@ -44,11 +44,12 @@ typename StateMap::key_type Key(const StateMap&, const torch::Tensor& p) {
 }  // namespace
 
 void TakeMemorySnapshot(torch::nn::Module& model, torch::optim::Optimizer& opt, const Position& at,
-                        MemorySnapshot* into) {
+                        MemorySnapshot* into, const std::vector<torch::Tensor>& buffers_before) {
   torch::NoGradGuard no_grad;
   into->at = at;
   std::vector<torch::Tensor> state = model.parameters();
-  for (const auto& b : model.buffers()) state.push_back(b);
+  for (const auto& b : buffers_before.empty() ? model.buffers() : buffers_before)
+    state.push_back(b);
   into->model.resize(state.size());
   for (size_t i = 0; i < state.size(); ++i) CopyInto(&into->model[i], state[i].detach());
   const std::vector<torch::Tensor> params = model.parameters();

@@ -26,8 +26,11 @@ struct MemorySnapshot {
   std::vector<int64_t> steps;  // AdamW: per parameter; -1 = no state
   torch::Tensor rng;
 };
+// `buffers_before`: the buffers to keep instead of the model's (as they were before the step's
+// forward, which moved batch norm's statistics); empty = the model's own.
 void TakeMemorySnapshot(torch::nn::Module& model, torch::optim::Optimizer& opt, const Position& at,
-                        MemorySnapshot* into);
+                        MemorySnapshot* into,
+                        const std::vector<torch::Tensor>& buffers_before = {});
 // Throws cdt::Error(kInvalidArgument) for an optimizer other than SGD and AdamW.
 void ApplyMemorySnapshot(const MemorySnapshot& s, torch::nn::Module& model,
                          torch::optim::Optimizer& opt);

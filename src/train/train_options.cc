@@ -105,4 +105,18 @@ void ValidateTrainOptions(const TrainOptions& o, bool builtin_model) {
   if (builtin_model) ValidateModelOptions(o.model);
 }
 
+size_t BucketBytes(const ReductionOptions& o, int64_t params, std::string* source) {
+  if (o.bucket_mb > 0) {
+    *source = "--bucket-mb";
+    return static_cast<size_t>(o.bucket_mb * 1024 * 1024);
+  }
+  if (o.planned_bucket_bytes > 0) {
+    *source = "topology plan";
+    return o.planned_bucket_bytes;
+  }
+  *source = "a quarter of the model";
+  const size_t model_bytes = static_cast<size_t>(params) * sizeof(float);
+  return std::clamp<size_t>(model_bytes / 4, 256 << 10, 25 << 20);
+}
+
 }  // namespace cdt::train

@@ -19,8 +19,7 @@ struct LiveMetrics;  // train/live_metrics.h
 // The outputs of fc1 in mlp and cnn (models.cc): the most row blocks --linear-blocks can make.
 inline constexpr int kMlpHidden = 512, kCnnHidden = 128;
 // The --model names MakeModel (models.cc) builds, as error messages list them.
-inline constexpr const char* kModelNameList =
-    "mlp, cnn, moe-transformer, resnet18 or resnet50";
+inline constexpr const char* kModelNameList = "mlp, cnn, moe-transformer, resnet18 or resnet50";
 
 // The built-in models (train/models.h).
 struct ModelOptions {
@@ -155,6 +154,11 @@ struct TrainOptions {
   // Where the run's lines go (each rank's start "[rank<r>]: "); the CLI's honours CDT_LOG_LEVEL.
   Log log;
 };
+
+// Gradient bucket bytes: explicit --bucket-mb, else the topology plan's size, else a quarter of
+// the model (at least 256 KiB, at most DDP's 25 MiB) so that even a small model is cut into
+// several buckets that can overlap backward. `source` receives which.
+size_t BucketBytes(const ReductionOptions& o, int64_t params, std::string* source);
 
 // Throws cdt::Error(kInvalidArgument) naming the first bad option by its flag (train_options.cc).
 // `builtin_model`: false when a library user brings the model (ModelFactory, trainer.h); its

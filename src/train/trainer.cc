@@ -52,23 +52,6 @@ double Since(Clock::time_point t) {
 
 std::string Who(const Communicator& comm) { return "rank " + std::to_string(comm.rank()); }
 
-// Buckets: explicit --bucket-mb, else the topology plan's size, else a quarter of the model (at
-// least 256 KiB, at most DDP's 25 MiB) so that even a small model is cut into several buckets
-// that can overlap backward. `source` receives which.
-size_t BucketBytes(const ReductionOptions& o, int64_t params, std::string* source) {
-  if (o.bucket_mb > 0) {
-    *source = "--bucket-mb";
-    return static_cast<size_t>(o.bucket_mb * 1024 * 1024);
-  }
-  if (o.planned_bucket_bytes > 0) {
-    *source = "topology plan";
-    return o.planned_bucket_bytes;
-  }
-  *source = "a quarter of the model";
-  const size_t model_bytes = static_cast<size_t>(params) * sizeof(float);
-  return std::clamp<size_t>(model_bytes / 4, 256 << 10, 25 << 20);
-}
-
 class Trainer {
  public:
   Trainer(Communicator& comm, const TrainOptions& o, Communicator* priority,
@@ -103,8 +86,7 @@ class Trainer {
   // Every parameter current, every loss recorded, nothing of ours in flight on any channel: before
   // evaluation, checkpoints and the end.
   void Settle();
-  // Elastic: the state after the previous step, in memory; `buffers_before`: the model's buffers
-  // as they were before this step's forward (empty: the model's own, current ones).
+  // Elastic: the state after the previous step, in memory (buffers_before: elastic_state.h).
   void SnapshotAt(const Position& p, const std::vector<torch::Tensor>& buffers_before = {});
   void Finish();
   // On the way out by an exception: break both channels (a peer waiting for us fails at once
@@ -358,9 +340,7 @@ StepBatch Trainer::BeginStep() {
 }
 
 double Trainer::ComputeGradients(const StepBatch& batch) {
-  // Elastic: the snapshot of the state before this step is taken after the first forward (which
-  // applies the deferred updates); batch norm's statistics are copied before it, so that a replay
-  // of the step does not count its batch twice.
+  // Elastic: batch norm's statistics before the forward, for the snapshot taken after it.
   std::vector<torch::Tensor> buffers_before;
   if (session_)
     for (const auto& b : model_->buffers()) buffers_before.push_back(b.detach().clone());
@@ -632,10 +612,7 @@ void Trainer::SnapshotAt(const Position& p, const std::vector<torch::Tensor>& bu
   std::swap(session_->snapshots[0], session_->snapshots[1]);  // reuse the older copy's tensors
   ElasticSession::Snapshot& s = session_->snapshots[0];
   if (!s.memory) s.memory = std::make_shared<MemorySnapshot>();
-  TakeMemorySnapshot(*model_, *opt_, p, s.memory.get());
-  const size_t params = model_->parameters().size();  // MemorySnapshot: parameters, then buffers
-  for (size_t j = 0; j < buffers_before.size(); ++j)
-    s.memory->model[params + j] = buffers_before[j];
+  TakeMemorySnapshot(*model_, *opt_, p, s.memory.get(), buffers_before);
   s.step = p.step;
   s.world = W_;
 }

@@ -21,19 +21,30 @@ namespace {
 
 using InProcessJob = testing::SimulatedJob;
 
+// The model meter (this process, no hardware counters) and a job from 05:00 on 2022-03-14 with a
+// day's deadline, as both tests run it.
+MeterSetOptions ModelledMeter() {
+  MeterSetOptions mo;
+  mo.profiles_path = std::string(CDT_KNOWLEDGE_BASE) + "/hardware_profiles/devices.json";
+  mo.try_hardware = false;
+  return mo;
+}
+
+CarbonAwareOptions DayAheadOptions() {
+  CarbonAwareOptions o;
+  o.start_unix = *ParseIsoTime("2022-03-14T05:00:00Z");
+  o.deadline_hours = 24;
+  o.calibrate_steps = 30;
+  return o;
+}
+
 TEST(CarbonAwareRunner, FollowsTheSuspendResumePlanThroughTheCleanHoursOnAFakeClock) {
   const CarbonTrace trace =
       ReadCarbonTrace(std::string(CDT_KNOWLEDGE_BASE) + "/carbon_traces/CISO_2022.csv");
   testing::FakeClock clock;
   InProcessJob job(clock, 4000, 3.6);  // 4 trace hours of stepping at --time-scale 3600
-  MeterSetOptions mo;
-  mo.profiles_path = std::string(CDT_KNOWLEDGE_BASE) + "/hardware_profiles/devices.json";
-  mo.try_hardware = false;
-  MeterSet meter(mo);
-  CarbonAwareOptions o;
-  o.start_unix = *ParseIsoTime("2022-03-14T05:00:00Z");
-  o.deadline_hours = 24;
-  o.calibrate_steps = 30;
+  MeterSet meter(ModelledMeter());
+  CarbonAwareOptions o = DayAheadOptions();
   o.run_id = "test";
   std::vector<std::string> said;
   o.say = [&](const std::string& line) { said.push_back(line); };
@@ -88,14 +99,8 @@ TEST(CarbonAwareRunner, RevisesThePlanEveryHourOnTheNewestForecast) {
       ReadCarbonTrace(std::string(CDT_KNOWLEDGE_BASE) + "/carbon_traces/CISO_2022.csv");
   testing::FakeClock clock;
   InProcessJob job(clock, 4000, 3.6);
-  MeterSetOptions mo;
-  mo.profiles_path = std::string(CDT_KNOWLEDGE_BASE) + "/hardware_profiles/devices.json";
-  mo.try_hardware = false;
-  MeterSet meter(mo);
-  CarbonAwareOptions o;
-  o.start_unix = *ParseIsoTime("2022-03-14T05:00:00Z");
-  o.deadline_hours = 24;
-  o.calibrate_steps = 30;
+  MeterSet meter(ModelledMeter());
+  CarbonAwareOptions o = DayAheadOptions();
   o.replan_hours = 1;
   o.run_id = "replan";
   std::vector<std::string> said;
