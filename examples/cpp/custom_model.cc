@@ -257,10 +257,10 @@ int Green(const Args& a, const std::string& secret) {
   o.say = [](const std::string& line) { std::printf("%s\n", line.c_str()); };
   InProcessJob job(a, secret);
   SystemClock clock;
-  const green::GreenReport r =
-      green::RunCarbonAware(job, trace, meter, clock, o, [&](const green::JobSpec& spec) {
+  const green::GreenReport r = green::RunCarbonAware(
+      job, trace, meter, clock, o, [&](const green::JobSpec& spec, double start) {
         green::Plans p;
-        p.intensity = trace.Hourly(o.start_unix, spec.deadline_hours);
+        p.intensity = trace.Hourly(start, spec.deadline_hours);
         green::PlanOptions po;
         po.contiguous_partial = true;  // every stretch costs a restart
         p.plan = green::MakePlan(green::Strategy::kSuspendResume, spec, p.intensity, po);
